@@ -1,0 +1,30 @@
+"""EchoMQ: a job queue on Valkey in which time is a control.
+
+A schedule is a score on one sorted set, promoted on the server clock; a delay sends a job
+in hand back to that schedule without touching its attempts; a backoff is a pure value; a
+recurrence is a registration that mints a fresh, mint-ordered job for every occurrence.
+"""
+
+from __future__ import annotations
+
+from . import backoff, errors, ids, jobs, keyspace, native, repeat, scripts
+from .connector import AsyncConnector, Connector
+from .jobs import Claim
+from .outcomes import Outcome
+
+__all__ = [
+    "AsyncConnector",
+    "Claim",
+    "Connector",
+    "Outcome",
+    "backoff",
+    "errors",
+    "ids",
+    "jobs",
+    "keyspace",
+    "native",
+    "repeat",
+    "scripts",
+]
+
+__version__ = "0.1.0"

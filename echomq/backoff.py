@@ -1,0 +1,78 @@
+"""Backoff: a pure curve from (policy, attempts) to a delay in milliseconds.
+
+No process, no clock, no I/O (``jitter`` draws from ``random``, nothing else). A caller
+that wants a retry curve computes the number here and hands it to ``jobs.retry``.
+
+Policies:
+
+- ``("fixed", ms)``: the same delay on every attempt.
+- ``("exponential", base, cap)``: ``base * 2**(attempts-1)``, clamped at ``cap``.
+- ``("jitter", inner)``: a uniform draw in ``0..delay_ms(inner, attempts)`` (full jitter).
+
+>>> delay_ms(("exponential", 100, 10_000), 1)
+100
+>>> delay_ms(("exponential", 100, 10_000), 3)
+400
+>>> delay_ms(("exponential", 100, 10_000), 20)
+10000
+>>> delay_ms(("fixed", 1000), 8)
+1000
+>>> 0 <= delay_ms(("jitter", ("fixed", 50)), 1) <= 50
+True
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+Policy = tuple[Any, ...]
+
+_rng = random.SystemRandom()
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate(policy: Policy) -> Policy:
+    """Return ``policy`` if it is well formed, else raise ``ValueError``/``TypeError``."""
+    if not isinstance(policy, tuple) or not policy:
+        raise TypeError(f"a backoff policy is a tuple, not {policy!r}")
+    kind = policy[0]
+    if kind == "fixed" and len(policy) == 2:
+        if not _int(policy[1]) or policy[1] < 0:
+            raise ValueError("fixed backoff needs a non-negative int ms")
+        return policy
+    if kind == "exponential" and len(policy) == 3:
+        base, cap = policy[1], policy[2]
+        if not (_int(base) and base >= 1 and _int(cap) and cap >= 1):
+            raise ValueError("exponential backoff needs int base >= 1 and int cap >= 1")
+        return policy
+    if kind == "jitter" and len(policy) == 2:
+        validate(policy[1])
+        return policy
+    raise ValueError(f"unknown backoff policy {policy!r}")
+
+
+def delay_ms(policy: Policy, attempts: int) -> int:
+    """The delay in ms before retry number ``attempts`` (1-based) under ``policy``."""
+    if not _int(attempts) or attempts < 1:
+        raise ValueError("attempts must be an int >= 1")
+    validate(policy)
+    return _delay(policy, attempts)
+
+
+def _delay(policy: Policy, attempts: int) -> int:
+    kind = policy[0]
+    if kind == "fixed":
+        return int(policy[1])
+    if kind == "exponential":
+        base, cap = policy[1], policy[2]
+        # Once the shift passes the cap's bit length the product only grows: clamp early so
+        # a huge attempts count never builds a huge integer.
+        if attempts - 1 >= cap.bit_length():
+            return int(cap)
+        return int(min(base << (attempts - 1), cap))
+    bound = _delay(policy[1], attempts)
+    return 0 if bound <= 0 else _rng.randint(0, bound)

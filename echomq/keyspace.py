@@ -1,0 +1,71 @@
+"""Key names: every key of a queue lives under one hash tag, ``emq:{<queue>}:``.
+
+One tag per queue puts every key a transition touches in one cluster slot, so each
+script or native command runs on a single node with all its keys declared or derived
+from the queue base (the base itself rides in ARGV where a script derives row and lane
+keys, as the seed's ``promote`` does).
+
+| key                         | type | content                                            |
+|-----------------------------|------|----------------------------------------------------|
+| ``emq:{q}:job:<id>``        | hash | state, attempts, payload, group, failures, stalled, error |
+| ``emq:{q}:pending``         | zset | ids at score 0; byte order = mint order = claim order |
+| ``emq:{q}:active``          | zset | ids scored by lease expiry (server ms)             |
+| ``emq:{q}:schedule``        | zset | ids scored by run-at ms                            |
+| ``emq:{q}:dead``            | zset | dead-lettered ids scored by the server ms they died|
+| ``emq:{q}:completed``       | zset | kept completed ids scored by server ms (retention) |
+| ``emq:{q}:wake``            | list | at most one wake token for blocked consumers       |
+| ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
+| ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
+| ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |
+
+Everything here is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+PREFIX = "emq"
+MAX_QUEUE_BYTES = 200
+
+
+def validate_queue(queue: str) -> str:
+    """Return ``queue`` if it can carry a hash tag, else raise before any I/O.
+
+    Refused: a non-``str``, the empty name, a name over 200 UTF-8 bytes, and a name
+    containing ``{`` or ``}`` (it would break the hash tag and split the queue's keys
+    across cluster slots).
+    """
+    if not isinstance(queue, str):
+        raise TypeError(f"queue name must be a str, not {type(queue).__name__}")
+    if not queue:
+        raise ValueError("queue name must not be empty")
+    if len(queue.encode()) > MAX_QUEUE_BYTES:
+        raise ValueError(f"queue name is longer than {MAX_QUEUE_BYTES} bytes")
+    if "{" in queue or "}" in queue:
+        raise ValueError(f"queue name {queue!r} must not contain '{{' or '}}' (hash tag)")
+    return queue
+
+
+def queue_key(queue: str, suffix: str) -> str:
+    """``emq:{queue}:<suffix>``; ``queue_key(q, "")`` is the queue base ``emq:{q}:``."""
+    validate_queue(queue)
+    return f"{PREFIX}:{{{queue}}}:{suffix}"
+
+
+def base(queue: str) -> str:
+    """The queue base, ``emq:{queue}:``: the prefix scripts derive row and lane keys from."""
+    return queue_key(queue, "")
+
+
+def job_key(queue: str, job_id: str) -> str:
+    """The job row, ``emq:{queue}:job:<id>``."""
+    return queue_key(queue, f"job:{job_id}")
+
+
+def repeat_key(queue: str, name: str) -> str:
+    """A registration record, ``emq:{queue}:repeat:<name>``."""
+    return queue_key(queue, f"repeat:{name}")
+
+
+def lane_key(queue: str, group: str) -> str:
+    """A group's lane, ``emq:{queue}:g:<group>:pending``."""
+    return queue_key(queue, f"g:{group}:pending")

@@ -1,0 +1,20 @@
+"""Outcomes of the verbs: ``StrEnum`` members, so ``outcome == "scheduled"`` holds."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    ENQUEUED = "enqueued"
+    SCHEDULED = "scheduled"
+    DUPLICATE = "duplicate"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    REGISTERED = "registered"
+    EXISTS = "exists"
+    UPDATED = "updated"
+    ADVANCED = "advanced"
+    ABSENT = "absent"
+    FIRED = "fired"
+    SKIPPED = "skipped"

@@ -1,0 +1,68 @@
+"""The Lua scripts, one file per transition, packaged as data.
+
+A file is named for its verb and its key count (``schedule-2.lua``), BullMQ style, and
+opens with a header naming every KEY and ARGV. Shared fragments live in ``includes/`` and
+are spliced in where a script says ``--@include <name>``; ``source(name)`` returns the
+spliced text, which is what the server runs and what ``sha(name)`` hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+_INCLUDE = re.compile(r"^--@include (\w+)$", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A loaded script: its verb, the number of KEYS it declares, its text and SHA1."""
+
+    name: str
+    numkeys: int
+    source: str
+    sha: str
+
+
+def _files() -> dict[str, tuple[str, int]]:
+    out: dict[str, tuple[str, int]] = {}
+    for entry in resources.files(__name__).iterdir():
+        stem, _, ext = entry.name.rpartition(".")
+        if ext != "lua":
+            continue
+        verb, _, keys = stem.rpartition("-")
+        out[verb] = (entry.name, int(keys))
+    return out
+
+
+def names() -> list[str]:
+    """Every script's verb name, sorted."""
+    return sorted(_files())
+
+
+def _read(relpath: str) -> str:
+    return resources.files(__name__).joinpath(relpath).read_text(encoding="utf-8")
+
+
+@cache
+def get(name: str) -> Script:
+    """The script for verb ``name`` (``KeyError`` for an unknown name)."""
+    files = _files()
+    if name not in files:
+        raise KeyError(f"no script named {name!r}; known: {', '.join(sorted(files))}")
+    filename, numkeys = files[name]
+    text = _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua").rstrip("\n"), _read(filename))
+    return Script(name, numkeys, text, hashlib.sha1(text.encode()).hexdigest())
+
+
+def source(name: str) -> str:
+    """The Lua text of the named script, includes spliced in."""
+    return get(name).source
+
+
+def sha(name: str) -> str:
+    """The SHA1 the server files the script under (what EVALSHA sends)."""
+    return get(name).sha

@@ -1,0 +1,27 @@
+-- the @ack script: token-fenced completion of a job in hand.
+-- KEYS[1] = the job row, KEYS[2] = active, KEYS[3] = the completed set
+-- ARGV[1] = id, ARGV[2] = the token, ARGV[3] = '1' keep the row as completed, '0' delete it
+-- Reply: 1. Refusals (nothing written): EMQKIND, EMQSTALE job gone,
+-- EMQSTALE ack token mismatch, EMQSTATE ack not active (the lease was reaped).
+-- A kept row is written state = completed, completed_at = SERVER ms, and indexed on the
+-- completed set by that ms so retention can trim by count and age.
+--@include kind
+--@include now
+if not is_job(ARGV[1]) then
+  return redis.error_reply(KIND_ERROR)
+end
+local att = redis.call('HGET', KEYS[1], 'attempts')
+if not att then return redis.error_reply('EMQSTALE job gone') end
+if att ~= ARGV[2] then return redis.error_reply('EMQSTALE ack token mismatch') end
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  return redis.error_reply('EMQSTATE ack not active')
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if ARGV[3] == '1' then
+  local now = now_ms()
+  redis.call('HSET', KEYS[1], 'state', 'completed', 'completed_at', now)
+  redis.call('ZADD', KEYS[3], now, ARGV[1])
+else
+  redis.call('DEL', KEYS[1])
+end
+return 1

@@ -1,0 +1,29 @@
+-- the @promote script: release due scheduled jobs, on the SERVER clock.
+-- KEYS[1] = the schedule set, KEYS[2] = pending
+-- ARGV[1] = the queue base (row, lane and wake keys derive from it), ARGV[2] = the batch
+-- Reply: the count of members released (at most the batch).
+-- A flat job rejoins pending at score 0 (so it sorts by mint order, not release order);
+-- a row carrying a group rejoins its lane emq:{q}:g:<group>:pending. Idempotent: a member
+-- already moved is gone from the schedule set.
+--@include now
+--@include wake
+local p = ARGV[1]
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[2]))
+local flat = 0
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = p .. 'job:' .. id
+  local g = redis.call('HGET', jk, 'group')
+  if g then
+    redis.call('ZADD', p .. 'g:' .. g .. ':pending', 0, id)
+  else
+    redis.call('ZADD', KEYS[2], 0, id)
+    flat = flat + 1
+  end
+  -- the row is written pending, whether or not a row was there (the seed's behaviour)
+  redis.call('HSET', jk, 'state', 'pending')
+end
+if flat > 0 then
+  wake(p .. 'wake')
+end
+return #due

@@ -1,0 +1,127 @@
+"""The sans-IO core: a verb describes its calls as steps, a connector does the I/O.
+
+A transition is written once, as either a single ``Eval`` step with a ``decode`` function or
+a generator that yields steps and receives their replies. ``drive`` runs it on whichever
+connector it is given: on a ``Connector`` it returns the result, on an ``AsyncConnector`` it
+returns an awaitable of the same result. Server refusals are thrown back into the generator
+at the ``yield`` that caused them (so a verb may translate them), then propagate.
+
+Theory of operation, in the h11 sense: nothing in ``jobs``, ``repeat`` or ``groups`` opens a
+socket or reads a clock it does not name; every byte on the wire is one of these steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from . import errors
+
+if TYPE_CHECKING:
+    from .connector import AsyncConnector, Connector
+
+T = TypeVar("T")
+Arg: TypeAlias = str | bytes | int
+
+
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """Run script ``script`` with ``keys`` and ``args``; at wire 6 send ``native`` instead.
+
+    ``native`` names the module command with the same tail (``numkeys keys... args...``).
+    ``via``, when set, is an object with ``eval(conn, script, keys, args)`` the call is
+    dispatched through instead of the connector (the seed's ``:via`` option).
+    """
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    native: str | None = None
+    via: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``."""
+
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """A module command with no scripted twin (``EMQ.RESCHEDULE``); needs wire 6."""
+
+    command: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Several steps in one round trip (pipelined, not a transaction).
+
+    The reply is a list in step order; a refused step's slot holds its ``ServerError``
+    instead of raising, so one bad job does not hide the others' outcomes.
+    """
+
+    steps: tuple[Eval | Command | Native, ...]
+
+
+Step: TypeAlias = Eval | Command | Native | Batch
+Verb: TypeAlias = Generator[Step, Any, T]
+Maybe: TypeAlias = "T | Awaitable[T]"
+
+
+def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
+    """The generator for a one-step verb: send ``step``, decode its reply."""
+    return decode((yield step))
+
+
+def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Any:
+    """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
+    if getattr(conn, "is_async", False):
+        return _drive_async(conn, verb)  # type: ignore[arg-type]
+    return _drive_sync(conn, verb)  # type: ignore[arg-type]
+
+
+def _drive_sync(conn: Connector, verb: Verb[T]) -> T:
+    try:
+        step = next(verb)
+        while True:
+            try:
+                reply = conn.execute(step)
+            except errors.ServerError as exc:
+                step = verb.throw(exc)
+            else:
+                step = verb.send(reply)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def _drive_async(conn: AsyncConnector, verb: Verb[T]) -> T:
+    try:
+        step = next(verb)
+        while True:
+            try:
+                reply = await conn.execute(step)
+            except errors.ServerError as exc:
+                step = verb.throw(exc)
+            else:
+                step = verb.send(reply)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def text(value: Any) -> str:
+    """A reply element as ``str`` (replies arrive as bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    """``[k1, v1, k2, v2]`` (an HGETALL reply) as a dict with ``str`` keys."""
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}

@@ -1,0 +1,5 @@
+"""Build hook for the native Valkey module (filled in by the native-twins work)."""
+
+from setuptools import setup
+
+setup()

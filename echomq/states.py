@@ -1,0 +1,75 @@
+"""The job's states and the transitions between them: the one table everything reads.
+
+Theory of operation. A job is one hash row, ``emq:{q}:job:<id>``, whose ``state`` field
+names which one sorted set holds its id:
+
+- ``scheduled``: on ``schedule``, scored by its run-at ms. Fenced out of pending.
+- ``pending``: on ``pending`` at score 0 (byte order = mint order = claim order), or on its
+  group's lane ``g:<group>:pending``.
+- ``active``: on ``active``, scored by its lease expiry (SERVER ms); the row's ``attempts``
+  is the token that fences every later verb on the job in hand.
+- ``completed``: acked; kept on ``completed`` (scored by SERVER ms) or deleted outright.
+- ``dead``: dead-lettered on ``dead``, scored by the SERVER ms it died.
+
+Every move between them is one atomic server-side transition (a script, or a native module
+command at wire 6). ``TRANSITIONS`` lists each verb with the states it moves a job from and
+to, and the clock that prices it: ``server`` (Valkey ``TIME`` inside the transition),
+``caller`` (an absolute ms the caller computed), or ``host`` (the registry's clock, for
+recurrence, which mints new jobs and moves no existing one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STATES = ("scheduled", "pending", "active", "completed", "dead")
+
+#: the sorted set each state lives on (the lane is the grouped form of ``pending``)
+SET_OF = {
+    "scheduled": "schedule",
+    "pending": "pending",
+    "active": "active",
+    "completed": "completed",
+    "dead": "dead",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    verb: str
+    source: tuple[str, ...]  # () = the job has no row yet (an admission)
+    target: str
+    clock: str
+    note: str
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition("enqueue", (), "pending", "-", "admit claimable now; a duplicate id writes nothing"),
+    Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms"),
+    Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay"),
+    Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; grouped rows to their lane"),
+    Transition("claim", ("pending",), "active", "server", "lease = TIME + lease_ms; attempts + 1 = token"),
+    Transition("extend", ("active",), "active", "server", "lease checkpoint, token-fenced"),
+    Transition("ack", ("active",), "completed", "server", "token-fenced; row kept or deleted"),
+    Transition("retry", ("active",), "scheduled", "server", "token-fenced; run-at = TIME + delay"),
+    Transition("retry", ("active",), "dead", "server", "when attempts reach max_attempts"),
+    Transition("delay", ("active",), "scheduled", "server", "token-fenced; attempts untouched ('at' mode: caller)"),
+    Transition("reap", ("active",), "pending", "server", "lease expired (score <= TIME); stalled + 1"),
+    Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
+    Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX"),
+    Transition("revive", ("dead",), "pending", "-", "operator action: back to pending"),
+)
+
+
+def moves(verb: str) -> list[Transition]:
+    """The rows of ``TRANSITIONS`` for ``verb``."""
+    return [t for t in TRANSITIONS if t.verb == verb]
+
+
+def table_markdown() -> str:
+    """``TRANSITIONS`` as a Markdown table (the README's copy is generated from this)."""
+    lines = ["| verb | from | to | clock | note |", "|---|---|---|---|---|"]
+    for t in TRANSITIONS:
+        src = ", ".join(t.source) or "(new)"
+        lines.append(f"| `{t.verb}` | {src} | {t.target} | {t.clock} | {t.note} |")
+    return "\n".join(lines)

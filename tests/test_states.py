@@ -84,3 +84,12 @@ def test_every_state_has_a_set_and_the_markdown_lists_every_verb():
     md = states.table_markdown()
     for verb in VERBS:
         assert f"`{verb}`" in md
+
+
+def test_readme_table_is_the_generated_one():
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("<!-- states-table:begin -->\n", 1)[1]
+    block = block.split("\n<!-- states-table:end -->")[0]
+    assert block == states.table_markdown()

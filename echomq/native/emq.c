@@ -1,0 +1,504 @@
+/* emq.c: the EMQ module, native twins of EchoMQ's schedule, promote and delay scripts,
+ * plus EMQ.RESCHEDULE, which has no scripted twin.
+ *
+ * Each command takes the scripts' EVALSHA tail: numkeys, the keys, then the arguments.
+ *
+ *   EMQ.SCHEDULE   2 <row> <schedule> <id> <payload> <in|at> <due>   -> 1 | 0
+ *   EMQ.PROMOTE    2 <schedule> <pending> <queue base> <batch>       -> count
+ *   EMQ.DELAY      3 <row> <active> <schedule> <id> <token> <in|at> <due> -> 1
+ *   EMQ.RESCHEDULE 2 <row> <schedule> <id> <in|at> <due>             -> 1 | -1
+ *
+ * Contract: every check (shape, mode, due, the JOB fence, every row and key type, the
+ * token, the state) runs before the first write, so a refusal writes nothing. EMQ.PROMOTE
+ * reads every selected row before it writes any. The clock is the SERVER's
+ * (Milliseconds(), read inside the command), as TIME is inside the scripts.
+ *
+ * Where we differ from the scripts (all visible to a caller, all documented in
+ * docs/native.md): a ghost (a scheduled id with no row) is only removed from the schedule
+ * set; a grouped row refuses the call (EMQSTATE promote/delay lane not native); a mode
+ * other than in/at, a negative or non-integer due, a non-positive batch, a wrong numkeys
+ * and repeated keys are refused (ERR EMQ.<VERB> ...); a delay whose holder is no longer
+ * in active is refused (EMQSTATE delay not active); a key of the wrong type is refused
+ * with WRONGTYPE before anything is written (a script would fail midway).
+ *
+ * Like the scripted promote, EMQ.PROMOTE leaves one wake token on <base>wake (RPUSH '1'
+ * when the list is empty) when it moved at least one flat job to pending, so a consumer
+ * blocked on that list claims at once.
+ *
+ * Replication: we replicate the EFFECTS, never the command verbatim. A verbatim EMQ.*
+ * would be re-run on the replica (and on AOF replay) against that server's clock: an
+ * 'in' schedule would be re-priced and a promote would select a different due set. So
+ * every write is propagated as the plain command it amounts to (HSET, ZREM, ZADD with the
+ * absolute score, RPUSH), which the server wraps in MULTI/EXEC when there are several.
+ * The writes themselves go through the low-level key API (no command dispatch per write),
+ * which is what makes the native promote cheaper than the script.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "emq_api.h"
+
+#define EMQ_VISIBLE __attribute__((visibility("default")))
+
+static const char KIND_ERROR[] = "EMQKIND job id must be JOB-namespaced";
+static const char WRONGTYPE_ERROR[] =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/* Values written into rows, made once at load (shared, never freed per call). */
+static EmqStr *s_scheduled, *s_pending, *s_zero;
+
+/* -- small checks, none of which touches a key -------------------------------------- */
+
+static int str_is(const EmqStr *s, const char *lit) {
+    size_t len, n = strlen(lit);
+    const char *p = Emq_StringPtrLen(s, &len);
+    return len == n && memcmp(p, lit, n) == 0;
+}
+
+static int str_eq(const EmqStr *a, const EmqStr *b) {
+    size_t la, lb;
+    const char *pa = Emq_StringPtrLen(a, &la);
+    const char *pb = Emq_StringPtrLen(b, &lb);
+    return la == lb && memcmp(pa, pb, la) == 0;
+}
+
+static int is_job(const EmqStr *id) {
+    size_t len;
+    const char *p = Emq_StringPtrLen(id, &len);
+    return len >= 3 && memcmp(p, "JOB", 3) == 0;
+}
+
+/* 1 for 'in' (relative, priced on the server clock), 0 for 'at', -1 for anything else. */
+static int parse_mode(const EmqStr *s) {
+    if (str_is(s, "in")) return 1;
+    if (str_is(s, "at")) return 0;
+    return -1;
+}
+
+static int parse_due(const EmqStr *s, long long *out) {
+    return Emq_StringToLongLong(s, out) == EMQ_OK && *out >= 0;
+}
+
+/* The shape: the exact argc, numkeys as declared, and no key named twice (two handles on
+ * one key could see each other's writes mid-command). */
+static int check_shape(EmqCtx *ctx, EmqStr **argv, int argc, int want_argc, int nkeys,
+                       const char *numkeys_error, const char *distinct_error) {
+    int i, j;
+    if (argc != want_argc) {
+        Emq_WrongArity(ctx);
+        return 0;
+    }
+    {
+        long long n;
+        if (Emq_StringToLongLong(argv[1], &n) != EMQ_OK || n != nkeys) {
+            Emq_ReplyWithError(ctx, numkeys_error);
+            return 0;
+        }
+    }
+    for (i = 2; i < 2 + nkeys; i++)
+        for (j = i + 1; j < 2 + nkeys; j++)
+            if (str_eq(argv[i], argv[j])) {
+                Emq_ReplyWithError(ctx, distinct_error);
+                return 0;
+            }
+    return 1;
+}
+
+/* The score a mode and due give: 'in' adds the due to the server clock now (in double
+ * arithmetic, as the script's Lua numbers), 'at' takes it as an absolute ms. */
+static double price(int relative, long long due) {
+    if (relative) return (double)Emq_Milliseconds() + (double)due;
+    return (double)due;
+}
+
+/* A score as the text we propagate: exact for every integer a double holds. */
+static void score_text(double score, char *buf, size_t size) { snprintf(buf, size, "%.17g", score); }
+
+/* -- key reads ------------------------------------------------------------------------ */
+
+static int type_of(EmqCtx *ctx, EmqStr *name) {
+    EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ);
+    int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    Emq_CloseKey(k);
+    return t;
+}
+
+static int is_type_or_empty(EmqCtx *ctx, EmqStr *name, int want) {
+    int t = type_of(ctx, name);
+    return t == EMQ_KEYTYPE_EMPTY || t == want;
+}
+
+static int zset_has(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
+    double score;
+    EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ);
+    int found = 0;
+    if (k && Emq_KeyType(k) == EMQ_KEYTYPE_ZSET)
+        found = Emq_ZsetScore(k, member, &score) == EMQ_OK;
+    Emq_CloseKey(k);
+    return found;
+}
+
+/* -- key writes (low-level API; each caller replicates what it wrote) ------------------ */
+
+static void zset_add(EmqCtx *ctx, EmqStr *name, double score, EmqStr *member, int flags) {
+    EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ | EMQ_WRITE);
+    Emq_ZsetAdd(k, score, member, &flags);
+    Emq_CloseKey(k);
+}
+
+static void zset_rem(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
+    int deleted = 0;
+    EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ | EMQ_WRITE);
+    if (Emq_KeyType(k) == EMQ_KEYTYPE_ZSET) Emq_ZsetRem(k, member, &deleted);
+    Emq_CloseKey(k);
+}
+
+static void set_state(EmqCtx *ctx, EmqStr *row, EmqStr *state) {
+    EmqKey *k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", state, NULL);
+    Emq_CloseKey(k);
+}
+
+/* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
+
+static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *row, *sched, *id;
+    EmqKey *k;
+    int relative;
+    long long due;
+    double score;
+    char buf[40];
+
+    if (!check_shape(ctx, argv, argc, 8, 2, "ERR EMQ.SCHEDULE numkeys must be 2",
+                     "ERR EMQ.SCHEDULE keys must be distinct"))
+        return EMQ_OK;
+    row = argv[2], sched = argv[3], id = argv[4];
+    relative = parse_mode(argv[6]);
+    if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE mode must be in or at");
+    if (!parse_due(argv[7], &due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE due must be a non-negative integer");
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
+    if (!is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+
+    score = price(relative, due);
+    k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", s_scheduled, "attempts", s_zero, "payload",
+                argv[5], NULL);
+    Emq_CloseKey(k);
+    zset_add(ctx, sched, score, id, 0);
+
+    score_text(score, buf, sizeof(buf));
+    Emq_Replicate(ctx, "HSET", "scccccs", row, "state", "scheduled", "attempts", "0",
+                  "payload", argv[5]);
+    Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
+/* -- EMQ.PROMOTE 2 <schedule> <pending> <queue base> <batch> -------------------------- */
+
+enum { ROW_FLAT = 0, ROW_GHOST = 1 };
+
+typedef struct {
+    size_t n;
+    EmqStr **ids;
+    EmqStr **rows;
+    unsigned char *kind;
+    EmqStr **pairs; /* "0", id, "0", id ... for the replicated ZADD */
+} Selection;
+
+static void selection_free(EmqCtx *ctx, Selection *sel) {
+    size_t i;
+    for (i = 0; i < sel->n; i++) {
+        if (sel->ids && sel->ids[i]) Emq_FreeString(ctx, sel->ids[i]);
+        if (sel->rows && sel->rows[i]) Emq_FreeString(ctx, sel->rows[i]);
+    }
+    if (sel->ids) Emq_Free(sel->ids);
+    if (sel->rows) Emq_Free(sel->rows);
+    if (sel->kind) Emq_Free(sel->kind);
+    if (sel->pairs) Emq_Free(sel->pairs);
+}
+
+/* The key <base><suffix>, made from a reusable buffer. */
+static EmqStr *derive(EmqCtx *ctx, char *buf, const char *base, size_t blen, const char *mid,
+                      const char *tail, size_t tlen) {
+    size_t mlen = strlen(mid);
+    memcpy(buf, base, blen);
+    memcpy(buf + blen, mid, mlen);
+    memcpy(buf + blen + mlen, tail, tlen);
+    return Emq_CreateString(ctx, buf, blen + mlen + tlen);
+}
+
+/* Leave one wake token for blocked consumers, as the script's wake(): RPUSH only when the
+ * list is empty. A wake key of another type is skipped: the token is a hint, and a missed
+ * one costs a consumer at most one beat. RPUSH goes through Call so BLPOP waiters wake and
+ * the push is replicated ("!"). */
+static void wake(EmqCtx *ctx, EmqStr *key) {
+    EmqKey *k = Emq_OpenKey(ctx, key, EMQ_READ);
+    int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    size_t len = (t == EMQ_KEYTYPE_LIST) ? Emq_ValueLength(k) : 0;
+    Emq_CloseKey(k);
+    if (t == EMQ_KEYTYPE_EMPTY || (t == EMQ_KEYTYPE_LIST && len == 0)) {
+        EmqReply *r = Emq_Call(ctx, "RPUSH", "!sc", key, "1");
+        if (r) Emq_FreeCallReply(r);
+    }
+}
+
+static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *sched, *pending, *wake_key;
+    const char *base;
+    size_t blen, i, flat = 0, maxlen = 0;
+    long long batch;
+    EmqReply *reply;
+    Selection sel;
+    char *buf;
+    const char *refusal = NULL;
+
+    if (!check_shape(ctx, argv, argc, 6, 2, "ERR EMQ.PROMOTE numkeys must be 2",
+                     "ERR EMQ.PROMOTE keys must be distinct"))
+        return EMQ_OK;
+    sched = argv[2], pending = argv[3];
+    if (Emq_StringToLongLong(argv[5], &batch) != EMQ_OK || batch <= 0)
+        return Emq_ReplyWithError(ctx, "ERR EMQ.PROMOTE batch must be a positive integer");
+    if (!is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET) ||
+        !is_type_or_empty(ctx, pending, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+    if (type_of(ctx, sched) == EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
+
+    /* The due read, on the server clock: members scored at or before now, up to batch. */
+    reply = Emq_Call(ctx, "ZRANGEBYSCORE", "sclcll", sched, "-inf", Emq_Milliseconds(),
+                     "LIMIT", 0LL, batch);
+    if (reply == NULL) return Emq_ReplyWithError(ctx, "ERR EMQ.PROMOTE due read failed");
+    if (Emq_CallReplyType(reply) != EMQ_REPLY_ARRAY) {
+        Emq_ReplyWithCallReply(ctx, reply);
+        Emq_FreeCallReply(reply);
+        return EMQ_OK;
+    }
+    memset(&sel, 0, sizeof(sel));
+    sel.n = Emq_CallReplyLength(reply);
+    if (sel.n == 0) {
+        Emq_FreeCallReply(reply);
+        return Emq_ReplyWithLongLong(ctx, 0);
+    }
+    base = Emq_StringPtrLen(argv[4], &blen);
+    for (i = 0; i < sel.n; i++) {
+        size_t len;
+        Emq_CallReplyStringPtr(Emq_CallReplyArrayElement(reply, i), &len);
+        if (len > maxlen) maxlen = len;
+    }
+    buf = Emq_Alloc(blen + maxlen + 8);
+    sel.ids = Emq_Alloc(sizeof(EmqStr *) * sel.n);
+    sel.rows = Emq_Alloc(sizeof(EmqStr *) * sel.n);
+    sel.kind = Emq_Alloc(sel.n);
+    memset(sel.ids, 0, sizeof(EmqStr *) * sel.n);
+    memset(sel.rows, 0, sizeof(EmqStr *) * sel.n);
+
+    /* Read every selected row before writing anything. */
+    for (i = 0; i < sel.n && refusal == NULL; i++) {
+        size_t len;
+        const char *p = Emq_CallReplyStringPtr(Emq_CallReplyArrayElement(reply, i), &len);
+        EmqKey *k;
+        int t;
+        sel.ids[i] = Emq_CreateString(ctx, p, len);
+        sel.rows[i] = derive(ctx, buf, base, blen, "job:", p, len);
+        k = Emq_OpenKey(ctx, sel.rows[i], EMQ_READ);
+        t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+        if (t == EMQ_KEYTYPE_EMPTY) {
+            sel.kind[i] = ROW_GHOST;
+        } else if (t != EMQ_KEYTYPE_HASH) {
+            refusal = WRONGTYPE_ERROR;
+        } else {
+            int grouped = 0;
+            Emq_HashGet(k, EMQ_HASH_CFIELDS | EMQ_HASH_EXISTS, "group", &grouped, NULL);
+            if (grouped) refusal = "EMQSTATE promote lane not native";
+            sel.kind[i] = ROW_FLAT;
+            flat++;
+        }
+        Emq_CloseKey(k);
+    }
+    Emq_FreeCallReply(reply);
+    if (refusal != NULL) {
+        Emq_Free(buf);
+        selection_free(ctx, &sel);
+        return Emq_ReplyWithError(ctx, refusal);
+    }
+    wake_key = derive(ctx, buf, base, blen, "wake", "", 0);
+    Emq_Free(buf);
+
+    /* The writes: leave the schedule set; flat rows rejoin pending at 0, written pending. */
+    {
+        int deleted;
+        EmqKey *k = Emq_OpenKey(ctx, sched, EMQ_READ | EMQ_WRITE);
+        for (i = 0; i < sel.n; i++) Emq_ZsetRem(k, sel.ids[i], &deleted);
+        Emq_CloseKey(k);
+    }
+    Emq_Replicate(ctx, "ZREM", "sv", sched, sel.ids, sel.n);
+    if (flat > 0) {
+        size_t j = 0;
+        EmqKey *k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
+        sel.pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * flat);
+        for (i = 0; i < sel.n; i++) {
+            int flags = 0;
+            if (sel.kind[i] != ROW_FLAT) continue;
+            Emq_ZsetAdd(k, 0.0, sel.ids[i], &flags);
+            sel.pairs[j++] = s_zero;
+            sel.pairs[j++] = sel.ids[i];
+        }
+        Emq_CloseKey(k);
+        Emq_Replicate(ctx, "ZADD", "sv", pending, sel.pairs, j);
+        for (i = 0; i < sel.n; i++) {
+            if (sel.kind[i] != ROW_FLAT) continue;
+            set_state(ctx, sel.rows[i], s_pending);
+            Emq_Replicate(ctx, "HSET", "scc", sel.rows[i], "state", "pending");
+        }
+        wake(ctx, wake_key);
+    }
+    Emq_FreeString(ctx, wake_key);
+    Emq_ReplyWithLongLong(ctx, (long long)sel.n);
+    selection_free(ctx, &sel);
+    return EMQ_OK;
+}
+
+/* -- EMQ.DELAY 3 <row> <active> <schedule> <id> <token> <in|at> <due> ---------------- */
+
+static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *row, *active, *sched, *id, *att = NULL;
+    EmqKey *k;
+    int relative, t, grouped = 0;
+    long long due;
+    double score;
+    char buf[40];
+    const char *refusal = NULL;
+
+    if (!check_shape(ctx, argv, argc, 9, 3, "ERR EMQ.DELAY numkeys must be 3",
+                     "ERR EMQ.DELAY keys must be distinct"))
+        return EMQ_OK;
+    row = argv[2], active = argv[3], sched = argv[4], id = argv[5];
+    relative = parse_mode(argv[7]);
+    if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.DELAY mode must be in or at");
+    if (!parse_due(argv[8], &due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.DELAY due must be a non-negative integer");
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+
+    /* The token fence: the row's attempts, compared as bytes (the script compares strings). */
+    k = Emq_OpenKey(ctx, row, EMQ_READ);
+    t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    if (t == EMQ_KEYTYPE_HASH) {
+        Emq_HashGet(k, EMQ_HASH_CFIELDS, "attempts", &att, NULL);
+        Emq_HashGet(k, EMQ_HASH_CFIELDS | EMQ_HASH_EXISTS, "group", &grouped, NULL);
+    }
+    Emq_CloseKey(k);
+    if (t != EMQ_KEYTYPE_HASH && t != EMQ_KEYTYPE_EMPTY)
+        refusal = WRONGTYPE_ERROR;
+    else if (att == NULL)
+        refusal = "EMQSTALE job gone";
+    else if (!str_eq(att, argv[6]))
+        refusal = "EMQSTALE delay token mismatch";
+    else if (grouped)
+        refusal = "EMQSTATE delay lane not native";
+    else if (!is_type_or_empty(ctx, active, EMQ_KEYTYPE_ZSET) ||
+             !is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET))
+        refusal = WRONGTYPE_ERROR;
+    else if (!zset_has(ctx, active, id))
+        refusal = "EMQSTATE delay not active";
+    if (att) Emq_FreeString(ctx, att);
+    if (refusal) return Emq_ReplyWithError(ctx, refusal);
+
+    score = price(relative, due);
+    zset_rem(ctx, active, id);
+    set_state(ctx, row, s_scheduled);
+    zset_add(ctx, sched, score, id, 0);
+
+    score_text(score, buf, sizeof(buf));
+    Emq_Replicate(ctx, "ZREM", "ss", active, id);
+    Emq_Replicate(ctx, "HSET", "scc", row, "state", "scheduled");
+    Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
+/* -- EMQ.RESCHEDULE 2 <row> <schedule> <id> <in|at> <due> ---------------------------- */
+
+static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *row, *sched, *id;
+    int relative, t;
+    long long due;
+    double score;
+    char buf[40];
+
+    if (!check_shape(ctx, argv, argc, 7, 2, "ERR EMQ.RESCHEDULE numkeys must be 2",
+                     "ERR EMQ.RESCHEDULE keys must be distinct"))
+        return EMQ_OK;
+    row = argv[2], sched = argv[3], id = argv[4];
+    relative = parse_mode(argv[5]);
+    if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.RESCHEDULE mode must be in or at");
+    if (!parse_due(argv[6], &due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.RESCHEDULE due must be a non-negative integer");
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+    t = type_of(ctx, row);
+    if (t == EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, -1);
+    if (t != EMQ_KEYTYPE_HASH || !is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+    if (!zset_has(ctx, sched, id))
+        return Emq_ReplyWithError(ctx, "EMQSTATE reschedule not scheduled");
+
+    /* The one write: rescore the member, never add it (ZADD ... XX). */
+    score = price(relative, due);
+    zset_add(ctx, sched, score, id, EMQ_ZADD_XX);
+    score_text(score, buf, sizeof(buf));
+    Emq_Replicate(ctx, "ZADD", "sccs", sched, "XX", buf, id);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
+/* -- load / unload ------------------------------------------------------------------- */
+
+static int load(EmqCtx *ctx) {
+    if (emq_api_init(ctx) != EMQ_OK) return EMQ_ERR;
+    if (Emq_IsModuleNameBusy("emq")) return EMQ_ERR;
+    Emq_SetModuleAttribs(ctx, "emq", 1, EMQ_APIVER_1);
+    if (s_scheduled == NULL) {
+        s_scheduled = Emq_CreateString(NULL, "scheduled", 9);
+        s_pending = Emq_CreateString(NULL, "pending", 7);
+        s_zero = Emq_CreateString(NULL, "0", 1);
+    }
+    /* Key positions (first, last, step) so a cluster routes on them: numkeys is argv[1]
+     * and the keys follow it. Flagged write + deny-oom: replicas and the AOF see the
+     * effects, and a full server refuses new writes. */
+    if (Emq_CreateCommand(ctx, "emq.schedule", cmd_schedule, "write deny-oom", 2, 3, 1) ||
+        Emq_CreateCommand(ctx, "emq.promote", cmd_promote, "write deny-oom", 2, 3, 1) ||
+        Emq_CreateCommand(ctx, "emq.delay", cmd_delay, "write deny-oom", 2, 4, 1) ||
+        Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1))
+        return EMQ_ERR;
+    return EMQ_OK;
+}
+
+static int unload(void) {
+    if (s_scheduled) {
+        Emq_FreeString(NULL, s_scheduled);
+        Emq_FreeString(NULL, s_pending);
+        Emq_FreeString(NULL, s_zero);
+        s_scheduled = s_pending = s_zero = NULL;
+    }
+    return EMQ_OK;
+}
+
+EMQ_VISIBLE int ValkeyModule_OnLoad(EmqCtx *ctx, EmqStr **argv, int argc) {
+    (void)argv, (void)argc;
+    return load(ctx);
+}
+
+EMQ_VISIBLE int RedisModule_OnLoad(EmqCtx *ctx, EmqStr **argv, int argc) {
+    (void)argv, (void)argc;
+    return load(ctx);
+}
+
+EMQ_VISIBLE int ValkeyModule_OnUnload(EmqCtx *ctx) {
+    (void)ctx;
+    return unload();
+}
+
+EMQ_VISIBLE int RedisModule_OnUnload(EmqCtx *ctx) {
+    (void)ctx;
+    return unload();
+}

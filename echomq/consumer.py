@@ -1,0 +1,486 @@
+"""The Consumer: one queue's beat loop on an ``AsyncConnector``.
+
+Theory of operation. A beat is the seed's order: the recovery leg (``reap`` expired leases),
+then ``promote`` (due scheduled jobs), then the claims, up to the free concurrency, in one
+``claim_many`` call. In pool mode (``pooled=True``) a Metronome runs the first two legs
+once a beat for the queue and the consumer only claims. Between beats an idle consumer does
+not poll: it blocks on the queue's wake list (``BLPOP emq:{q}:wake``, timeout one beat),
+which enqueue, promote and reap push a token onto, so an enqueued job starts within a round
+trip and a scheduled one within a beat of its run-at.
+
+Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
+function in a thread pool. Success acks (the row is deleted unless the retention keeps
+completed rows); an exception retries after the route's fixed ``retry_delay_ms`` (the
+seed's 1000 ms) or its ``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)``,
+handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising
+``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
+failure. While a handler runs, a checkpoint extends its lease every third of the lease, so
+a long job is never reaped while its worker lives.
+
+Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
+``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
+counts consecutive degraded beats, logs, and resumes when the server answers. An outcome
+(ack, retry, delay) that hits a wire error is retried until the lease would have lapsed;
+after that the reaper owns the job.
+
+Guarantee: at least once. A job whose worker dies, or whose ack never lands, is returned
+by the reaper after its lease and runs again; a handler with an external effect dedups on
+the job id.
+
+Clocks: leases, run-ats, promote and reap read the SERVER clock (in the scripts); the beat,
+the checkpoint cadence and the degraded sleeps are paced on the HOST monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import datetime as dt
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from . import _guards as guard
+from . import backoff, errors, jobs, keyspace
+from ._aio import aw, aw_any
+from .metronome import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs, run_legs
+from .retention import Retention
+
+log = logging.getLogger("echomq.consumer")
+
+DEFAULT_CONCURRENCY = 10
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_RETRY_DELAY_MS = 1_000
+DEFAULT_MAX_ATTEMPTS = 25
+MAX_ERROR_CHARS = 2_000
+
+_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
+
+
+class Delay(Exception):
+    """Raised by a handler to send its job back to the schedule without a failure.
+
+    ``Delay(ms)`` runs it again ``ms`` after SERVER now; ``Delay(at=run_at_ms)`` at an
+    absolute run-at (caller's clock); a ``timedelta`` / aware ``datetime`` works too.
+    Attempts are untouched by the delay itself (the next claim increments them, as after
+    any retry) and a delay never dead-letters.
+    """
+
+    def __init__(self, ms: int | dt.timedelta | None = None, *,
+                 at: int | dt.datetime | None = None) -> None:
+        if (ms is None) == (at is None):
+            raise TypeError("Delay takes a delay (ms or timedelta) or at=, exactly one")
+        if at is not None:
+            self.mode = "at"
+            self.value = guard.integer("at", to_epoch_ms(at))
+        else:
+            assert ms is not None
+            self.mode = "in"
+            self.value = guard.non_negative("ms", to_ms(ms))
+        super().__init__(f"delay {self.mode} {self.value}")
+
+
+def to_ms(value: int | dt.timedelta) -> int:
+    """A duration in ms from an int (ms) or a ``timedelta``."""
+    if isinstance(value, dt.timedelta):
+        return int(value / dt.timedelta(milliseconds=1))
+    return guard.integer("ms", value)
+
+
+def to_epoch_ms(value: int | dt.datetime) -> int:
+    """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
+    if isinstance(value, dt.datetime):
+        return int(value.timestamp() * 1000)
+    return guard.integer("at", value)
+
+
+@dataclass(slots=True)
+class Job:
+    """A job in hand: what a handler receives (and what ``current_job()`` returns)."""
+
+    queue: str
+    id: str
+    token: int
+    payload: bytes
+
+    @property
+    def attempts(self) -> int:
+        """How many times this job has been claimed, this run included (the token)."""
+        return self.token
+
+    def delay(self, ms: int | dt.timedelta | None = None, *,
+              at: int | dt.datetime | None = None) -> NoReturn:
+        """Send this job back to the schedule (raises ``Delay``; the consumer does the rest)."""
+        raise Delay(ms, at=at)
+
+
+def current_job() -> Job | None:
+    """The job the calling handler is running, or ``None`` outside a handler."""
+    return _current.get()
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How to run one job: the handler and its retry and lease settings."""
+
+    handler: Callable[[Job], Any]
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: backoff.Policy | None = None
+    retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
+    lease_ms: int | None = None
+
+    def retry_delay(self, attempts: int) -> int:
+        """The delay before the next run after failed attempt number ``attempts``."""
+        if self.backoff is not None:
+            return backoff.delay_ms(self.backoff, max(1, attempts))
+        return self.retry_delay_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A line of the consumer's timeline, for ``on_event`` (HOST wall-clock ``at``)."""
+
+    kind: str  # started completed retrying dead delayed lost degraded recovered
+    queue: str
+    job_id: str | None
+    attempts: int
+    info: dict[str, Any]
+    at: float
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    delayed: int = 0
+    lost: int = 0
+    reaped: int = 0
+    promoted: int = 0
+    degraded_sleeps: list[int] = field(default_factory=list)
+
+
+class Consumer:
+    """Claims and runs ``queue``'s jobs on ``conn`` (an ``AsyncConnector``).
+
+    Pass ``handler`` (called with a ``Job``; async or sync) with the retry settings, or a
+    ``router`` that picks a ``Route`` per job. ``pooled=True`` skips the recovery and
+    promote legs (a Metronome runs them).
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        queue: str,
+        handler: Callable[[Job], Any] | None = None,
+        *,
+        router: Callable[[Job], Route] | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_policy: backoff.Policy | None = None,
+        retention: Retention | None = None,
+        pooled: bool = False,
+        reap_batch: int = DEFAULT_BATCH,
+        promote_batch: int = DEFAULT_BATCH,
+        max_stalled: int = jobs.DEFAULT_MAX_STALLED,
+        on_event: Callable[[Event], None] | None = None,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        keyspace.validate_queue(queue)
+        if (handler is None) == (router is None):
+            raise TypeError("Consumer takes a handler or a router, exactly one")
+        guard.positive("concurrency", concurrency)
+        guard.positive("beat_ms", beat_ms)
+        guard.positive("lease_ms", lease_ms)
+        guard.non_negative("retry_delay_ms", retry_delay_ms)
+        guard.positive("max_attempts", max_attempts)
+        if backoff_policy is not None:
+            backoff.validate(backoff_policy)
+        self.conn = conn
+        self.queue = queue
+        if router is None:
+            assert handler is not None
+            route = Route(handler, max_attempts, backoff_policy, retry_delay_ms)
+            router = lambda _job: route  # noqa: E731
+        self.router = router
+        self.concurrency = concurrency
+        self.beat_ms = beat_ms
+        self.lease_ms = lease_ms
+        self.retention = retention or Retention()
+        self.pooled = pooled
+        self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
+        self.on_event = on_event
+        self.stats = ConsumerStats()
+        self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._executor = executor
+        self._own_executor = executor is None
+        self._slot = asyncio.Event()
+        self._stop: asyncio.Event | None = None
+        self._wake_key = keyspace.queue_key(queue, "wake")
+
+    # -- the beat ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beat until ``stop`` is set, then return without waiting for in-flight jobs
+        (``drain`` waits for them). Claims stop the moment ``stop`` is set."""
+        self._stop = stop
+        loop = asyncio.get_running_loop()
+        beat_s = self.beat_ms / 1000
+        next_beat = loop.time()
+        beat_no = 0
+        streak = 0
+        while not stop.is_set():
+            try:
+                if not self.pooled and loop.time() >= next_beat:
+                    beat_no += 1
+                    counts = await run_legs(self.conn, self.queue, self.legs, beat_no)
+                    self.stats.reaped += counts.reaped
+                    self.stats.promoted += counts.promoted
+                    next_beat = loop.time() + beat_s
+                free = self.concurrency - len(self.inflight)
+                got = 0
+                if free > 0 and not stop.is_set():
+                    claims = await aw(jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+                    for claim in claims:
+                        self._start(claim)
+                    got = len(claims)
+                if streak:
+                    log.warning("consumer %s recovered after %d degraded beats", self.queue,
+                                streak)
+                    self._emit("recovered", None, 0, streak=streak)
+                    streak = 0
+                until = beat_s if self.pooled else max(0.0, next_beat - loop.time())
+                if free <= 0 or got >= free > 0:
+                    if free <= 0:
+                        await self._wait_slot(until)
+                    continue
+                await self._idle(until)
+            except errors.WireError as exc:
+                streak += 1
+                ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
+                                      streak)
+                self.stats.degraded_sleeps.append(ms)
+                log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
+                            self.queue, streak, ms, exc)
+                self._emit("degraded", None, 0, streak=streak, sleep_ms=ms, error=str(exc))
+                await self._sleep(ms / 1000)
+                next_beat = loop.time()
+
+    async def _idle(self, timeout: float) -> None:
+        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop."""
+        # BLPOP's timeout is in seconds (a double); 0 would mean forever.
+        secs = max(timeout, 0.005)
+        assert self._stop is not None
+        pop = asyncio.ensure_future(self.conn.call("BLPOP", self._wake_key, f"{secs:.3f}"))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({pop, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not pop.done():
+                pop.cancel()
+                with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
+                    await pop
+        if pop.done() and not pop.cancelled():
+            pop.result()  # a wire error surfaces here and degrades the beat
+
+    async def _wait_slot(self, timeout: float) -> None:
+        self._slot.clear()
+        if len(self.inflight) < self.concurrency:
+            return
+        assert self._stop is not None
+        waits = {asyncio.ensure_future(self._slot.wait()), asyncio.ensure_future(self._stop.wait())}
+        _done, pending = await asyncio.wait(waits, timeout=max(timeout, 0.001),
+                                            return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+
+    async def _sleep(self, seconds: float) -> None:
+        assert self._stop is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    # -- a job in hand -------------------------------------------------------------------
+
+    def _start(self, claim: jobs.Claim) -> None:
+        self.stats.claimed += 1
+        job = Job(self.queue, claim.id, claim.token, claim.payload)
+        task = asyncio.ensure_future(self._process(job))
+        self.inflight[claim.id] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            self.inflight.pop(claim.id, None)
+            self._slot.set()
+
+        task.add_done_callback(done)
+
+    async def _process(self, job: Job) -> None:
+        route: Route | None = None
+        lease_ms = self.lease_ms
+        try:
+            route = self.router(job)
+            lease_ms = min(route.lease_ms or self.lease_ms, self.lease_ms)
+        except Exception as exc:
+            outcome: tuple[str, Any] = ("fail", exc)
+        self._emit("started", job.id, job.token)
+        deadline = _Deadline(lease_ms)
+        if route is not None:
+            checkpoint = asyncio.ensure_future(
+                self._checkpoint(job, route.lease_ms or self.lease_ms, lease_ms, deadline)
+            )
+            try:
+                value = await self._call(route.handler, job)
+            except Delay as d:
+                outcome = ("delay", d)
+            except Exception as exc:
+                outcome = ("fail", exc)
+            else:
+                outcome = ("ok", value)
+            finally:
+                checkpoint.cancel()
+        await self._settle(job, route or Route(_no_handler), outcome, deadline)
+
+    async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
+        token = _current.set(job)
+        try:
+            if inspect.iscoroutinefunction(handler):
+                return await handler(job)
+            ctx = contextvars.copy_context()
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._pool(), ctx.run, handler, job)
+            if inspect.isawaitable(result):
+                return await result
+            return result
+        finally:
+            _current.reset(token)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
+        return self._executor
+
+    async def _checkpoint(self, job: Job, lease_ms: int, first_ms: int,
+                          deadline: _Deadline) -> None:
+        """Extend the lease every third of it while the handler runs (SERVER-clock lease)."""
+        wait_ms = first_ms / 3
+        while True:
+            await asyncio.sleep(wait_ms / 1000)
+            wait_ms = lease_ms / 3
+            try:
+                await aw(jobs.extend(self.conn, self.queue, job.id, job.token, lease_ms))
+                deadline.renew(lease_ms)
+            except errors.WireError as exc:
+                log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
+            except errors.ServerError as exc:
+                log.warning("job %s lost its lease while running: %s", job.id, exc)
+                return
+
+    async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
+                      deadline: _Deadline) -> None:
+        kind, value = outcome
+        if kind == "ok":
+            verb: Callable[[], Awaitable[Any]] = lambda: aw_any(jobs.ack(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, keep=self.retention.keeps_completed))
+        elif kind == "delay":
+            verb = lambda: aw_any(jobs.delay(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, value.value, value.mode))
+        else:
+            err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
+            delay_ms = route.retry_delay(job.token)
+            verb = lambda: aw_any(jobs.retry(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, delay_ms, route.max_attempts, err))
+        pause = self.beat_ms / 1000
+        while True:
+            try:
+                result = await verb()
+                break
+            except errors.WireError as exc:
+                if deadline.lapsed():
+                    log.warning("job %s: outcome %s not recorded before its lease lapsed "
+                                "(%s); the reaper will return it", job.id, kind, exc)
+                    self.stats.lost += 1
+                    self._emit("lost", job.id, job.token, outcome=kind)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            except errors.ServerError as exc:
+                log.warning("job %s: %s refused (%s); another holder owns it now",
+                            job.id, kind, exc)
+                self.stats.lost += 1
+                self._emit("lost", job.id, job.token, outcome=kind, error=str(exc))
+                return
+        if kind == "ok":
+            self.stats.completed += 1
+            self._emit("completed", job.id, job.token)
+        elif kind == "delay":
+            self.stats.delayed += 1
+            self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
+        elif result == "dead":
+            self.stats.dead += 1
+            log.error("job %s dead after %d attempts: %s", job.id, job.token, value)
+            self._emit("dead", job.id, job.token, error=f"{type(value).__name__}: {value}")
+        else:
+            self.stats.retried += 1
+            log.warning("job %s failed (attempt %d), retry in %d ms: %s: %s", job.id,
+                        job.token, delay_ms, type(value).__name__, value)
+            self._emit("retrying", job.id, job.token, delay_ms=delay_ms,
+                       error=f"{type(value).__name__}: {value}")
+
+    def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(Event(kind, self.queue, job_id, attempts, info, time.time()))
+        except Exception:  # a broken observer must not break the loop
+            log.exception("on_event observer failed")
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float) -> int:
+        """Wait up to ``grace_s`` for in-flight jobs to settle; cancel the rest (their
+        leases lapse and the reaper returns them). Returns how many were left unfinished."""
+        pending = list(self.inflight.values())
+        if pending:
+            _done, left = await asyncio.wait(pending, timeout=grace_s)
+        else:
+            left = set()
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+        if self._executor is not None and self._own_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        return len(left)
+
+    async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:
+        """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""
+        await self.run(stop)
+        return await self.drain(grace_s)
+
+
+def _no_handler(job: Job) -> None:  # pragma: no cover - never called
+    raise LookupError(f"no handler for job {job.id}")
+
+
+class _Deadline:
+    """When the current lease lapses, on the HOST monotonic clock (a conservative guess of
+    the SERVER-clock expiry: it starts when the claim returned, after the server priced it)."""
+
+    def __init__(self, lease_ms: int) -> None:
+        self.at = time.monotonic() + lease_ms / 1000
+
+    def renew(self, lease_ms: int) -> None:
+        self.at = time.monotonic() + lease_ms / 1000
+
+    def lapsed(self) -> bool:
+        return time.monotonic() >= self.at

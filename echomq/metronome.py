@@ -1,0 +1,201 @@
+"""The Metronome: one reap + promote per beat per queue for a whole pool of consumers.
+
+A lone Consumer runs its own recovery leg (reap expired leases), then promote, then its
+claims, every beat. A pool of N consumers doing that would reap and promote N times a beat;
+in pool mode the consumers skip those legs and one Metronome runs them once a beat per
+queue. Across processes the Metronomes elect, per queue, by a short SERVER-side lease: the
+key ``emq:{q}:metronome`` holds the owner's token with ``PX`` = two beats, renewed each
+beat by its holder (the ``metronome`` script renews only if it is still the owner). A
+holder that dies stops renewing; the key lapses two beats after its last renewal and the
+next contender's beat takes it, so the legs miss at most two beats.
+
+Promote and reap are idempotent, so a brief overlap during a handover (a paused holder
+whose lease lapsed) costs a redundant pass, never a wrong one.
+
+Clocks: the beat is paced on the HOST monotonic clock; the lease, reap and promote read the
+SERVER clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _guards as guard
+from . import backoff, errors, jobs, keyspace, retention
+from ._aio import aw
+from .steps import Eval, drive, single
+
+log = logging.getLogger("echomq.metronome")
+
+DEFAULT_BEAT_MS = 100
+DEFAULT_BATCH = 1000
+TRIM_EVERY_BEATS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Legs:
+    """What a recovery beat does for one queue: batch sizes, stall threshold, retention."""
+
+    reap_batch: int = DEFAULT_BATCH
+    promote_batch: int = DEFAULT_BATCH
+    max_stalled: int = jobs.DEFAULT_MAX_STALLED
+    retention: retention.Retention = retention.DEFAULT
+    trim_every: int = TRIM_EVERY_BEATS
+
+
+@dataclass(slots=True)
+class LegCounts:
+    reaped: int = 0
+    promoted: int = 0
+    trimmed: int = 0
+
+
+async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts:
+    """One recovery beat for ``queue``: reap, then promote, then (every ``trim_every``
+    beats) a bounded retention trim. SERVER clock throughout."""
+    out = LegCounts()
+    out.reaped = await aw(jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled))
+    out.promoted = await aw(jobs.promote(conn, queue, legs.promote_batch))
+    if legs.trim_every and beat_no % legs.trim_every == 0:
+        out.trimmed = await retention.apply(conn, queue, legs.retention)
+    return out
+
+
+def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False) -> Any:
+    """Take or renew (or release) ``queue``'s metronome lease for ``owner``.
+
+    For a hold: 1 renewed, 2 acquired, 0 held by someone else. For a release: 1 or 0.
+    The lease expires on the SERVER clock.
+    """
+    guard.string("owner", owner)
+    guard.positive("lease_ms", lease_ms)
+    step = Eval(
+        "metronome",
+        (keyspace.queue_key(queue, "metronome"),),
+        (owner, str(lease_ms), "release" if release else "hold"),
+    )
+    return drive(conn, single(step, int))
+
+
+def default_owner() -> str:
+    """A token naming this process (host, pid) plus randomness, unique per Metronome."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(slots=True)
+class MetronomeStats:
+    beats: int = 0
+    passes: dict[str, int] = field(default_factory=dict)
+    reaped: int = 0
+    promoted: int = 0
+    trimmed: int = 0
+    degraded_sleeps: list[int] = field(default_factory=list)
+
+
+class Metronome:
+    """Runs the recovery legs once per beat per queue across every process that runs one.
+
+    ``run(stop)`` beats until ``stop`` is set, then releases the leases it holds.
+    ``on_pass(queue, counts)`` is called after each pass this Metronome ran.
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        queues: Sequence[str],
+        *,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        owner: str | None = None,
+        legs: Legs | None = None,
+        legs_for: dict[str, Legs] | None = None,
+        on_pass: Callable[[str, LegCounts], None] | None = None,
+    ) -> None:
+        for q in queues:
+            keyspace.validate_queue(q)
+        self.conn = conn
+        self.queues = list(dict.fromkeys(queues))
+        self.beat_ms = guard.positive("beat_ms", beat_ms)
+        self.lease_ms = 2 * beat_ms
+        self.owner = owner or default_owner()
+        self.legs = legs or Legs()
+        self.legs_for = dict(legs_for or {})
+        self.on_pass = on_pass
+        self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
+        self.held: set[str] = set()
+
+    async def tick(self) -> None:
+        """One beat: for each queue, hold the lease and, if held, run its legs."""
+        self.stats.beats += 1
+        for q in self.queues:
+            got = await hold(self.conn, q, self.owner, self.lease_ms)
+            if not got:
+                if q in self.held:
+                    log.info("metronome %s lost the lease on %s", self.owner, q)
+                self.held.discard(q)
+                continue
+            if q not in self.held:
+                log.info("metronome %s holds %s", self.owner, q)
+                self.held.add(q)
+            counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
+                                    self.stats.beats)
+            self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+            self.stats.trimmed += counts.trimmed
+            if self.on_pass is not None:
+                self.on_pass(q, counts)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beat until ``stop`` is set. A wire error does not end the loop: it sleeps on the
+        exponential curve over the beat, indexed by the streak of degraded beats."""
+        loop = asyncio.get_running_loop()
+        beat_s = self.beat_ms / 1000
+        streak = 0
+        next_at = loop.time()
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except errors.WireError as exc:
+                streak += 1
+                ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
+                                      streak)
+                self.stats.degraded_sleeps.append(ms)
+                self.held.clear()
+                log.warning("metronome degraded (streak %d, sleeping %d ms): %s", streak, ms, exc)
+                await _sleep_unless(stop, ms / 1000)
+                next_at = loop.time()
+                continue
+            if streak:
+                log.warning("metronome recovered after %d degraded beats", streak)
+                streak = 0
+            next_at += beat_s
+            delay = next_at - loop.time()
+            if delay < 0:  # a slow beat: do not try to catch up with a burst of passes
+                next_at = loop.time()
+                delay = 0
+            await _sleep_unless(stop, delay)
+        await self.release()
+
+    async def release(self) -> None:
+        """Give back every lease held, so a peer takes over on its next beat."""
+        for q in list(self.held):
+            try:
+                await hold(self.conn, q, self.owner, self.lease_ms, release=True)
+            except errors.EchoMQError as exc:
+                log.debug("metronome release of %s failed: %s", q, exc)
+        self.held.clear()
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    if seconds <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

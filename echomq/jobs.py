@@ -1,7 +1,8 @@
 """Job transitions: each verb is keys + argv + reply decoding, run by either connector.
 
-Every function here takes a ``Connector`` (and returns the result) or an
-``AsyncConnector`` (and returns an awaitable of the same result). Argument guards raise
+Every verb here takes a ``Connector`` first (and returns the result) or an
+``AsyncConnector`` (and returns an awaitable of the same result): ``steps.verb`` makes the
+builder below, which describes the calls, into that function. Argument guards raise
 ``TypeError``/``ValueError`` before any I/O; server refusals raise ``errors.KindError``,
 ``StaleError``, ``GoneError`` or ``StateError`` with the server's text.
 
@@ -19,7 +20,7 @@ from typing import Any, NamedTuple
 from . import _guards as guard
 from . import errors, keyspace
 from .outcomes import Outcome
-from .steps import Batch, Command, Eval, Maybe, Native, drive, single, text
+from .steps import Batch, Command, Eval, Native, Verb, single, text, verb
 
 DEFAULT_MAX_STALLED = 2
 
@@ -63,15 +64,17 @@ def _schedule_step(
     )
 
 
-def enqueue(conn: Any, queue: str, job_id: str, payload: bytes | str) -> Maybe[Outcome]:
+@verb
+def enqueue(queue: str, job_id: str, payload: bytes | str) -> Verb[Outcome]:
     """Admit a job claimable now: ``"enqueued"``, or ``"duplicate"`` if the id has a row."""
     step = _enqueue_step(queue, job_id, payload)
-    return drive(conn, single(step, _admission(Outcome.ENQUEUED)))
+    return single(step, _admission(Outcome.ENQUEUED))
 
 
+@verb
 def enqueue_at(
-    conn: Any, queue: str, job_id: str, payload: bytes | str, run_at_ms: int, via: Any = None
-) -> Maybe[Outcome]:
+    queue: str, job_id: str, payload: bytes | str, run_at_ms: int, via: Any = None
+) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
     Guards only that ``run_at_ms`` is an int (as the seed): a past or negative run-at is
@@ -79,60 +82,95 @@ def enqueue_at(
     """
     guard.integer("run_at_ms", run_at_ms)
     step = _schedule_step(queue, job_id, payload, "at", run_at_ms, via)
-    return drive(conn, single(step, _admission(Outcome.SCHEDULED)))
+    return single(step, _admission(Outcome.SCHEDULED))
 
 
+@verb
 def enqueue_in(
-    conn: Any, queue: str, job_id: str, payload: bytes | str, delay_ms: int, via: Any = None
-) -> Maybe[Outcome]:
+    queue: str, job_id: str, payload: bytes | str, delay_ms: int, via: Any = None
+) -> Verb[Outcome]:
     """Admit a job due ``delay_ms`` from now on the SERVER clock (``TIME`` in the script).
 
     ``delay_ms`` must be a non-negative int. ``"scheduled"`` or ``"duplicate"``.
     """
     guard.non_negative("delay_ms", delay_ms)
     step = _schedule_step(queue, job_id, payload, "in", delay_ms, via)
-    return drive(conn, single(step, _admission(Outcome.SCHEDULED)))
+    return single(step, _admission(Outcome.SCHEDULED))
 
 
-def _batch_admissions(steps: list[Eval], admitted: Outcome) -> Any:
-    replies = yield Batch(tuple(steps))
+# jobs per bulk script call: long enough to amortize a call, short enough not to stall the server
+CHUNK = 500
+
+
+def _chunks(flat: list[Any], per_job: int) -> list[list[Any]]:
+    step = CHUNK * per_job
+    return [flat[i:i + step] for i in range(0, len(flat), step)]
+
+
+def _bulk_admissions(
+    script: str, key: str, queue: str, flat: list[Any], per_job: int, admitted: Outcome
+) -> Verb[list[Outcome]]:
+    """One bulk script call per chunk, all chunks pipelined in one round trip."""
+    base = keyspace.base(queue)
+    steps = tuple(Eval(script, (key,), (base, *chunk)) for chunk in _chunks(flat, per_job))
+    if not steps:
+        return []
+    replies = yield Batch(steps)
     out: list[Outcome] = []
     for reply in replies:
         if isinstance(reply, errors.ServerError):
             raise reply
-        out.append(admitted if int(reply) == 1 else Outcome.DUPLICATE)
+        out.extend(admitted if int(r) == 1 else Outcome.DUPLICATE for r in reply)
     return out
 
 
-def enqueue_many(
-    conn: Any, queue: str, items: Iterable[tuple[str, bytes | str]]
-) -> Maybe[list[Outcome]]:
-    """``enqueue`` for many ``(job_id, payload)`` pairs in one round trip (pipelined).
+def _bulk_id(job_id: object) -> str:
+    # the bulk scripts refuse a whole chunk for one foreign id; checking here first keeps
+    # "a refusal writes nothing" true across chunks too
+    guard.string("job_id", job_id)
+    assert isinstance(job_id, str)
+    if not job_id.startswith("JOB"):
+        raise errors.KindError("EMQKIND job id must be JOB-namespaced")
+    return job_id
 
-    Each job is its own atomic transition; the list of outcomes is in input order. Every
-    argument is checked before anything is sent.
+
+@verb
+def enqueue_many(queue: str, items: Iterable[tuple[str, bytes | str]]) -> Verb[list[Outcome]]:
+    """``enqueue`` for many ``(job_id, payload)`` pairs: outcomes in input order.
+
+    One bulk script call per 500 jobs, pipelined in one round trip; each job is the
+    ``enqueue`` transition. Every argument is checked before anything is sent.
     """
-    steps = [_enqueue_step(queue, job_id, payload) for job_id, payload in items]
-    return drive(conn, _batch_admissions(steps, Outcome.ENQUEUED))
+    flat: list[Any] = []
+    for job_id, payload in items:
+        flat += (_bulk_id(job_id), guard.payload(payload))
+    return _bulk_admissions(
+        "enqueue_many", keyspace.queue_key(queue, "pending"), queue, flat, 2, Outcome.ENQUEUED
+    )
 
 
+@verb
 def schedule_many(
-    conn: Any, queue: str, items: Iterable[tuple[str, bytes | str, str, int]]
-) -> Maybe[list[Outcome]]:
-    """Schedule many ``(job_id, payload, mode, value)`` in one round trip.
+    queue: str, items: Iterable[tuple[str, bytes | str, str, int]]
+) -> Verb[list[Outcome]]:
+    """Schedule many ``(job_id, payload, mode, value)``: outcomes in input order.
 
     ``mode`` is ``"at"`` (absolute ms, caller's clock) or ``"in"`` (a non-negative delay
     priced on the SERVER clock), as ``enqueue_at`` / ``enqueue_in``.
     """
-    steps = []
+    flat: list[Any] = []
     for job_id, payload, mode, value in items:
         guard.mode(mode)
         (guard.non_negative if mode == "in" else guard.integer)("value", value)
-        steps.append(_schedule_step(queue, job_id, payload, mode, value))
-    return drive(conn, _batch_admissions(steps, Outcome.SCHEDULED))
+        flat += (_bulk_id(job_id), guard.payload(payload), mode, str(value))
+    return _bulk_admissions(
+        "schedule_many", keyspace.queue_key(queue, "schedule"), queue, flat, 4,
+        Outcome.SCHEDULED,
+    )
 
 
-def promote(conn: Any, queue: str, batch: int) -> Maybe[int]:
+@verb
+def promote(queue: str, batch: int) -> Verb[int]:
     """Release up to ``batch`` scheduled jobs due at SERVER now; the count released.
 
     Flat jobs rejoin pending (mint order), grouped rows their lane. Idempotent.
@@ -144,7 +182,7 @@ def promote(conn: Any, queue: str, batch: int) -> Maybe[int]:
         (keyspace.base(queue), str(batch)),
         native="EMQ.PROMOTE",
     )
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
 def _claims(reply: Sequence[Any]) -> list[Claim]:
@@ -163,7 +201,8 @@ def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
     )
 
 
-def claim(conn: Any, queue: str, lease_ms: int) -> Maybe[Claim | None]:
+@verb
+def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
     """Lease the next pending job (mint order) until SERVER now + ``lease_ms``.
 
     Increments ``attempts`` and returns it as the token, or ``None`` when pending is empty.
@@ -173,12 +212,13 @@ def claim(conn: Any, queue: str, lease_ms: int) -> Maybe[Claim | None]:
         got = _claims(reply)
         return got[0] if got else None
 
-    return drive(conn, single(_claim_step(queue, lease_ms, 1), first))
+    return single(_claim_step(queue, lease_ms, 1), first)
 
 
-def claim_many(conn: Any, queue: str, lease_ms: int, count: int) -> Maybe[list[Claim]]:
+@verb
+def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
     """Lease up to ``count`` pending jobs in mint order in one atomic call."""
-    return drive(conn, single(_claim_step(queue, lease_ms, count), _claims))
+    return single(_claim_step(queue, lease_ms, count), _claims)
 
 
 def _held(queue: str, job_id: str, token: int) -> tuple[str, str]:
@@ -196,37 +236,55 @@ def _ack_step(queue: str, job_id: str, token: int, keep: bool) -> Eval:
     )
 
 
-def ack(conn: Any, queue: str, job_id: str, token: int, keep: bool = True) -> Maybe[None]:
+@verb
+def ack(queue: str, job_id: str, token: int, keep: bool = True) -> Verb[None]:
     """Complete a job in hand, fenced on ``token``.
 
     ``keep=True`` writes ``state=completed`` (and ``completed_at``, SERVER ms) and indexes
     it for retention; ``keep=False`` deletes the row.
     """
-    return drive(conn, single(_ack_step(queue, job_id, token, keep), lambda _: None))
+    return single(_ack_step(queue, job_id, token, keep), lambda _: None)
 
 
+@verb
 def ack_many(
-    conn: Any, queue: str, held: Iterable[tuple[str, int]], keep: bool = True
-) -> Maybe[list[errors.ServerError | None]]:
-    """``ack`` many ``(job_id, token)`` in one round trip; a refusal is returned in its slot."""
-    steps = tuple(_ack_step(queue, job_id, token, keep) for job_id, token in held)
+    queue: str, held: Iterable[tuple[str, int]], keep: bool = True
+) -> Verb[list[errors.ServerError | None]]:
+    """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
+    the refusal ``ack`` would have raised, in its slot (that job is left as it was)."""
+    flat: list[Any] = []
+    for job_id, token in held:
+        guard.string("job_id", job_id)
+        flat += (job_id, str(guard.integer("token", token)))
+    base = keyspace.base(queue)
+    keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
+    steps = tuple(
+        Eval("ack_many", keys, (base, "1" if keep else "0", *chunk)) for chunk in _chunks(flat, 2)
+    )
 
-    def verb() -> Any:
+    def calls() -> Verb[list[errors.ServerError | None]]:
+        if not steps:
+            return []
         replies = yield Batch(steps)
-        return [r if isinstance(r, errors.ServerError) else None for r in replies]
+        out: list[errors.ServerError | None] = []
+        for reply in replies:
+            if isinstance(reply, errors.ServerError):
+                raise reply
+            out.extend(None if r == 1 else errors.from_server(text(r)) for r in reply)
+        return out
 
-    return drive(conn, verb())
+    return calls()
 
 
+@verb
 def retry(
-    conn: Any,
     queue: str,
     job_id: str,
     token: int,
     delay_ms: int,
     max_attempts: int,
     error: str,
-) -> Maybe[Outcome]:
+) -> Verb[Outcome]:
     """Fail a job in hand, fenced on ``token``: ``"retrying"`` or ``"dead"``.
 
     Parks it at SERVER now + ``delay_ms`` as scheduled, or dead-letters it once its attempts
@@ -241,12 +299,13 @@ def retry(
         (row, active, keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "dead")),
         (job_id, str(token), str(delay_ms), str(max_attempts), error),
     )
-    return drive(conn, single(step, lambda r: Outcome.RETRYING if int(r) == 1 else Outcome.DEAD))
+    return single(step, lambda r: Outcome.RETRYING if int(r) == 1 else Outcome.DEAD)
 
 
+@verb
 def delay(
-    conn: Any, queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in"
-) -> Maybe[None]:
+    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in"
+) -> Verb[None]:
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
@@ -261,10 +320,11 @@ def delay(
         (job_id, str(token), mode, str(delay_ms)),
         native="EMQ.DELAY",
     )
-    return drive(conn, single(step, lambda _: None))
+    return single(step, lambda _: None)
 
 
-def reschedule(conn: Any, queue: str, job_id: str, mode: str, due: int) -> Maybe[int]:
+@verb
+def reschedule(queue: str, job_id: str, mode: str, due: int) -> Verb[int]:
     """Rescore a job already on the schedule set (native only, wire 6): 1, or -1 for no row.
 
     Writes only ``ZADD ... XX``; a job that is not scheduled raises ``StateError``.
@@ -277,10 +337,11 @@ def reschedule(conn: Any, queue: str, job_id: str, mode: str, due: int) -> Maybe
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
         (job_id, mode, str(due)),
     )
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
-def reap(conn: Any, queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Maybe[int]:
+@verb
+def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb[int]:
     """Return up to ``batch`` leases expired at SERVER now to pending; the count handled.
 
     Each counts a stall; a job that stalls more than ``max_stalled`` times is dead-lettered.
@@ -296,15 +357,16 @@ def reap(conn: Any, queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALL
         ),
         (keyspace.base(queue), str(batch), str(max_stalled)),
     )
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
-def extend(conn: Any, queue: str, job_id: str, token: int, lease_ms: int) -> Maybe[int]:
+@verb
+def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     """Checkpoint a lease: expiry becomes SERVER now + ``lease_ms``; returns that ms."""
     row, active = _held(queue, job_id, token)
     guard.positive("lease_ms", lease_ms)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
 # -- reads (plain commands; no transition) ------------------------------------------------
@@ -313,7 +375,8 @@ STATE_SETS = ("pending", "scheduled", "active", "dead", "completed")
 _SET_OF = {"scheduled": "schedule"}
 
 
-def get(conn: Any, queue: str, job_id: str) -> Maybe[dict[str, Any] | None]:
+@verb
+def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     """The job's row as a dict (``payload`` as bytes, other fields as str), or ``None``."""
     key = keyspace.job_key(queue, job_id)
 
@@ -323,25 +386,27 @@ def get(conn: Any, queue: str, job_id: str) -> Maybe[dict[str, Any] | None]:
         row = {text(k): v for k, v in reply.items()}
         return {k: (v if k == "payload" else text(v)) for k, v in row.items()}
 
-    return drive(conn, single(Command(("HGETALL", key)), decode))
+    return single(Command(("HGETALL", key)), decode)
 
 
-def counts(conn: Any, queue: str) -> Maybe[dict[str, int]]:
+@verb
+def counts(queue: str) -> Verb[dict[str, int]]:
     """How many jobs sit in each state set of ``queue`` (one round trip)."""
     keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in STATE_SETS]
 
-    def verb() -> Any:
+    def calls() -> Verb[dict[str, int]]:
         replies = yield Batch(tuple(Command(("ZCARD", k)) for k in keys))
         return {s: int(n) for s, n in zip(STATE_SETS, replies, strict=True)}
 
-    return drive(conn, verb())
+    return calls()
 
 
-def server_now_ms(conn: Any) -> Maybe[int]:
+@verb
+def server_now_ms() -> Verb[int]:
     """The SERVER clock in ms (``TIME``), the clock the schedule and leases are priced on."""
 
     def decode(reply: Any) -> int:
         secs, micros = reply
         return int(secs) * 1000 + int(micros) // 1000
 
-    return drive(conn, single(Command(("TIME",)), decode))
+    return single(Command(("TIME",)), decode)

@@ -12,9 +12,10 @@ socket or reads a clock it does not name; every byte on the wire is one of these
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
 from . import errors
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .connector import AsyncConnector, Connector
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Arg: TypeAlias = str | bytes | int
 
 
@@ -83,6 +85,39 @@ def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
     if getattr(conn, "is_async", False):
         return _drive_async(conn, verb)  # type: ignore[arg-type]
     return _drive_sync(conn, verb)  # type: ignore[arg-type]
+
+
+class VerbFn(Generic[P, T]):
+    """A verb: ``verb(conn, *args)`` is the result on a ``Connector`` and an awaitable of
+    it on an ``AsyncConnector`` (typed as such by the overloads below).
+
+    The wrapped builder takes the verb's arguments without ``conn``, runs its guards
+    eagerly (so bad input raises before any I/O, awaited or not) and returns the generator
+    that describes the calls.
+    """
+
+    def __init__(self, build: Callable[P, Verb[T]]) -> None:
+        self._build = build
+        functools.update_wrapper(self, build)
+
+    @overload
+    def __call__(self, conn: Connector, /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    def __call__(
+        self, conn: AsyncConnector, /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[T]: ...
+
+    def __call__(self, conn: Any, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return drive(conn, self._build(*args, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"<verb {self._build.__module__}.{self._build.__qualname__}>"
+
+
+def verb(build: Callable[P, Verb[T]]) -> VerbFn[P, T]:
+    """Make ``build(*args) -> Verb[T]`` into a verb taking a connector first."""
+    return VerbFn(build)
 
 
 def _drive_sync(conn: Connector, verb: Verb[T]) -> T:

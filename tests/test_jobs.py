@@ -446,3 +446,60 @@ def test_schedule_many_mixes_modes_and_reports_duplicates(run, raw, queue):
     assert raw.zscore(k(queue, "schedule"), a) == 5.0
     with pytest.raises(ValueError):
         run(jobs.schedule_many, queue, [(ids.mint(), b"1", "in", -1)])
+
+
+# -- bulk verbs ------------------------------------------------------------------------------
+
+
+def test_enqueue_many_spans_chunks_and_keeps_order(run, raw, queue):
+    minted = [ids.mint() for _ in range(jobs.CHUNK * 2 + 7)]
+    run(jobs.enqueue, queue, minted[3], b"already")
+    out = run(jobs.enqueue_many, queue, [(j, b"p") for j in minted])
+    assert out[3] == "duplicate" and out.count("enqueued") == len(minted) - 1
+    assert [m.decode() for m in raw.zrange(k(queue, "pending"), 0, -1)] == minted
+    assert raw.hgetall(keyspace.job_key(queue, minted[-1])) == {
+        b"state": b"pending", b"attempts": b"0", b"payload": b"p"
+    }
+    assert raw.hget(keyspace.job_key(queue, minted[3]), "payload") == b"already"
+
+
+def test_bulk_verbs_refuse_a_foreign_id_before_writing(run, queue, snap):
+    good = [(ids.mint(), b"p") for _ in range(jobs.CHUNK + 1)]
+    with pytest.raises(errors.KindError, match=r"^EMQKIND job id must be JOB-namespaced$"):
+        run(jobs.enqueue_many, queue, [*good, ("nope", b"x")])
+    with pytest.raises(errors.KindError):
+        run(jobs.schedule_many, queue, [(j, p, "in", 5) for j, p in good] + [("x", b"", "at", 1)])
+    assert snap(queue) == {}
+    assert run(jobs.enqueue_many, queue, []) == []
+
+
+def test_bulk_scripts_refuse_foreign_ids_on_the_server_too(raw, queue, snap):
+    from echomq import scripts
+
+    with pytest.raises(Exception, match="EMQKIND job id must be JOB-namespaced"):
+        raw.eval(scripts.source("enqueue_many"), 1, k(queue, "pending"), keyspace.base(queue),
+                 ids.mint(), "a", "BAD", "b")
+    assert snap(queue) == {}
+
+
+def test_ack_many_reports_each_refusal_in_its_slot(run, raw, queue):
+    minted = [ids.mint() for _ in range(4)]
+    run(jobs.enqueue_many, queue, [(j, b"x") for j in minted])
+    held = run(jobs.claim_many, queue, 60_000, 4)
+    raw.zrem(k(queue, "active"), held[3].id)  # as if reaped
+    out = run(jobs.ack_many, queue, [
+        (held[0].id, held[0].token),
+        (held[1].id, held[1].token + 1),
+        (ids.mint(), 1),
+        (held[3].id, held[3].token),
+        ("foreign", 1),
+        (held[2].id, held[2].token),
+    ], keep=False)
+    assert out[0] is None and out[5] is None
+    assert isinstance(out[1], errors.StaleError) and str(out[1]) == "EMQSTALE ack token mismatch"
+    assert isinstance(out[2], errors.GoneError)
+    assert isinstance(out[3], errors.StateError) and str(out[3]) == "EMQSTATE ack not active"
+    assert isinstance(out[4], errors.KindError)
+    assert not raw.exists(keyspace.job_key(queue, held[0].id))
+    assert raw.hget(keyspace.job_key(queue, held[1].id), "state") == b"active"
+    assert raw.zscore(k(queue, "active"), held[1].id) is not None

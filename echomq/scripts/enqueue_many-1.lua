@@ -1,0 +1,29 @@
+-- the @enqueue_many script: admit many jobs claimable now, in one call.
+-- KEYS[1] = pending
+-- ARGV[1] = the queue base (rows and the wake list derive from it),
+-- ARGV[2..] = id1, payload1, id2, payload2, ...
+-- Reply: an array with one entry per job, 1 admitted or 0 duplicate (row exists).
+-- Every id is checked before the first write: one foreign id refuses the whole call with
+-- EMQKIND and nothing is written. Each admission is the @enqueue transition.
+--@include kind
+--@include wake
+local p = ARGV[1]
+for i = 2, #ARGV, 2 do
+  if not is_job(ARGV[i]) then
+    return redis.error_reply(KIND_ERROR)
+  end
+end
+local out = {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local jk = p .. 'job:' .. id
+  if redis.call('EXISTS', jk) == 1 then
+    out[#out + 1] = 0
+  else
+    redis.call('HSET', jk, 'state', 'pending', 'attempts', '0', 'payload', ARGV[i + 1])
+    redis.call('ZADD', KEYS[1], 0, id)
+    out[#out + 1] = 1
+  end
+end
+wake(p .. 'wake')
+return out

@@ -1,0 +1,17 @@
+"""Type-checked by mypy in CI (not run): the verbs are typed per connector kind."""
+
+from echomq import AsyncConnector, Connector, jobs
+from echomq.jobs import Claim
+from echomq.outcomes import Outcome
+
+
+def sync_use(conn: Connector) -> Claim | None:
+    o: Outcome = jobs.enqueue(conn, "q", "JOB", b"x")
+    assert o
+    return jobs.claim(conn, "q", 1000)
+
+
+async def async_use(conn: AsyncConnector) -> Claim | None:
+    o: Outcome = await jobs.enqueue(conn, "q", "JOB", b"x")
+    assert o
+    return await jobs.claim(conn, "q", 1000)

@@ -3,15 +3,37 @@
 ``register``, ``due`` and ``advance`` read the host's wall clock (``time.time()``), where
 the schedule set and promote read the server's ``TIME``. A late tick does not pile up a
 backlog: ``advance`` measures the next run from the host's now, not from the old score.
+
+Beyond the seed (which is at least once per due period, by ``due`` then ``advance``):
+
+- ``fire`` is one atomic transition (the ``fire`` script): it checks that the name's score
+  is still the one the caller read, enqueues the occurrence under a HOST-minted id as a
+  normal pending job, and moves the name to its next run. Two pumps that read the same due
+  record enqueue it once; a pump that dies mid-fire leaves nothing or everything. So the
+  Pump (``sweep``) gives exactly one occurrence per due period.
+- ``register_cron`` and ``upsert`` add cron cadences in an IANA zone (``echomq.cron``),
+  ``start_at``/``end_at``/``limit``, a missed-run policy (``catchup``) and an ``overlap``
+  policy, all stored on the record. Re-registering the same definition is a no-op, a
+  changed one is an explicit ``upsert`` ("updated").
+
+Record fields (``emq:{q}:repeat:<name>``): the definition ``every_ms`` | ``cron`` + ``tz``,
+``template``, ``start_at``, ``end_at``, ``limit``, ``catchup``, ``window_ms``, ``cap``,
+``overlap``; runtime ``fired`` (occurrences enqueued), ``last_id``, ``last_at`` (the slot
+the last occurrence stands for) and ``done`` (``limit`` | ``ended``: no further run; the
+member is parked at ``+inf`` on the repeat set, where no due read reaches it).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from . import _guards as guard
-from . import keyspace
+from . import cron as cronlib
+from . import errors, ids, keyspace
 from .outcomes import Outcome
 from .steps import Batch, Command, Eval, Maybe, drive, single, text
 
@@ -66,32 +88,35 @@ def due(conn: Any, queue: str, now: int | None = None) -> Maybe[list[dict[str, A
     """Registrations scored at or before HOST now, each with its record.
 
     Host commands, not a script: ``ZRANGEBYSCORE`` then one pipelined ``HGETALL`` each.
-    Each entry: ``{"name", "next_at", "every_ms", "template", ...record fields}``. A member
-    whose record is gone is still listed (with no ``every_ms``) so a sweep can drop it.
+    Each entry: ``{"name", "next_at", "every_ms", "template", ...record fields}`` (the
+    template as bytes, the numeric fields as int, the others as str). A member whose record
+    is gone is still listed (with no ``every_ms``) so a sweep can drop it.
     """
-    zset = keyspace.queue_key(queue, "repeat")
     at = now_ms() if now is None else guard.integer("now", now)
+    return drive(conn, due_verb(queue, at))
 
-    def verb() -> Any:
-        members = yield Command(("ZRANGEBYSCORE", zset, "-inf", at, "WITHSCORES"))
-        if not members:
-            return []
-        names = [text(m) for m, _ in members]
-        records = yield Batch(
-            tuple(Command(("HGETALL", keyspace.repeat_key(queue, n))) for n in names)
-        )
-        out = []
-        for (member, score), name, record in zip(members, names, records, strict=True):
-            entry: dict[str, Any] = {"name": name, "next_at": int(score)}
-            for k, v in (record or {}).items():
-                key = text(k)
-                entry[key] = v if key == "template" else text(v)
-            if "every_ms" in entry:
-                entry["every_ms"] = int(entry["every_ms"])
-            out.append(entry)
-        return out
 
-    return drive(conn, verb())
+def _scored(reply: Any) -> list[tuple[str, Any]]:
+    """A ``WITHSCORES`` reply as ``(member, score)`` pairs, flat (RESP2) or paired (RESP3)."""
+    if reply and isinstance(reply[0], (list, tuple)):
+        return [(text(m), s) for m, s in reply]
+    return [(text(reply[i]), reply[i + 1]) for i in range(0, len(reply or ()), 2)]
+
+
+def _entries(queue: str, members: list[tuple[str, Any]]) -> Any:
+    if not members:
+        return []
+    found = yield Batch(
+        tuple(Command(("HGETALL", keyspace.repeat_key(queue, n))) for n, _ in members)
+    )
+    return [_entry(n, score, rec) for (n, score), rec in zip(members, found, strict=True)]
+
+
+def due_verb(queue: str, at: int) -> Any:
+    """The steps of ``due`` at HOST ms ``at`` (a generator other verbs ``yield from``)."""
+    zset = keyspace.queue_key(queue, "repeat")
+    members = yield Command(("ZRANGEBYSCORE", zset, "-inf", at, "WITHSCORES"))
+    return (yield from _entries(queue, _scored(members)))
 
 
 def advance(conn: Any, queue: str, name: str, every_ms: int) -> Maybe[Outcome]:
@@ -107,3 +132,458 @@ def count(conn: Any, queue: str) -> Maybe[int]:
     """The registry depth: how many names are registered."""
     step = Command(("ZCARD", keyspace.queue_key(queue, "repeat")))
     return drive(conn, single(step, int))
+
+
+# -- record decoding ----------------------------------------------------------------------
+
+_INT_FIELDS = frozenset(
+    {"every_ms", "fired", "limit", "start_at", "end_at", "window_ms", "cap", "last_at"}
+)
+
+
+def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
+    """A registry entry: the member's name and score with its record's fields decoded."""
+    next_at = float(score)
+    finite = math.isfinite(next_at)
+    entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None}
+    for k, v in (record or {}).items():
+        key = text(k)
+        if key == "template":
+            entry[key] = v
+        elif key in _INT_FIELDS:
+            entry[key] = int(v)
+        else:
+            entry[key] = text(v)
+    return entry
+
+
+def records(conn: Any, queue: str) -> Maybe[list[dict[str, Any]]]:
+    """Every registration, soonest next run first (finished ones last, ``next_at=None``).
+
+    The same entry shape as ``due``. Reads only; no clock.
+    """
+    zset = keyspace.queue_key(queue, "repeat")
+
+    def verb() -> Any:
+        members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
+        return (yield from _entries(queue, _scored(members)))
+
+    return drive(conn, verb())
+
+
+def get(conn: Any, queue: str, name: str) -> Maybe[dict[str, Any] | None]:
+    """One registration's entry, or ``None`` when no record has that name."""
+    zset, record = _keys(queue, name)
+
+    def verb() -> Any:
+        score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
+        if not fields:
+            return None
+        return _entry(name, score if score is not None else "inf", fields)
+
+    return drive(conn, verb())
+
+
+# -- definitions: register_cron and upsert ------------------------------------------------
+
+CATCHUP = ("skip", "latest", "all")
+OVERLAP = ("allow", "skip")
+DEFAULT_SKIP_WINDOW_MS = 60_000
+DEFAULT_ALL_WINDOW_MS = 86_400_000
+MAX_WINDOW_MS = 31 * 86_400_000
+DEFAULT_CAP = 100
+MAX_CAP = 1_000
+# The definition, in the order the upsert script compares it; runtime fields are not here.
+DEFINITION = (
+    "every_ms", "cron", "tz", "template", "start_at", "end_at",
+    "limit", "catchup", "window_ms", "cap", "overlap",
+)  # fmt: skip
+
+
+def _instant_ms(label: str, value: object, tz: str) -> int:
+    """``value`` as epoch ms: an int is taken as ms; a naive datetime is read in ``tz``."""
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=cronlib.zone(tz))
+        return int(aware.timestamp() * 1000)
+    return guard.integer(label, value)
+
+
+def _definition(
+    template: bytes | str,
+    every_ms: int | None,
+    cron: str | None,
+    tz: str,
+    start_at: int | datetime | None,
+    end_at: int | datetime | None,
+    limit: int | None,
+    catchup: str | None,
+    window_ms: int | None,
+    cap: int | None,
+    overlap: str,
+) -> dict[str, bytes | str]:
+    """The canonical definition (``""`` = absent): every guard runs here, before any I/O."""
+    guard.payload(template, "template")
+    if (every_ms is None) == (cron is None):
+        raise ValueError("give exactly one cadence: every_ms or cron")
+    guard.string("tz", tz)
+    cronlib.zone(tz)
+    d: dict[str, bytes | str] = dict.fromkeys(DEFINITION, "")
+    d["template"] = template
+    if every_ms is not None:
+        d["every_ms"] = str(guard.positive("every_ms", every_ms))
+    else:
+        guard.string("cron", cron)
+        assert cron is not None
+        cronlib.parse(cron)
+        d["cron"] = " ".join(cron.split())
+        d["tz"] = tz
+    start = None if start_at is None else _instant_ms("start_at", start_at, tz)
+    end = None if end_at is None else _instant_ms("end_at", end_at, tz)
+    if start is not None and end is not None and end < start:
+        raise ValueError("end_at must not be before start_at")
+    d["start_at"] = "" if start is None else str(start)
+    d["end_at"] = "" if end is None else str(end)
+    if limit is not None:
+        d["limit"] = str(guard.positive("limit", limit))
+    if catchup not in (None, "", *CATCHUP):
+        raise ValueError(f"catchup must be one of {', '.join(CATCHUP)} (or None), not {catchup!r}")
+    d["catchup"] = catchup or ""
+    if window_ms is not None:
+        if catchup not in ("skip", "all"):
+            raise ValueError("window_ms applies to catchup='skip' or catchup='all' only")
+        if guard.positive("window_ms", window_ms) > MAX_WINDOW_MS:
+            raise ValueError(f"window_ms must be at most {MAX_WINDOW_MS} (31 days)")
+        d["window_ms"] = str(window_ms)
+    if cap is not None:
+        if catchup != "all":
+            raise ValueError("cap applies to catchup='all' only")
+        if guard.positive("cap", cap) > MAX_CAP:
+            raise ValueError(f"cap must be at most {MAX_CAP}")
+        d["cap"] = str(cap)
+    if overlap not in OVERLAP:
+        raise ValueError(f"overlap must be 'allow' or 'skip', not {overlap!r}")
+    d["overlap"] = "" if overlap == "allow" else overlap
+    return d
+
+
+def _first_at(d: dict[str, bytes | str], now: int, first_in_ms: int) -> int | None:
+    """The first run of a definition registered at HOST ``now``; ``None`` if it has none."""
+    start = int(d["start_at"]) if d["start_at"] else None
+    if d["cron"]:
+        after = now if start is None else max(now, start - 1)
+        first = cronlib.next_ms(str(d["cron"]), after, str(d["tz"]))
+    else:
+        first = now + first_in_ms
+        if start is not None:
+            first = max(first, start)
+    if d["end_at"] and first > int(d["end_at"]):
+        return None
+    return first
+
+
+def _write(
+    queue: str, name: str, mode: str, d: dict[str, bytes | str], first_in_ms: int
+) -> Eval:
+    first = _first_at(d, now_ms(), first_in_ms)
+    args: list[bytes | str] = [name, mode, "" if first is None else str(first)]
+    for field in DEFINITION:
+        args += [field, d[field]]
+    return Eval("upsert", _keys(queue, name), tuple(args))
+
+
+_WRITTEN = {0: Outcome.EXISTS, 1: Outcome.REGISTERED, 2: Outcome.UPDATED}
+
+
+def register_cron(
+    conn: Any,
+    queue: str,
+    name: str,
+    expression: str,
+    template: bytes | str,
+    tz: str = "UTC",
+    start_at: int | datetime | None = None,
+    end_at: int | datetime | None = None,
+    limit: int | None = None,
+    *,
+    catchup: str | None = None,
+    window_ms: int | None = None,
+    cap: int | None = None,
+    overlap: str = "allow",
+) -> Maybe[Outcome]:
+    """Register ``name`` on a cron ``expression`` read in the IANA zone ``tz``.
+
+    The first run is the first cron instant after HOST now (and at or after ``start_at``);
+    no run falls after ``end_at``; ``limit`` caps the number of occurrences. ``start_at``
+    and ``end_at`` are epoch ms or datetimes (naive ones read in ``tz``). The record stores
+    the expression and the zone. ``"registered"``, or ``"exists"`` when a record has that
+    name (nothing written: changing a definition is ``upsert``'s job).
+    """
+    keys = _keys(queue, name)
+    d = _definition(
+        template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
+    )
+    step = _write(queue, name, "register", d, 0)
+    assert step.keys == keys
+    return drive(conn, single(step, lambda r: _WRITTEN[int(r)]))
+
+
+def upsert(
+    conn: Any,
+    queue: str,
+    name: str,
+    *,
+    template: bytes | str,
+    every_ms: int | None = None,
+    cron: str | None = None,
+    tz: str = "UTC",
+    first_in_ms: int = 0,
+    start_at: int | datetime | None = None,
+    end_at: int | datetime | None = None,
+    limit: int | None = None,
+    catchup: str | None = None,
+    window_ms: int | None = None,
+    cap: int | None = None,
+    overlap: str = "allow",
+) -> Maybe[Outcome]:
+    """Register ``name``, or update it explicitly: ``"registered"`` | ``"exists"`` | ``"updated"``.
+
+    Exactly one cadence: ``every_ms`` (first run HOST now + ``first_in_ms``) or ``cron`` in
+    zone ``tz``. ``"exists"``: the record holds this very definition (nothing written; a
+    record that lost its registry member is armed again, so re-registering heals).
+    ``"updated"``: the definition changed; it is rewritten in place, the occurrence count
+    and last occurrence are kept, and the next run is re-priced from HOST now only when a
+    timing field (cadence, zone, start, end) changed. Two callers racing with the same
+    definition both get a non-destructive answer; nothing is ever deleted by an upsert.
+
+    Missed runs (``catchup``): ``None`` (the seed's rule) fires one occurrence for a late
+    due period, then measures the next from now (interval) or the next cron slot; ``"latest"``
+    fires one and stays on the grid; ``"skip"`` fires only if the latest slot is at most
+    ``window_ms`` old (default 60 s); ``"all"`` fires every missed slot within ``window_ms``
+    (default one day), each its own occurrence, at most ``cap`` (default 100, the newest).
+    ``overlap="skip"`` passes a due period while the last occurrence is still pending,
+    scheduled (retrying) or active.
+    """
+    _keys(queue, name)
+    guard.non_negative("first_in_ms", first_in_ms)
+    if cron is not None and first_in_ms:
+        raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")
+    d = _definition(
+        template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
+    )
+    step = _write(queue, name, "upsert", d, first_in_ms)
+    return drive(conn, single(step, lambda r: _WRITTEN[int(r)]))
+
+
+# -- firing: plan on the host, fire atomically on the server -------------------------------
+
+
+class Plan(NamedTuple):
+    """What one firing of a due entry does: the slots it fires (HOST ms, oldest first, one
+    occurrence each) and the next run after them (``None``: no further run)."""
+
+    slots: tuple[int, ...]
+    next_at: int | None
+
+
+class Fired(NamedTuple):
+    """The outcome of ``fire`` for one name.
+
+    ``outcome`` is ``"fired"`` (``ids`` enqueued, in mint order), ``"skipped"`` (``reason``
+    says why: ``raced`` another pump fired this due period or the definition changed since
+    the read; ``overlap``; ``limit``; ``missed`` the catch-up policy skipped every slot;
+    ``invalid`` the record cannot be planned) or ``"absent"`` (the record is gone; the
+    dangling member was removed).
+    """
+
+    name: str
+    outcome: Outcome
+    reason: str
+    ids: tuple[str, ...]
+
+
+def _next_slot(entry: dict[str, Any], after: int) -> int:
+    """The registration's first slot strictly after ``after`` (HOST ms)."""
+    if entry.get("cron"):
+        return cronlib.next_ms(entry["cron"], after, entry.get("tz") or "UTC")
+    every, anchor = entry["every_ms"], entry["next_at"]
+    if after < anchor:
+        return int(anchor)
+    return int(anchor + ((after - anchor) // every + 1) * every)
+
+
+def _latest_slot(entry: dict[str, Any], lo: int, now: int) -> int | None:
+    """The newest slot in ``[lo, now]`` for an interval, the oldest for a cron (either
+    stands for "a slot inside the window"); ``None`` when the window holds none."""
+    if entry.get("cron"):
+        slot = _next_slot(entry, lo - 1)
+    else:
+        anchor, every = entry["next_at"], entry["every_ms"]
+        slot = anchor + ((now - anchor) // every) * every
+    return slot if lo <= slot <= now else None
+
+
+def _window_slots(entry: dict[str, Any], lo: int, now: int, cap: int) -> list[int]:
+    """Every slot in ``[lo, now]``, the newest ``cap`` of them, oldest first."""
+    if entry.get("cron"):
+        out: list[int] = []
+        slot = _next_slot(entry, lo - 1)
+        while slot <= now:
+            out.append(slot)
+            slot = _next_slot(entry, slot)
+        return out[-cap:]
+    anchor, every = entry["next_at"], entry["every_ms"]
+    first_k = max(0, -((anchor - lo) // every))  # ceil((lo - anchor) / every)
+    last_k = (now - anchor) // every
+    first_k = max(first_k, last_k - cap + 1)
+    return [anchor + k * every for k in range(first_k, last_k + 1)]
+
+
+def plan(entry: dict[str, Any], now: int) -> Plan:
+    """Which slots a due ``entry`` fires at HOST ``now`` and where it goes next (pure)."""
+    due_at = entry["next_at"]
+    policy = entry.get("catchup") or ""
+    if not entry.get("cron") and not entry.get("every_ms"):
+        raise ValueError(f"registration {entry.get('name')!r} has neither every_ms nor cron")
+    if policy == "":
+        slots = [due_at]
+        nxt = _next_slot(entry, now) if entry.get("cron") else now + entry["every_ms"]
+    elif policy == "latest":
+        latest = _latest_slot(entry, due_at, now)
+        slots = [due_at if latest is None else latest]
+        nxt = _next_slot(entry, now)
+    elif policy == "skip":
+        window = entry.get("window_ms") or DEFAULT_SKIP_WINDOW_MS
+        latest = _latest_slot(entry, max(due_at, now - window), now)
+        slots = [] if latest is None else [latest]
+        nxt = _next_slot(entry, now)
+    else:
+        window = entry.get("window_ms") or DEFAULT_ALL_WINDOW_MS
+        cap = entry.get("cap") or DEFAULT_CAP
+        slots = _window_slots(entry, max(due_at, now - window), now, cap)
+        nxt = _next_slot(entry, now)
+    end = entry.get("end_at")
+    if end is not None:
+        slots = [s for s in slots if s <= end]
+        if nxt > end:
+            return Plan(tuple(slots), None)
+    return Plan(tuple(slots), nxt)
+
+
+def fire_step(queue: str, entry: dict[str, Any], now: int) -> tuple[Eval, tuple[str, ...]]:
+    """The ``fire`` call for a due ``entry`` at HOST ``now``, with the ids it would enqueue.
+
+    An entry with no record (a dangling member) still gets a call, which removes it.
+    """
+    name = entry["name"]
+    keys = (*_keys(queue, name), keyspace.queue_key(queue, "pending"))
+    # a dangling member (no record) still gets a call: the script removes it
+    p = plan(entry, now) if entry.get("every_ms") or entry.get("cron") else Plan((), None)
+    minted = tuple(ids.mint() for _ in p.slots)
+    last_at = p.slots[-1] if p.slots else entry["next_at"]
+    args = (
+        name,
+        str(entry["next_at"]),
+        keyspace.base(queue),
+        "" if p.next_at is None else str(p.next_at),
+        str(last_at),
+        *minted,
+    )
+    return Eval("fire", keys, args), minted
+
+
+def _fired(name: str, minted: tuple[str, ...], reply: Any) -> Fired:
+    kind, n = text(reply[0]), int(reply[1])
+    if kind == "fired":
+        if n:
+            return Fired(name, Outcome.FIRED, "", minted[:n])
+        return Fired(name, Outcome.SKIPPED, "missed", ())
+    if kind == "absent":
+        return Fired(name, Outcome.ABSENT, "", ())
+    return Fired(name, Outcome.SKIPPED, kind, ())
+
+
+def fire(conn: Any, queue: str, entry: dict[str, Any], now: int | None = None) -> Maybe[Fired]:
+    """Fire one due ``entry`` (as ``due`` returned it) atomically; see ``Fired``.
+
+    HOST clock: ``now`` (default HOST now) prices the next run and mints the ids. The
+    script enqueues only if the name's score is still ``entry["next_at"]``, so a second
+    caller with the same entry gets ``skipped``/``raced`` and writes nothing.
+    """
+    at = now_ms() if now is None else guard.integer("now", now)
+    step, minted = fire_step(queue, entry, at)
+    return drive(conn, single(step, lambda r: _fired(entry["name"], minted, r)))
+
+
+def sweep(conn: Any, queue: str, now: int | None = None) -> Maybe[list[Fired]]:
+    """Read the due registrations and fire each one (one pipelined round trip of ``fire``).
+
+    What the Pump runs every tick. HOST clock: ``now`` (default HOST now) selects the due
+    names and prices their next runs. A record that cannot be planned (say its zone left
+    the zone database) is reported ``skipped``/``invalid`` and left as it is.
+    """
+    at = now_ms() if now is None else guard.integer("now", now)
+
+    def verb() -> Any:
+        entries = yield from due_verb(queue, at)
+        calls: list[tuple[str, Eval, tuple[str, ...]]] = []
+        out: dict[str, Fired] = {}
+        for entry in entries:
+            try:
+                step, minted = fire_step(queue, entry, at)
+            except ValueError:
+                out[entry["name"]] = Fired(entry["name"], Outcome.SKIPPED, "invalid", ())
+                continue
+            calls.append((entry["name"], step, minted))
+        if calls:
+            replies = yield Batch(tuple(step for _, step, _ in calls))
+            for (name, _, minted), reply in zip(calls, replies, strict=True):
+                if isinstance(reply, errors.ServerError):
+                    raise reply
+                out[name] = _fired(name, minted, reply)
+        return [out[e["name"]] for e in entries]
+
+    return drive(conn, verb())
+
+
+def next_runs(
+    record_or_expression: dict[str, Any] | str,
+    count: int = 5,
+    tz: str = "UTC",
+    after: int | None = None,
+) -> list[datetime]:
+    """The next ``count`` runs, as aware datetimes (in the record's zone for a cron record).
+
+    A cron expression: its runs in ``tz`` after ``after`` (HOST epoch ms, default HOST now).
+    A record (an entry from ``due``, ``records`` or ``get``): its stored next run, then the
+    following slots as a Pump on time would fire them, stopping at ``end_at`` and at the
+    occurrence ``limit``. A finished record has none.
+    """
+    guard.positive("count", count)
+    start = now_ms() if after is None else guard.integer("after", after)
+    if isinstance(record_or_expression, str):
+        zi = cronlib.zone(tz)
+        first = datetime.fromtimestamp(start / 1000, UTC)
+        return cronlib.parse(record_or_expression).runs(first, count, zi)
+    entry = record_or_expression
+    zi = cronlib.zone(entry.get("tz") or tz)
+    if entry.get("next_at") is None or entry.get("done"):
+        return []
+    if entry.get("limit") is not None:
+        count = min(count, entry["limit"] - entry.get("fired", 0))
+    out: list[int] = []
+    at = entry["next_at"]
+    while len(out) < count and (entry.get("end_at") is None or at <= entry["end_at"]):
+        out.append(at)
+        at = _next_slot(entry, at) if entry.get("cron") else at + entry["every_ms"]
+    return [datetime.fromtimestamp(ms / 1000, zi) for ms in out]
+
+
+def occurrences(conn: Any, queue: str, names: Sequence[str]) -> Maybe[dict[str, int]]:
+    """How many occurrences each named registration has enqueued (its ``fired`` field)."""
+    keys = [_keys(queue, n)[1] for n in names]
+
+    def verb() -> Any:
+        replies = yield Batch(tuple(Command(("HGET", k, "fired")) for k in keys))
+        return {n: int(r or 0) for n, r in zip(names, replies, strict=True)}
+
+    return drive(conn, verb())

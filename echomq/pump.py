@@ -1,0 +1,140 @@
+"""The Pump: an opt-in runtime part that keeps time moving for a set of queues.
+
+Each tick, for every queue: promote the due scheduled jobs (``jobs.promote``, SERVER clock),
+fire the due recurrences (``repeat.sweep``: HOST clock, one atomic ``fire`` per name) and
+deliver flow completions (a hook: flows do not exist yet). It does not reap: expired leases
+are the Consumer's recovery leg and the Metronome's job.
+
+Any number of Pumps may run against the same queues: ``fire`` checks the score it read, so
+two Pumps that see the same due registration enqueue one occurrence, and a Pump that dies
+mid-tick leaves every registration either fired (and advanced) or untouched, never half.
+A failed tick (``WireError``) is logged and retried after a backoff on the tick interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import _guards as guard
+from . import backoff, errors, jobs, keyspace, repeat
+from .outcomes import Outcome
+
+log = logging.getLogger(__name__)
+
+# The degraded-tick curve ceiling: a Pump that cannot reach the server retries at most
+# this far apart, whatever its tick.
+MAX_DEGRADED_MS = 30_000
+
+FlowHook = Callable[[Any, str], Awaitable[int]]
+
+
+class Pump:
+    """Promote, fire due repeats and (once flows exist) deliver completions, every tick.
+
+    ``conn`` is an ``AsyncConnector``; ``queues`` the queue names it serves; ``tick_ms``
+    the pause between ticks; ``promote_batch`` the bound of one promote call (a queue with
+    a longer due backlog is promoted again in the same tick until it drains).
+    ``flows``: an optional coroutine ``flows(conn, queue) -> int`` run each tick per queue,
+    the hook flow completions will use.
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        queues: list[str],
+        tick_ms: int = 1000,
+        promote_batch: int = 1000,
+        flows: FlowHook | None = None,
+    ) -> None:
+        if isinstance(queues, str):
+            raise TypeError("queues must be a list of queue names, not one str")
+        self.conn = conn
+        self.queues = list(queues)
+        for q in self.queues:
+            keyspace.validate_queue(q)
+        self.tick_ms = guard.positive("tick_ms", tick_ms)
+        self.promote_batch = guard.positive("promote_batch", promote_batch)
+        self.flows = flows
+        self.ticks = 0
+
+    async def _promote(self, queue: str) -> int:
+        total = 0
+        while True:
+            n = int(await jobs.promote(self.conn, queue, self.promote_batch))
+            total += n
+            if n < self.promote_batch:
+                return total
+
+    async def deliver_flow_completions(self, queue: str) -> int:
+        """Hook: deliver flow completions for ``queue``; the count delivered.
+
+        Flows do not exist yet. When they do, their completion transition goes here (or is
+        passed as ``flows=``), run once per tick after promote and the repeat sweep.
+        """
+        if self.flows is None:
+            return 0
+        return int(await self.flows(self.conn, queue))
+
+    async def tick(self) -> dict[str, Any]:
+        """One pass over every queue; what it did.
+
+        ``{"promoted": n, "fired": n, "skipped": n, "absent": n, "flows": n, "ids": [...],
+        "queues": {queue: {"promoted", "fired", "skipped", "absent", "flows", "ids",
+        "reasons"}}}`` where ``ids`` are the occurrences enqueued, in mint order, and
+        ``reasons`` counts the skips by reason (``raced``, ``overlap``, ``limit``, ...).
+        Clocks: promote reads the SERVER clock, the sweep the HOST clock.
+        """
+        report: dict[str, Any] = {
+            "promoted": 0, "fired": 0, "skipped": 0, "absent": 0, "flows": 0, "ids": [],
+            "queues": {},
+        }  # fmt: skip
+        for queue in self.queues:
+            promoted = await self._promote(queue)
+            results: list[repeat.Fired] = await repeat.sweep(self.conn, queue)  # type: ignore[misc]
+            flows = await self.deliver_flow_completions(queue)
+            ids = [i for r in results for i in r.ids]
+            reasons: dict[str, int] = {}
+            for r in results:
+                if r.outcome == Outcome.SKIPPED:
+                    reasons[r.reason] = reasons.get(r.reason, 0) + 1
+            q = {
+                "promoted": promoted,
+                "fired": len(ids),
+                "skipped": sum(reasons.values()),
+                "absent": sum(1 for r in results if r.outcome == Outcome.ABSENT),
+                "flows": flows,
+                "ids": ids,
+                "reasons": reasons,
+            }
+            report["queues"][queue] = q
+            for key in ("promoted", "fired", "skipped", "absent", "flows"):
+                report[key] += q[key]
+            report["ids"].extend(ids)
+        self.ticks += 1
+        return report
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick every ``tick_ms`` until ``stop`` is set.
+
+        A tick that fails on the wire is logged and the next one waits on an exponential
+        curve over the tick (``backoff``), reset by the first good tick. Server refusals
+        propagate: they mean a bug or a foreign key, not weather.
+        """
+        degraded = 0
+        while not stop.is_set():
+            try:
+                await self.tick()
+                degraded = 0
+                wait_ms = self.tick_ms
+            except errors.WireError as exc:
+                degraded += 1
+                wait_ms = backoff.delay_ms(
+                    ("exponential", self.tick_ms, max(MAX_DEGRADED_MS, self.tick_ms)), degraded
+                )
+                log.warning("pump tick failed (%s); retrying in %d ms", exc, wait_ms)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait_ms / 1000)

@@ -63,11 +63,11 @@ def main() -> None:
                 jobs.ack_many(conn, "bulk", [(c.id, c.token) for c in got], keep=False)
 
         timed("schedule, one call per job", n, schedule_one)
-        timed(f"schedule, pipelined x{a.batch}", n, schedule_bulk)
+        timed(f"schedule_many (bulk script, {a.batch} per call)", n, schedule_bulk)
         timed("promote, batch 1000", n, lambda: promote("one"))
         timed("promote, batch 1000 (second queue)", n, lambda: promote("bulk"))
         timed("claim + ack, one call each per job", n, claim_ack_one)
-        timed("claim x100 + pipelined ack", n, claim_ack_batched)
+        timed("claim_many x100 + ack_many", n, claim_ack_batched)
         conn.close()
 
 

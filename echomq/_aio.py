@@ -4,15 +4,9 @@ awaitable, which the ``Maybe`` return type of the shared verbs cannot say on its
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar, cast
-
-T = TypeVar("T")
+from typing import Any, cast
 
 
-def aw(value: T | Awaitable[T]) -> Awaitable[T]:
+def aw(value: Any) -> Awaitable[Any]:
     """``value`` (a verb's result on an async connector) typed as the awaitable it is."""
-    return cast(Awaitable[T], value)
-
-
-def aw_any(value: Any) -> Awaitable[Any]:
     return cast(Awaitable[Any], value)

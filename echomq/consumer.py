@@ -47,7 +47,7 @@ from typing import Any, NoReturn
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace
-from ._aio import aw, aw_any
+from ._aio import aw
 from .metronome import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs, run_legs
 from .retention import Retention
 
@@ -388,15 +388,15 @@ class Consumer:
                       deadline: _Deadline) -> None:
         kind, value = outcome
         if kind == "ok":
-            verb: Callable[[], Awaitable[Any]] = lambda: aw_any(jobs.ack(  # noqa: E731
+            verb: Callable[[], Awaitable[Any]] = lambda: aw(jobs.ack(  # noqa: E731
                 self.conn, self.queue, job.id, job.token, keep=self.retention.keeps_completed))
         elif kind == "delay":
-            verb = lambda: aw_any(jobs.delay(  # noqa: E731
+            verb = lambda: aw(jobs.delay(  # noqa: E731
                 self.conn, self.queue, job.id, job.token, value.value, value.mode))
         else:
             err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
             delay_ms = route.retry_delay(job.token)
-            verb = lambda: aw_any(jobs.retry(  # noqa: E731
+            verb = lambda: aw(jobs.retry(  # noqa: E731
                 self.conn, self.queue, job.id, job.token, delay_ms, route.max_attempts, err))
         pause = self.beat_ms / 1000
         while True:

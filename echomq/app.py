@@ -1,0 +1,551 @@
+"""Tasks: the friendly layer. ``App`` names the server, ``@app.task`` declares handlers.
+
+>>> app = App()                                   # doctest: +SKIP
+>>> @app.task(queue="mail", max_attempts=5, backoff=("exponential", 1_000, 60_000))
+... def send(to, subject): ...
+>>> job_id = send.enqueue("a@b.c", "hi")          # now
+>>> send.enqueue_in(timedelta(minutes=5), "a@b.c", "later")
+>>> send.enqueue_at(datetime(2030, 1, 1, tzinfo=UTC), "a@b.c", "happy new year")
+>>> app.job(job_id).state
+
+``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
+persistent under the default data dir; a second process with the same data dir finds the
+running server through its record file instead of starting another. A worker runs the
+tasks: ``echomq worker myapp:app`` (``echomq.worker``).
+
+The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
+bytes): ``{"args": [...], "kwargs": {...}, "task": "<name>"}``. An argument JSON cannot
+carry raises ``TypeError`` naming it, before anything is written. A recurring
+registration's template is exactly this payload (the Pump enqueues it verbatim).
+
+Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
+``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
+converted with its own zone, naive = local time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import datetime as dt
+import fcntl
+import inspect
+import json
+import logging
+import os
+import pathlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from . import _guards as guard
+from . import backoff, ids, jobs, keyspace
+from ._aio import aw
+from .connector import AsyncConnector, Connector
+from .consumer import (
+    DEFAULT_LEASE_MS,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY_DELAY_MS,
+    Job,
+    Route,
+    to_epoch_ms,
+    to_ms,
+)
+from .retention import Retention
+
+log = logging.getLogger("echomq.app")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_QUEUE = "default"
+
+
+# -- the payload ---------------------------------------------------------------------------
+
+
+def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
+    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
+
+    Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
+    """
+    guard.string("task", task)
+    args = list(args)
+    kwargs = dict(kwargs or {})
+    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
+                         *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {exc}"
+            ) from None
+    body = {"task": task, "args": args, "kwargs": kwargs}
+    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+
+
+def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
+    """``(task, args, kwargs)`` from a payload ``encode`` wrote (``ValueError`` otherwise)."""
+    try:
+        body = json.loads(payload)
+        return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
+
+
+# -- job status ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's status. ``run_at_ms``: when a scheduled job is due (the schedule score: SERVER
+    ms for ``enqueue_in``/retries/delays, caller ms for ``enqueue_at``)."""
+
+    id: str
+    queue: str
+    state: str
+    attempts: int
+    error: str | None
+    run_at_ms: int | None
+    task: str | None
+    args: list[Any]
+    kwargs: dict[str, Any]
+    failures: int = 0
+    stalled: int = 0
+    died_at_ms: int | None = None
+    completed_at_ms: int | None = None
+    row: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def run_at(self) -> dt.datetime | None:
+        """``run_at_ms`` as an aware UTC ``datetime``."""
+        if self.run_at_ms is None:
+            return None
+        return dt.datetime.fromtimestamp(self.run_at_ms / 1000, tz=dt.UTC)
+
+
+def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any) -> JobInfo:
+    try:
+        task, args, kwargs = decode(row.get("payload", b""))
+    except ValueError:
+        task, args, kwargs = None, [], {}
+
+    def num(name: str) -> int | None:
+        v = row.get(name)
+        return int(v) if v not in (None, "") else None
+
+    return JobInfo(
+        id=job_id, queue=queue, state=row.get("state", "?"), attempts=num("attempts") or 0,
+        error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
+        task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
+        stalled=num("stalled") or 0, died_at_ms=num("died_at"),
+        completed_at_ms=num("completed_at"), row=row,
+    )
+
+
+# -- recurrence specs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """A recurring registration a worker upserts at start (the Pump fires it)."""
+
+    task: str
+    queue: str
+    name: str
+    template: bytes
+    every_ms: int | None = None
+    cron: str | None = None
+    tz: str | None = None
+
+
+# -- tasks ---------------------------------------------------------------------------------
+
+
+class Task(Generic[P, R]):
+    """A function registered with an ``App``; calling it runs it here, ``enqueue`` queues it."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        max_attempts: int,
+        backoff: backoff.Policy | None,
+        retry_delay_ms: int,
+        lease_ms: int,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.retry_delay_ms = retry_delay_ms
+        self.lease_ms = lease_ms
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", name)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.queue}>"
+
+    def payload(self, *args: Any, **kwargs: Any) -> bytes:
+        """The payload ``enqueue`` would write for these arguments."""
+        return encode(self.name, args, kwargs)
+
+    # sync enqueue ------------------------------------------------------------------------
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run now; the job id."""
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        jobs.enqueue(self.app.connector(), self.queue, job_id, body)
+        return job_id
+
+    def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
+        ms = guard.non_negative("delay", to_ms(delay))
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        jobs.enqueue_in(self.app.connector(), self.queue, job_id, body, ms)
+        return job_id
+
+    def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
+        at = to_epoch_ms(when)
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        jobs.enqueue_at(self.app.connector(), self.queue, job_id, body, at)
+        return job_id
+
+    # async enqueue -----------------------------------------------------------------------
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """``enqueue``, awaited on the app's ``AsyncConnector``."""
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        await aw(jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body))
+        return job_id
+
+    async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
+                          **kwargs: P.kwargs) -> str:
+        ms = guard.non_negative("delay", to_ms(delay))
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        await aw(jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms))
+        return job_id
+
+    async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
+                          **kwargs: P.kwargs) -> str:
+        at = to_epoch_ms(when)
+        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        await aw(jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at))
+        return job_id
+
+    # running -----------------------------------------------------------------------------
+
+    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
+        """How a consumer runs one job of this task with these decoded arguments."""
+        fn: Callable[..., Any] = self.fn
+        if inspect.iscoroutinefunction(fn):
+            async def handler(_job: Job) -> Any:
+                return await fn(*args, **kwargs)
+        else:
+            def handler(_job: Job) -> Any:  # type: ignore[misc]
+                return fn(*args, **kwargs)
+        return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
+                     self.lease_ms)
+
+
+class App:
+    """A registry of tasks bound to one server.
+
+    ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
+    deleted on ack by default, dead ones kept 30 days).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        wire: int = 4,
+        data_dir: str | os.PathLike[str] | None = None,
+        ephemeral: bool = False,
+        default_queue: str = DEFAULT_QUEUE,
+        retention: Retention | None = None,
+    ) -> None:
+        keyspace.validate_queue(default_queue)
+        self._url = url
+        self.wire = wire
+        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
+        self.ephemeral = ephemeral
+        self.default_queue = default_queue
+        self.retention = retention or Retention()
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.recurrences: list[Recurrence] = []
+        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self._conn: Connector | None = None
+        self._stop_server: Callable[[], None] | None = None
+        self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+
+    # -- the server ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The server URL, starting or finding the embedded server on first use."""
+        if self._url is None:
+            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+        return str(self._url)
+
+    @url.setter
+    def url(self, value: str) -> None:
+        self._url = value
+
+    def _embedded(self) -> str:
+        from .server import EmbeddedServer, default_data_dir
+
+        if self.ephemeral:
+            srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
+            srv.start()
+            self._own(srv)
+            return srv.url
+        data_dir = self.data_dir or default_data_dir()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        record = data_dir / "echomq-server.json"
+        # one process starts the server for a data dir; the others read its record
+        with open(data_dir / "echomq-server.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            found = _live_record(record)
+            if found is not None:
+                return found
+            srv = EmbeddedServer(data_dir=data_dir)
+            srv.start()
+            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
+            self._own(srv, record)
+            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
+            return srv.url
+
+    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+        self.server = srv
+
+        def stop() -> None:
+            if record is not None:
+                with contextlib.suppress(OSError):
+                    record.unlink()
+            srv.stop()
+
+        self._stop_server = stop
+        atexit.register(stop)
+
+    def connector(self) -> Connector:
+        """The app's sync connector (made on first use)."""
+        if self._conn is None:
+            self._conn = Connector.connect(self.url, wire=self.wire)
+        return self._conn
+
+    async def aconnector(self) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use)."""
+        loop = asyncio.get_running_loop()
+        held = self._aconns.get(id(loop))
+        if held is None or held[0] is not loop:
+            url = self.url
+            held = (loop, await AsyncConnector.connect(url, wire=self.wire))
+            self._aconns[id(loop)] = held
+        return held[1]
+
+    def close(self) -> None:
+        """Close the sync connector and stop the embedded server this app started."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._aconns.clear()
+        stop = self._stop_server
+        if stop is not None:
+            atexit.unregister(stop)
+            stop()
+            self._stop_server = None
+            self.server = None
+
+    async def aclose(self) -> None:
+        held = self._aconns.pop(id(asyncio.get_running_loop()), None)
+        if held is not None:
+            await held[1].close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- declaring tasks -----------------------------------------------------------------
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> Any:
+        """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
+
+        ``max_attempts`` (default 25) runs before dead-lettering; a failure is retried after
+        ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
+        ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
+        running job holds, checkpointed every third of it.
+        """
+        queue = keyspace.validate_queue(queue or self.default_queue)
+        guard.positive("max_attempts", max_attempts)
+        guard.non_negative("retry_delay_ms", retry_delay_ms)
+        guard.positive("lease_ms", lease_ms)
+        if backoff is not None:
+            _validate_backoff(backoff)
+
+        def register(f: Callable[..., Any]) -> Task[Any, Any]:
+            target = f.fn if isinstance(f, Task) else f
+            task_name = name or _default_name(target)
+            if task_name in self.tasks and self.tasks[task_name].fn is not target:
+                raise ValueError(f"a task named {task_name!r} is already registered")
+            t: Task[Any, Any] = Task(
+                self, target, name=task_name, queue=queue, max_attempts=max_attempts,
+                backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
+            )
+            self.tasks[task_name] = t
+            return t
+
+        return register(fn) if fn is not None else register
+
+    def every(self, interval: int | dt.timedelta, *, name: str | None = None,
+              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock).
+
+        Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
+        registration is upserted when a worker starts and fired by the worker's Pump.
+        """
+        every_ms = guard.positive("interval", to_ms(interval))
+
+        def register(t: Any) -> Task[Any, Any]:
+            task = t if isinstance(t, Task) else self.task(t)
+            self._recur(task, name, args, kwargs, every_ms=every_ms)
+            return task
+
+        return register
+
+    def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
+             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        """Run the decorated task on a cron expression in time zone ``tz`` (see
+        ``echomq.cron``); upserted when a worker starts, fired by its Pump."""
+        guard.string("expr", expr)
+        guard.string("tz", tz)
+        if not expr.split():
+            raise ValueError("a cron expression must not be empty")
+
+        def register(t: Any) -> Task[Any, Any]:
+            task = t if isinstance(t, Task) else self.task(t)
+            self._recur(task, name, args, kwargs, cron=expr, tz=tz)
+            return task
+
+        return register
+
+    def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
+               kwargs: dict[str, Any] | None, **how: Any) -> None:
+        reg_name = name or task.name
+        if any(r.queue == task.queue and r.name == reg_name for r in self.recurrences):
+            raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
+                             f"{task.queue!r}; pass name=")
+        template = encode(task.name, args, kwargs)
+        self.recurrences.append(Recurrence(task.name, task.queue, reg_name, template, **how))
+
+    # -- what workers need ---------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Every queue a task of this app lives on (declaration order)."""
+        return list(dict.fromkeys(t.queue for t in self.tasks.values()))
+
+    def lease_for(self, queue: str) -> int:
+        """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
+        task is reaped on time if its worker dies before the first checkpoint."""
+        leases = [t.lease_ms for t in self.tasks.values() if t.queue == queue]
+        return min(leases) if leases else DEFAULT_LEASE_MS
+
+    def router(self, queue: str) -> Callable[[Job], Route]:
+        """The consumer router for ``queue``: payload → task → ``Route``."""
+
+        def route(job: Job) -> Route:
+            name, args, kwargs = decode(job.payload)
+            task = self.tasks.get(name)
+            if task is None:
+                raise LookupError(f"no task named {name!r} in this app")
+            return task.route(args, kwargs)
+
+        return route
+
+    # -- enqueue by name and status ------------------------------------------------------
+
+    def enqueue(self, task: str, *args: Any, **kwargs: Any) -> str:
+        """Queue the registered task named ``task`` now; the job id."""
+        return self._named(task).enqueue(*args, **kwargs)
+
+    def _named(self, task: str) -> Task[Any, Any]:
+        try:
+            return self.tasks[task]
+        except KeyError:
+            raise LookupError(
+                f"no task named {task!r}; known: {', '.join(sorted(self.tasks)) or 'none'}"
+            ) from None
+
+    def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
+        """A job's status (state, attempts, last error, run-at), looked up on ``queue`` or on
+        every queue of this app; ``None`` when no row exists (never enqueued, or deleted
+        after completion under the default retention)."""
+        guard.string("job_id", job_id)
+        conn = self.connector()
+        for q in [queue] if queue else (self.queues() or [self.default_queue]):
+            row = jobs.get(conn, q, job_id)
+            if row:
+                score = conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
+                return _info(q, job_id, row, score)
+        return None
+
+    async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
+        """``job``, awaited."""
+        guard.string("job_id", job_id)
+        conn = await self.aconnector()
+        for q in [queue] if queue else (self.queues() or [self.default_queue]):
+            row: dict[str, Any] | None = await aw(jobs.get(conn, q, job_id))
+            if row:
+                score = await conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
+                return _info(q, job_id, row, score)
+        return None
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    module = str(getattr(fn, "__module__", None) or "")
+    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "task"))
+    return f"{module}.{qual}" if module and module != "__main__" else qual
+
+
+def _validate_backoff(policy: Any) -> None:
+    from . import backoff as backoff_mod
+
+    backoff_mod.validate(policy)
+
+
+def _live_record(record: pathlib.Path) -> str | None:
+    """The URL in a server record whose process is alive and answers, else ``None``."""
+    try:
+        data = json.loads(record.read_text())
+        url, pid = str(data["url"]), int(data["pid"])
+        os.kill(pid, 0)
+        conn = Connector.connect(url)
+        conn.close()
+        return url if isinstance(url, str) else None
+    except Exception:
+        return None

@@ -1,0 +1,197 @@
+"""The worker process: consumers for an app's queues, a Metronome, and a Pump when the app
+has recurring registrations.
+
+``run_worker(app, queues=..., concurrency=...)`` runs until SIGTERM or SIGINT. On the
+first signal it stops claiming and lets the jobs in flight finish within ``grace_s``
+(default 30 s); a second signal, or the end of the grace, abandons what is left: those
+jobs keep their leases until they lapse, then the reaper returns them to pending. Nothing
+is lost; a job may run again (at least once).
+
+Pool mode: the worker's consumers skip their own recovery and promote legs and one
+Metronome per worker runs them, elected across worker processes by a SERVER-side lease, so
+a fleet reaps and promotes each queue once per beat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _guards as guard
+from . import keyspace
+from ._aio import aw
+from .connector import AsyncConnector
+from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
+from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
+
+if TYPE_CHECKING:
+    from .app import App
+
+log = logging.getLogger("echomq.worker")
+
+DEFAULT_GRACE_S = 30.0
+
+
+class Worker:
+    """Runs ``app``'s tasks on ``queues`` (default: every queue the app's tasks use).
+
+    ``concurrency`` is per queue. ``metronome=False`` makes each consumer run its own
+    recovery and promote legs (a lone consumer's beat) instead of pool mode.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Sequence[str] | None = None,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        grace_s: float = DEFAULT_GRACE_S,
+        metronome: bool = True,
+        pump: bool = True,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.queues = list(dict.fromkeys(queues or app.queues() or [app.default_queue]))
+        for q in self.queues:
+            keyspace.validate_queue(q)
+        self.concurrency = guard.positive("concurrency", concurrency)
+        self.beat_ms = guard.positive("beat_ms", beat_ms)
+        if grace_s < 0:
+            raise ValueError("grace_s must be >= 0")
+        self.grace_s = grace_s
+        self.use_metronome = metronome
+        self.use_pump = pump
+        self.on_event = on_event
+        self.consumers: list[Consumer] = []
+        self.metronome: Metronome | None = None
+        self.pump: Any = None
+        self.unfinished = 0
+        self.force = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until ``stop`` is set, then drain; returns how many jobs were left
+        unfinished (abandoned to the reaper)."""
+        conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire)
+        try:
+            return await self._serve(conn, stop)
+        finally:
+            await conn.close()
+
+    async def _serve(self, conn: AsyncConnector, stop: asyncio.Event) -> int:
+        retention = self.app.retention
+        self.consumers = [
+            Consumer(
+                conn, q, router=self.app.router(q), concurrency=self.concurrency,
+                beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
+                pooled=self.use_metronome, on_event=self.on_event,
+            )
+            for q in self.queues
+        ]
+        background = asyncio.Event()  # the metronome and pump outlive the drain
+        helpers: list[asyncio.Task[Any]] = []
+        if self.use_metronome:
+            self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
+                                       legs=Legs(retention=retention))
+            helpers.append(asyncio.ensure_future(self.metronome.run(background)))
+        recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
+        if recurrences and self.use_pump:
+            pump = await _start_pump(conn, recurrences, background)
+            if pump is not None:
+                self.pump, task = pump
+                helpers.append(task)
+        log.info("worker serving %s (concurrency %d per queue, beat %d ms%s)",
+                 ", ".join(self.queues), self.concurrency, self.beat_ms,
+                 ", metronome" if self.use_metronome else "")
+        runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
+        try:
+            await asyncio.gather(*runs)
+            inflight = sum(len(c.inflight) for c in self.consumers)
+            if inflight:
+                log.info("stopping: %d jobs in flight, grace %.1f s", inflight, self.grace_s)
+            drains = [asyncio.ensure_future(c.drain(self.grace_s)) for c in self.consumers]
+            forced = asyncio.ensure_future(self.force.wait())
+            await asyncio.wait([*drains, forced], return_when=asyncio.FIRST_COMPLETED)
+            if not all(d.done() for d in drains):
+                # a forced stop: drain again with no grace (abandon the rest to the reaper)
+                for d in drains:
+                    d.cancel()
+                drains = [asyncio.ensure_future(c.drain(0)) for c in self.consumers]
+                await asyncio.wait(drains)
+            forced.cancel()
+            self.unfinished = sum(d.result() for d in drains if not d.cancelled())
+        finally:
+            for r in runs:
+                r.cancel()
+            background.set()
+            if helpers:
+                await asyncio.wait(helpers, timeout=2.0)
+            for h in helpers:
+                h.cancel()
+        if self.unfinished:
+            log.warning("%d jobs unfinished at exit; the reaper returns them after their "
+                        "leases", self.unfinished)
+        else:
+            log.info("worker stopped cleanly")
+        return self.unfinished
+
+
+async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any],
+                      stop: asyncio.Event) -> tuple[Any, asyncio.Task[Any]] | None:
+    """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
+    start a Pump for their queues, ticking on its own (HOST-clock) cadence."""
+    from . import repeat
+    from .pump import Pump
+
+    for r in recurrences:
+        how: dict[str, Any] = ({"every_ms": r.every_ms} if r.every_ms is not None
+                               else {"cron": r.cron, "tz": r.tz})
+        result = await aw(repeat.upsert(conn, r.queue, r.name, template=r.template, **how))
+        log.info("recurrence %s on %s: %s", r.name, r.queue, result)
+    pump = Pump(conn, sorted({r.queue for r in recurrences}))
+    return pump, asyncio.ensure_future(pump.run(stop))
+
+
+def run_worker(
+    app: App,
+    queues: Sequence[str] | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    beat_ms: int = DEFAULT_BEAT_MS,
+    grace_s: float = DEFAULT_GRACE_S,
+    metronome: bool = True,
+    on_event: Callable[[Event], None] | None = None,
+) -> int:
+    """Run a worker in this process until SIGTERM/SIGINT; the unfinished count."""
+    worker = Worker(app, queues, concurrency=concurrency, beat_ms=beat_ms, grace_s=grace_s,
+                    metronome=metronome, on_event=on_event)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        worker.force = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                log.warning("second %s: abandoning in-flight jobs to the reaper",
+                            signal.Signals(signum).name)
+                worker.force.set()
+            else:
+                log.info("%s: no new claims; draining in-flight jobs (grace %.1f s)",
+                         signal.Signals(signum).name, grace_s)
+                stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            return await worker.run(stop)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+
+    return asyncio.run(main())

@@ -94,7 +94,7 @@ class Pump:
         }  # fmt: skip
         for queue in self.queues:
             promoted = await self._promote(queue)
-            results: list[repeat.Fired] = await repeat.sweep(self.conn, queue)  # type: ignore[misc]
+            results = await repeat.sweep(self.conn, queue)
             flows = await self.deliver_flow_completions(queue)
             ids = [i for r in results for i in r.ids]
             reasons: dict[str, int] = {}

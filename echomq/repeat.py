@@ -35,7 +35,7 @@ from . import _guards as guard
 from . import cron as cronlib
 from . import errors, ids, keyspace
 from .outcomes import Outcome
-from .steps import Batch, Command, Eval, Maybe, drive, single, text
+from .steps import Batch, Command, Eval, Verb, single, text, verb
 
 
 def now_ms() -> int:
@@ -50,14 +50,14 @@ def _keys(queue: str, name: str) -> tuple[str, str]:
     return keyspace.queue_key(queue, "repeat"), keyspace.repeat_key(queue, name)
 
 
+@verb
 def register(
-    conn: Any,
     queue: str,
     name: str,
     every_ms: int,
     template: bytes | str,
     first_in_ms: int = 0,
-) -> Maybe[Outcome]:
+) -> Verb[Outcome]:
     """Register ``name`` every ``every_ms``; first run at HOST now + ``first_in_ms``.
 
     ``"registered"``, or ``"exists"`` when a live record has that name (nothing written).
@@ -68,23 +68,23 @@ def register(
     guard.non_negative("first_in_ms", first_in_ms)
     first_at = now_ms() + first_in_ms
     step = Eval("register", keys, (name, str(every_ms), template, str(first_at)))
-    return drive(
-        conn, single(step, lambda r: Outcome.REGISTERED if int(r) == 1 else Outcome.EXISTS)
-    )
+    return single(step, lambda r: Outcome.REGISTERED if int(r) == 1 else Outcome.EXISTS)
 
 
-def cancel(conn: Any, queue: str, name: str) -> Maybe[int]:
+@verb
+def cancel(queue: str, name: str) -> Verb[int]:
     """Remove the registration (record and member); 1 if a record was removed, else 0."""
     zset, record = _keys(queue, name)
 
-    def verb() -> Any:
+    def steps() -> Verb[int]:
         replies = yield Batch((Command(("ZREM", zset, name)), Command(("DEL", record))))
         return int(replies[1])
 
-    return drive(conn, verb())
+    return steps()
 
 
-def due(conn: Any, queue: str, now: int | None = None) -> Maybe[list[dict[str, Any]]]:
+@verb
+def due(queue: str, now: int | None = None) -> Verb[list[dict[str, Any]]]:
     """Registrations scored at or before HOST now, each with its record.
 
     Host commands, not a script: ``ZRANGEBYSCORE`` then one pipelined ``HGETALL`` each.
@@ -92,8 +92,9 @@ def due(conn: Any, queue: str, now: int | None = None) -> Maybe[list[dict[str, A
     template as bytes, the numeric fields as int, the others as str). A member whose record
     is gone is still listed (with no ``every_ms``) so a sweep can drop it.
     """
+    keyspace.validate_queue(queue)
     at = now_ms() if now is None else guard.integer("now", now)
-    return drive(conn, due_verb(queue, at))
+    return due_verb(queue, at)
 
 
 def _scored(reply: Any) -> list[tuple[str, Any]]:
@@ -103,7 +104,7 @@ def _scored(reply: Any) -> list[tuple[str, Any]]:
     return [(text(reply[i]), reply[i + 1]) for i in range(0, len(reply or ()), 2)]
 
 
-def _entries(queue: str, members: list[tuple[str, Any]]) -> Any:
+def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[dict[str, Any]]]:
     if not members:
         return []
     found = yield Batch(
@@ -112,26 +113,28 @@ def _entries(queue: str, members: list[tuple[str, Any]]) -> Any:
     return [_entry(n, score, rec) for (n, score), rec in zip(members, found, strict=True)]
 
 
-def due_verb(queue: str, at: int) -> Any:
+def due_verb(queue: str, at: int) -> Verb[list[dict[str, Any]]]:
     """The steps of ``due`` at HOST ms ``at`` (a generator other verbs ``yield from``)."""
     zset = keyspace.queue_key(queue, "repeat")
     members = yield Command(("ZRANGEBYSCORE", zset, "-inf", at, "WITHSCORES"))
     return (yield from _entries(queue, _scored(members)))
 
 
-def advance(conn: Any, queue: str, name: str, every_ms: int) -> Maybe[Outcome]:
+@verb
+def advance(queue: str, name: str, every_ms: int) -> Verb[Outcome]:
     """Set ``name``'s next run to HOST now + ``every_ms``: ``"advanced"``, or ``"absent"``
     (the record was cancelled mid-sweep; the dangling member is removed)."""
     keys = _keys(queue, name)
     guard.positive("every_ms", every_ms)
     step = Eval("advance", keys, (name, str(now_ms() + every_ms)))
-    return drive(conn, single(step, lambda r: Outcome.ADVANCED if int(r) == 1 else Outcome.ABSENT))
+    return single(step, lambda r: Outcome.ADVANCED if int(r) == 1 else Outcome.ABSENT)
 
 
-def count(conn: Any, queue: str) -> Maybe[int]:
+@verb
+def count(queue: str) -> Verb[int]:
     """The registry depth: how many names are registered."""
     step = Command(("ZCARD", keyspace.queue_key(queue, "repeat")))
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
 # -- record decoding ----------------------------------------------------------------------
@@ -157,31 +160,33 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
     return entry
 
 
-def records(conn: Any, queue: str) -> Maybe[list[dict[str, Any]]]:
+@verb
+def records(queue: str) -> Verb[list[dict[str, Any]]]:
     """Every registration, soonest next run first (finished ones last, ``next_at=None``).
 
     The same entry shape as ``due``. Reads only; no clock.
     """
     zset = keyspace.queue_key(queue, "repeat")
 
-    def verb() -> Any:
+    def steps() -> Verb[list[dict[str, Any]]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
         return (yield from _entries(queue, _scored(members)))
 
-    return drive(conn, verb())
+    return steps()
 
 
-def get(conn: Any, queue: str, name: str) -> Maybe[dict[str, Any] | None]:
+@verb
+def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
     """One registration's entry, or ``None`` when no record has that name."""
     zset, record = _keys(queue, name)
 
-    def verb() -> Any:
+    def steps() -> Verb[dict[str, Any] | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
         return _entry(name, score if score is not None else "inf", fields)
 
-    return drive(conn, verb())
+    return steps()
 
 
 # -- definitions: register_cron and upsert ------------------------------------------------
@@ -294,8 +299,8 @@ def _write(
 _WRITTEN = {0: Outcome.EXISTS, 1: Outcome.REGISTERED, 2: Outcome.UPDATED}
 
 
+@verb
 def register_cron(
-    conn: Any,
     queue: str,
     name: str,
     expression: str,
@@ -309,7 +314,7 @@ def register_cron(
     window_ms: int | None = None,
     cap: int | None = None,
     overlap: str = "allow",
-) -> Maybe[Outcome]:
+) -> Verb[Outcome]:
     """Register ``name`` on a cron ``expression`` read in the IANA zone ``tz``.
 
     The first run is the first cron instant after HOST now (and at or after ``start_at``);
@@ -324,11 +329,11 @@ def register_cron(
     )
     step = _write(queue, name, "register", d, 0)
     assert step.keys == keys
-    return drive(conn, single(step, lambda r: _WRITTEN[int(r)]))
+    return single(step, lambda r: _WRITTEN[int(r)])
 
 
+@verb
 def upsert(
-    conn: Any,
     queue: str,
     name: str,
     *,
@@ -344,7 +349,7 @@ def upsert(
     window_ms: int | None = None,
     cap: int | None = None,
     overlap: str = "allow",
-) -> Maybe[Outcome]:
+) -> Verb[Outcome]:
     """Register ``name``, or update it explicitly: ``"registered"`` | ``"exists"`` | ``"updated"``.
 
     Exactly one cadence: ``every_ms`` (first run HOST now + ``first_in_ms``) or ``cron`` in
@@ -371,7 +376,7 @@ def upsert(
         template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
     )
     step = _write(queue, name, "upsert", d, first_in_ms)
-    return drive(conn, single(step, lambda r: _WRITTEN[int(r)]))
+    return single(step, lambda r: _WRITTEN[int(r)])
 
 
 # -- firing: plan on the host, fire atomically on the server -------------------------------
@@ -502,7 +507,8 @@ def _fired(name: str, minted: tuple[str, ...], reply: Any) -> Fired:
     return Fired(name, Outcome.SKIPPED, kind, ())
 
 
-def fire(conn: Any, queue: str, entry: dict[str, Any], now: int | None = None) -> Maybe[Fired]:
+@verb
+def fire(queue: str, entry: dict[str, Any], now: int | None = None) -> Verb[Fired]:
     """Fire one due ``entry`` (as ``due`` returned it) atomically; see ``Fired``.
 
     HOST clock: ``now`` (default HOST now) prices the next run and mints the ids. The
@@ -511,19 +517,21 @@ def fire(conn: Any, queue: str, entry: dict[str, Any], now: int | None = None) -
     """
     at = now_ms() if now is None else guard.integer("now", now)
     step, minted = fire_step(queue, entry, at)
-    return drive(conn, single(step, lambda r: _fired(entry["name"], minted, r)))
+    return single(step, lambda r: _fired(entry["name"], minted, r))
 
 
-def sweep(conn: Any, queue: str, now: int | None = None) -> Maybe[list[Fired]]:
+@verb
+def sweep(queue: str, now: int | None = None) -> Verb[list[Fired]]:
     """Read the due registrations and fire each one (one pipelined round trip of ``fire``).
 
     What the Pump runs every tick. HOST clock: ``now`` (default HOST now) selects the due
     names and prices their next runs. A record that cannot be planned (say its zone left
     the zone database) is reported ``skipped``/``invalid`` and left as it is.
     """
+    keyspace.validate_queue(queue)
     at = now_ms() if now is None else guard.integer("now", now)
 
-    def verb() -> Any:
+    def steps() -> Verb[list[Fired]]:
         entries = yield from due_verb(queue, at)
         calls: list[tuple[str, Eval, tuple[str, ...]]] = []
         out: dict[str, Fired] = {}
@@ -542,7 +550,7 @@ def sweep(conn: Any, queue: str, now: int | None = None) -> Maybe[list[Fired]]:
                 out[name] = _fired(name, minted, reply)
         return [out[e["name"]] for e in entries]
 
-    return drive(conn, verb())
+    return steps()
 
 
 def next_runs(
@@ -578,12 +586,13 @@ def next_runs(
     return [datetime.fromtimestamp(ms / 1000, zi) for ms in out]
 
 
-def occurrences(conn: Any, queue: str, names: Sequence[str]) -> Maybe[dict[str, int]]:
+@verb
+def occurrences(queue: str, names: Sequence[str]) -> Verb[dict[str, int]]:
     """How many occurrences each named registration has enqueued (its ``fired`` field)."""
     keys = [_keys(queue, n)[1] for n in names]
 
-    def verb() -> Any:
+    def steps() -> Verb[dict[str, int]]:
         replies = yield Batch(tuple(Command(("HGET", k, "fired")) for k in keys))
         return {n: int(r or 0) for n, r in zip(names, replies, strict=True)}
 
-    return drive(conn, verb())
+    return steps()

@@ -37,7 +37,7 @@ import os
 import pathlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
@@ -383,6 +383,32 @@ class App:
 
     # -- declaring tasks -----------------------------------------------------------------
 
+    @overload
+    def task(
+        self,
+        fn: Callable[P, R],
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
     def task(
         self,
         fn: Callable[..., Any] | None = None,
@@ -423,7 +449,8 @@ class App:
         return register(fn) if fn is not None else register
 
     def every(self, interval: int | dt.timedelta, *, name: str | None = None,
-              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+              ) -> Callable[[Any], Task[Any, Any]]:
         """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock).
 
         Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
@@ -439,7 +466,8 @@ class App:
         return register
 
     def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
-             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+             ) -> Callable[[Any], Task[Any, Any]]:
         """Run the decorated task on a cron expression in time zone ``tz`` (see
         ``echomq.cron``); upserted when a worker starts, fired by its Pump."""
         guard.string("expr", expr)

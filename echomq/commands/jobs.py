@@ -1,0 +1,262 @@
+"""Job commands: ``echomq enqueue``, ``schedule``, ``job``, ``stats``, ``dead list|retry``.
+
+Every command takes ``--url`` (default ``$ECHOMQ_URL``, else the embedded server). Task
+arguments are given one per word: a word that parses as JSON is that value (``3``,
+``true``, ``'{"a": 1}'``), anything else is a string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import time
+from typing import Any, cast
+
+from ..cli import default_url
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
+
+
+def parse_duration(text: str) -> int:
+    """``"5s"``, ``"250ms"``, ``"2m"``, ``"1.5h"``, ``"1d"`` or plain ms → ms."""
+    m = _DURATION.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 5s, 250ms, 2m, 1h)")
+    return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+
+
+def parse_instant(text: str) -> int:
+    """Epoch ms, or an ISO-8601 datetime (naive = local time) → epoch ms."""
+    if re.fullmatch(r"-?\d+", text.strip()):
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an instant: {text!r} (ISO-8601 or ms)") from None
+    return int(when.timestamp() * 1000)
+
+
+def _value(word: str) -> Any:
+    try:
+        return json.loads(word)
+    except ValueError:
+        return word
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+
+
+def _task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="the task name (with --app, a short name is enough)")
+    p.add_argument("args", nargs="*", help="positional arguments (JSON, else a string)")
+    p.add_argument("--kwargs", default=None, help="keyword arguments as a JSON object")
+    p.add_argument("--queue", default=None, help="the queue (default: the task's, or default)")
+    p.add_argument("--app", default=None, help="module:attribute of the App (for queue lookup)")
+    p.add_argument("--id", default=None, help="the job id (default: a fresh JOB id)")
+    _common(p)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("enqueue", help="queue a task run now")
+    _task_args(p)
+    p.set_defaults(func=run_enqueue)
+
+    p = sub.add_parser("schedule", help="queue a task run later (--in 5s or --at ISO)")
+    _task_args(p)
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--in", dest="in_ms", type=parse_duration, help="delay, e.g. 5s, 2m")
+    when.add_argument("--at", dest="at_ms", type=parse_instant, help="ISO-8601 or epoch ms")
+    p.set_defaults(func=run_enqueue)
+
+    p = sub.add_parser("job", help="show a job's status")
+    p.add_argument("id")
+    p.add_argument("--queue", default="default")
+    _common(p)
+    p.set_defaults(func=run_job)
+
+    p = sub.add_parser("stats", help="job counts per state per queue")
+    p.add_argument("--queue", action="append", default=None, help="only this queue (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    p.set_defaults(func=run_stats)
+
+    dead = sub.add_parser("dead", help="the dead-letter set: list, retry")
+    dsub = dead.add_subparsers(dest="dead_command", metavar="ACTION", required=True)
+    p = dsub.add_parser("list", help="list dead jobs, most recent first")
+    p.add_argument("--queue", default="default")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    _common(p)
+    p.set_defaults(func=run_dead_list)
+    p = dsub.add_parser("retry", help="send dead jobs back to pending (fresh attempts)")
+    p.add_argument("ids", nargs="*", help="job ids (or --all)")
+    p.add_argument("--all", action="store_true", help="every dead job of the queue")
+    p.add_argument("--queue", default="default")
+    _common(p)
+    p.set_defaults(func=run_dead_retry)
+
+
+def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(connector, app)``: the app owns the embedded server when no URL is given."""
+    from ..app import App
+
+    app = App(default_url(args.url))
+    return app.connector(), app
+
+
+def run_enqueue(args: argparse.Namespace) -> int:
+    from .. import ids, jobs
+    from ..app import encode
+
+    kwargs = json.loads(args.kwargs) if args.kwargs else {}
+    if not isinstance(kwargs, dict):
+        raise SystemExit("echomq: --kwargs must be a JSON object")
+    name, queue = args.task, args.queue
+    if args.app:
+        from .worker import load_app
+
+        target = load_app(args.app)
+        task = target.tasks.get(name) or next(
+            (t for n, t in target.tasks.items() if n.rsplit(".", 1)[-1] == name), None)
+        if task is None:
+            raise SystemExit(f"echomq: no task {name!r} in {args.app}")
+        name, queue = task.name, queue or task.queue
+    queue = queue or "default"
+    try:
+        payload = encode(name, [_value(a) for a in args.args], kwargs)
+    except TypeError as exc:
+        raise SystemExit(f"echomq: {exc}") from None
+    job_id = args.id or ids.mint()
+    conn, app = _connect(args)
+    try:
+        if getattr(args, "in_ms", None) is not None:
+            outcome = jobs.enqueue_in(conn, queue, job_id, payload, args.in_ms)
+        elif getattr(args, "at_ms", None) is not None:
+            outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms)
+        else:
+            outcome = jobs.enqueue(conn, queue, job_id, payload)
+    finally:
+        app.close()
+    print(f"{job_id} {outcome} {queue}")
+    return 0 if outcome != "duplicate" else 1
+
+
+def run_job(args: argparse.Namespace) -> int:
+    _conn, app = _connect(args)
+    try:
+        info = app.job(args.id, queue=args.queue)
+    finally:
+        app.close()
+    if info is None:
+        print(f"{args.id}: no such job on {args.queue} (never queued, or completed and deleted)")
+        return 1
+    print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
+          f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
+          f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
+    return 0
+
+
+def discover_queues(conn: Any, progress: bool = True) -> list[str]:
+    """Queue names found by scanning for EchoMQ sorted sets (a progress line on stderr
+    when the scan runs longer than a second)."""
+    found: set[str] = set()
+    cursor: Any = 0
+    scanned, started, shown = 0, time.monotonic(), False
+    pattern = re.compile(rb"^emq:\{(.+)\}:[a-z]+$")
+    while True:
+        cursor, keys = conn.call("SCAN", cursor, "MATCH", "emq:{*}:*", "COUNT", 2000,
+                                 "TYPE", "zset")
+        scanned += len(keys)
+        for key in keys:
+            m = pattern.match(key)
+            if m:
+                found.add(m.group(1).decode())
+        if progress and time.monotonic() - started > 1.0:
+            print(f"\rscanning... {scanned} sets, {len(found)} queues", end="",
+                  file=sys.stderr, flush=True)
+            shown = True
+        if int(cursor) == 0:
+            break
+    if shown:
+        print(file=sys.stderr)
+    return sorted(found)
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from .. import jobs
+
+    conn, app = _connect(args)
+    try:
+        queues = args.queue or discover_queues(conn)
+        table = {q: jobs.counts(conn, q) for q in queues}
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps(table, indent=2, sort_keys=True))
+        return 0
+    cols = list(jobs.STATE_SETS)
+    width = max([5, *(len(q) for q in queues)])
+    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols))
+    for q, counts in table.items():
+        print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
+    if not queues:
+        print("(no queues)")
+    return 0
+
+
+def run_dead_list(args: argparse.Namespace) -> int:
+    from .. import dead
+
+    conn, app = _connect(args)
+    try:
+        rows: list[dict[str, Any]] = cast(Any, dead.list_dead(conn, args.queue, 0, args.limit))
+    finally:
+        app.close()
+    for row in rows:
+        died = dt.datetime.fromtimestamp(row["died_at"] / 1000, tz=dt.UTC).isoformat(
+            timespec="milliseconds")
+        if args.json:
+            out = {k: v for k, v in row.items() if k != "payload"}
+            out["payload"] = (row["payload"] or b"").decode(errors="replace")
+            print(json.dumps(out))
+        else:
+            print(f"{row['id']}  died {died}  attempts {row['attempts']}  {row['error'] or ''}")
+    if not rows and not args.json:
+        print(f"(no dead jobs on {args.queue})")
+    return 0
+
+
+def run_dead_retry(args: argparse.Namespace) -> int:
+    from .. import dead, errors
+
+    if not args.ids and not args.all:
+        raise SystemExit("echomq: give job ids or --all")
+    conn, app = _connect(args)
+    failed = 0
+    try:
+        if args.all:
+            total = 0
+            while True:
+                n = cast(int, dead.revive_all(conn, args.queue, 500))
+                total += n
+                if n == 0:
+                    break
+                if total >= 500:
+                    print(f"\rrevived {total}...", end="", file=sys.stderr, flush=True)
+            print(f"revived {total} jobs on {args.queue}")
+        else:
+            for job_id in args.ids:
+                try:
+                    dead.revive(conn, args.queue, job_id)
+                    print(f"{job_id} revived")
+                except errors.ServerError as exc:
+                    failed += 1
+                    print(f"{job_id} not revived: {exc}", file=sys.stderr)
+    finally:
+        app.close()
+    return 1 if failed else 0

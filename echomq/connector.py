@@ -6,20 +6,26 @@ server, a ``SCRIPT FLUSH``, a failover to a replica that never saw ``SCRIPT LOAD
 ``SCRIPT LOAD`` and one retry. ``wire=6`` sends the native module command where a step
 names one and the script otherwise; the module must be loaded on the server, which
 ``connect`` checks with ``MODULE LIST`` so the failure comes at connect, not at the first
-verb.
+verb. ``cluster=True`` speaks to a Valkey Cluster: every step's keys share the queue's hash
+tag, so the client routes it whole to the slot's owner.
 
-Errors: connection failures raise ``errors.WireError``; server refusals raise the
+What to send (and what to do on ``NOSCRIPT``) is decided once, in ``_Plan``: a generator
+of client calls. The two connectors only differ in how they perform a call: directly, or
+awaited. Errors: connection failures raise ``errors.WireError``; server refusals raise the
 ``errors.ServerError`` subclass for their text, the text kept exactly.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import valkey
 import valkey.asyncio as avalkey
+import valkey.asyncio.cluster as avcluster
+import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
 from . import errors, scripts
@@ -28,6 +34,7 @@ from .steps import Arg, Batch, Command, Eval, Native, Step
 WIRES = (4, 6)
 NATIVE_MODULE = "emq"
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError)
 
 
 def _server_error(exc: vexc.ResponseError) -> errors.ServerError:
@@ -62,17 +69,36 @@ def _module_names(reply: Any) -> set[str]:
     return names
 
 
+# -- the plan: what to send, written once ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One client command (``kwargs`` carries cluster routing, e.g. ``target_nodes``)."""
+
+    args: tuple[Arg, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Pipe:
+    """Commands pipelined in one round trip; the reply list holds exceptions in place."""
+
+    calls: tuple[tuple[Arg, ...], ...]
+
+
+_Plan = Generator["_Call | _Pipe", Any, Any]
+
+
 class _Base:
-    """What both connectors share: command shapes and reply handling."""
+    """What both connectors share: the plan for each step, and its reply handling."""
 
     is_async: ClassVar[bool] = False
 
-    def __init__(self, client: Any, wire: int = 4) -> None:
+    def __init__(self, client: Any, wire: int = 4, *, cluster: bool = False) -> None:
         self.client = client
         self.wire = _check_wire(wire)
-
-    def _uses_native(self, step: Eval) -> bool:
-        return self.wire == 6 and step.native is not None
+        self.cluster = cluster
 
     def _command(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
         if isinstance(step, Command):
@@ -81,55 +107,122 @@ class _Base:
             if self.wire != 6:
                 raise errors.ConfigError(f"{step.command} is native only: connect with wire=6")
             return (step.command, len(step.keys), *step.keys, *step.args)
-        if self._uses_native(step):
-            assert step.native is not None
+        if self.wire == 6 and step.native is not None:
             return (step.native, len(step.keys), *step.keys, *step.args)
         return ("EVALSHA", scripts.sha(step.script), len(step.keys), *step.keys, *step.args)
 
-    @staticmethod
-    def _noscript(step: Eval | Command | Native, exc: BaseException) -> bool:
-        return isinstance(step, Eval) and isinstance(exc, vexc.NoScriptError)
+    def _load(self, name: str) -> _Call:
+        # a cluster loads on every primary: the one that owns the slot may change
+        kwargs = (("target_nodes", "primaries"),) if self.cluster else ()
+        return _Call(("SCRIPT", "LOAD", scripts.source(name)), kwargs)
+
+    def _plan(self, step: Step) -> _Plan:
+        if isinstance(step, Batch):
+            return (yield from self._plan_batch(step.steps))
+        call = _Call(self._command(step))
+        try:
+            return (yield call)
+        except vexc.NoScriptError:
+            assert isinstance(step, Eval)
+            yield self._load(step.script)
+            return (yield call)
+
+    def _plan_batch(self, steps: Sequence[Eval | Command | Native]) -> _Plan:
+        replies = list((yield _Pipe(tuple(self._command(s) for s in steps))))
+        missing = [i for i, (s, r) in enumerate(zip(steps, replies, strict=True))
+                   if isinstance(s, Eval) and isinstance(r, vexc.NoScriptError)]
+        if missing:
+            for name in dict.fromkeys(steps[i].script for i in missing):  # type: ignore[union-attr]
+                yield self._load(name)
+            again = yield _Pipe(tuple(self._command(steps[i]) for i in missing))
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return [_server_error(r) if isinstance(r, vexc.ResponseError) else r for r in replies]
+
+    def _modules_plan(self) -> _Plan:
+        return _module_names((yield _Call(("MODULE", "LIST"))))
 
     @staticmethod
-    def _fix(reply: Any) -> Any:
-        if isinstance(reply, vexc.ResponseError):
-            return _server_error(reply)
-        return reply
+    def _native_missing(names: set[str]) -> errors.NativeUnavailable | None:
+        if NATIVE_MODULE in names:
+            return None
+        return errors.NativeUnavailable(
+            f"wire=6 needs the {NATIVE_MODULE!r} module loaded on the server "
+            f"(MODULE LIST shows {sorted(names) or 'none'}); start the server with "
+            "--loadmodule echomq.native.module_path(), or use wire=4"
+        )
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} wire={self.wire} {self.client!r}>"
+        kind = " cluster" if self.cluster else ""
+        return f"<{type(self).__name__} wire={self.wire}{kind} {self.client!r}>"
 
 
 class Connector(_Base):
     """A synchronous connector over a ``valkey.Valkey`` client (thread safe: it pools)."""
 
     @classmethod
-    def connect(cls, url: str, wire: int = 4, **options: Any) -> Connector:
+    def connect(
+        cls, url: str, wire: int = 4, *, cluster: bool = False, **options: Any
+    ) -> Connector:
         """Connect to ``url`` (``valkey://``, ``valkeys://``, ``redis://``, ``rediss://``,
-        ``unix://``; user and password in the URL). ``options`` go to the connection pool."""
+        ``unix://``; user and password in the URL). ``options`` go to the connection pool.
+
+        ``cluster=True`` treats ``url`` as one startup node of a Valkey Cluster: the client
+        discovers the rest and routes every step to the node owning its keys' slot (one
+        queue = one hash tag = one slot)."""
         _check_wire(wire)
-        client = valkey.Valkey.from_url(_normalize(url), **options)
-        conn = cls(client, wire=wire)
-        conn.ping()
-        if wire == 6:
-            conn.require_native()
+        factory = vcluster.ValkeyCluster if cluster else valkey.Valkey
+        try:
+            client = factory.from_url(_normalize(url), **options)
+        except _WIRE_FAULTS as exc:
+            raise _wire_error(exc) from exc
+        conn = cls(client, wire=wire, cluster=cluster)
+        try:
+            conn.ping()
+            if wire == 6:
+                conn.require_native()
+        except BaseException:
+            client.close()
+            raise
         return conn
 
-    def ping(self) -> None:
+    def _run(self, plan: _Plan) -> Any:
         try:
-            self.client.ping()
-        except (vexc.ConnectionError, vexc.TimeoutError, OSError) as exc:
+            op = next(plan)
+            while True:
+                try:
+                    if isinstance(op, _Pipe):
+                        pipe = self.client.pipeline(transaction=False)
+                        for args in op.calls:
+                            pipe.execute_command(*args)
+                        reply = pipe.execute(raise_on_error=False)
+                    else:
+                        reply = self.client.execute_command(*op.args, **dict(op.kwargs))
+                except vexc.ResponseError as exc:
+                    op = plan.throw(exc)
+                else:
+                    op = plan.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        except vexc.ResponseError as exc:
+            raise _server_error(exc) from None
+        except _WIRE_FAULTS as exc:
             raise _wire_error(exc) from exc
+
+    def execute(self, step: Step) -> Any:
+        """Perform one step and return its raw reply (errors mapped)."""
+        if isinstance(step, Eval) and step.via is not None:
+            return step.via.eval(self, step.script, step.keys, step.args)
+        return self._run(self._plan(step))
+
+    def ping(self) -> None:
+        self._run(self._plan(Command(("PING",))))
 
     def require_native(self) -> None:
         """Raise ``NativeUnavailable`` unless the server has the EMQ module loaded."""
-        names = _module_names(self.call("MODULE", "LIST"))
-        if NATIVE_MODULE not in names:
-            raise errors.NativeUnavailable(
-                f"wire=6 needs the {NATIVE_MODULE!r} module loaded on the server "
-                f"(MODULE LIST shows {sorted(names) or 'none'}); start the server with "
-                "--loadmodule echomq.native.module_path(), or use wire=4"
-            )
+        missing = self._native_missing(self._run(self._modules_plan()))
+        if missing:
+            raise missing
 
     def call(self, *args: Arg) -> Any:
         """Send one plain command and return its reply (errors mapped)."""
@@ -138,41 +231,6 @@ class Connector(_Base):
     def eval(self, script: str, keys: Iterable[str], args: Iterable[Arg]) -> Any:
         """Run a named script EVALSHA-first (the default ``via`` dispatcher)."""
         return self.execute(Eval(script, tuple(keys), tuple(args)))
-
-    def execute(self, step: Step) -> Any:
-        try:
-            if isinstance(step, Batch):
-                return self._batch(step)
-            if isinstance(step, Eval) and step.via is not None:
-                return step.via.eval(self, step.script, step.keys, step.args)
-            try:
-                return self.client.execute_command(*self._command(step))
-            except vexc.NoScriptError:
-                assert isinstance(step, Eval)
-                self.client.execute_command("SCRIPT", "LOAD", scripts.source(step.script))
-                return self.client.execute_command(*self._command(step))
-        except vexc.ResponseError as exc:
-            raise _server_error(exc) from None
-        except (vexc.ConnectionError, vexc.TimeoutError, OSError) as exc:
-            raise _wire_error(exc) from exc
-
-    def _batch(self, batch: Batch) -> list[Any]:
-        replies = self._pipeline(batch.steps)
-        retry = [i for i, (s, r) in enumerate(zip(batch.steps, replies, strict=True))
-                 if self._noscript(s, r)]
-        if retry:
-            for name in {batch.steps[i].script for i in retry}:  # type: ignore[union-attr]
-                self.client.execute_command("SCRIPT", "LOAD", scripts.source(name))
-            again = self._pipeline([batch.steps[i] for i in retry])
-            for i, reply in zip(retry, again, strict=True):
-                replies[i] = reply
-        return [self._fix(r) for r in replies]
-
-    def _pipeline(self, steps: Iterable[Eval | Command | Native]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for step in steps:
-            pipe.execute_command(*self._command(step))
-        return list(pipe.execute(raise_on_error=False))
 
     def close(self) -> None:
         self.client.close()
@@ -190,12 +248,20 @@ class AsyncConnector(_Base):
     is_async: ClassVar[bool] = True
 
     @classmethod
-    async def connect(cls, url: str, wire: int = 4, **options: Any) -> AsyncConnector:
+    async def connect(
+        cls, url: str, wire: int = 4, *, cluster: bool = False, **options: Any
+    ) -> AsyncConnector:
         """Connect to ``url``; see ``Connector.connect``."""
         _check_wire(wire)
-        client = avalkey.Valkey.from_url(_normalize(url), **options)
-        conn = cls(client, wire=wire)
+        factory = avcluster.ValkeyCluster if cluster else avalkey.Valkey
+        client = factory.from_url(_normalize(url), **options)
+        conn = cls(client, wire=wire, cluster=cluster)
         try:
+            if cluster:
+                try:
+                    await client.initialize()
+                except _WIRE_FAULTS as exc:
+                    raise _wire_error(exc) from exc
             await conn.ping()
             if wire == 6:
                 await conn.require_native()
@@ -204,63 +270,50 @@ class AsyncConnector(_Base):
             raise
         return conn
 
-    async def ping(self) -> None:
+    async def _run(self, plan: _Plan) -> Any:
         try:
-            await self.client.ping()
-        except (vexc.ConnectionError, vexc.TimeoutError, OSError) as exc:
+            op = next(plan)
+            while True:
+                try:
+                    if isinstance(op, _Pipe):
+                        pipe = self.client.pipeline(transaction=False)
+                        for args in op.calls:
+                            pipe.execute_command(*args)
+                        reply = await pipe.execute(raise_on_error=False)
+                    else:
+                        reply = await self.client.execute_command(*op.args, **dict(op.kwargs))
+                except vexc.ResponseError as exc:
+                    op = plan.throw(exc)
+                else:
+                    op = plan.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        except vexc.ResponseError as exc:
+            raise _server_error(exc) from None
+        except _WIRE_FAULTS as exc:
             raise _wire_error(exc) from exc
+
+    async def execute(self, step: Step) -> Any:
+        """Perform one step and return its raw reply (errors mapped)."""
+        if isinstance(step, Eval) and step.via is not None:
+            reply = step.via.eval(self, step.script, step.keys, step.args)
+            return await reply if hasattr(reply, "__await__") else reply
+        return await self._run(self._plan(step))
+
+    async def ping(self) -> None:
+        await self._run(self._plan(Command(("PING",))))
 
     async def require_native(self) -> None:
         """Raise ``NativeUnavailable`` unless the server has the EMQ module loaded."""
-        names = _module_names(await self.call("MODULE", "LIST"))
-        if NATIVE_MODULE not in names:
-            raise errors.NativeUnavailable(
-                f"wire=6 needs the {NATIVE_MODULE!r} module loaded on the server "
-                f"(MODULE LIST shows {sorted(names) or 'none'}); start the server with "
-                "--loadmodule echomq.native.module_path(), or use wire=4"
-            )
+        missing = self._native_missing(await self._run(self._modules_plan()))
+        if missing:
+            raise missing
 
     async def call(self, *args: Arg) -> Any:
         return await self.execute(Command(args))
 
     async def eval(self, script: str, keys: Iterable[str], args: Iterable[Arg]) -> Any:
         return await self.execute(Eval(script, tuple(keys), tuple(args)))
-
-    async def execute(self, step: Step) -> Any:
-        try:
-            if isinstance(step, Batch):
-                return await self._batch(step)
-            if isinstance(step, Eval) and step.via is not None:
-                reply = step.via.eval(self, step.script, step.keys, step.args)
-                return await reply if hasattr(reply, "__await__") else reply
-            try:
-                return await self.client.execute_command(*self._command(step))
-            except vexc.NoScriptError:
-                assert isinstance(step, Eval)
-                await self.client.execute_command("SCRIPT", "LOAD", scripts.source(step.script))
-                return await self.client.execute_command(*self._command(step))
-        except vexc.ResponseError as exc:
-            raise _server_error(exc) from None
-        except (vexc.ConnectionError, vexc.TimeoutError, OSError) as exc:
-            raise _wire_error(exc) from exc
-
-    async def _batch(self, batch: Batch) -> list[Any]:
-        replies = await self._pipeline(batch.steps)
-        retry = [i for i, (s, r) in enumerate(zip(batch.steps, replies, strict=True))
-                 if self._noscript(s, r)]
-        if retry:
-            for name in {batch.steps[i].script for i in retry}:  # type: ignore[union-attr]
-                await self.client.execute_command("SCRIPT", "LOAD", scripts.source(name))
-            again = await self._pipeline([batch.steps[i] for i in retry])
-            for i, reply in zip(retry, again, strict=True):
-                replies[i] = reply
-        return [self._fix(r) for r in replies]
-
-    async def _pipeline(self, steps: Iterable[Eval | Command | Native]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for step in steps:
-            pipe.execute_command(*self._command(step))
-        return list(await pipe.execute(raise_on_error=False))
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -271,7 +271,9 @@ def test_overlap_skip_waits_for_the_last_occurrence(
     assert raw.hget(rkey(queue, "r"), "fired") == b"2"
 
 
-def test_overlap_allow_fires_while_the_last_is_pending(run: Any, raw: valkey.Valkey, queue: str) -> None:
+def test_overlap_allow_fires_while_the_last_is_pending(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
     run(repeat.upsert, queue, "r", template=b"t", every_ms=1000)
     now = repeat.now_ms()
     for step in range(3):
@@ -290,7 +292,9 @@ def _late(run: Any, queue: str, periods: float, **kw: Any) -> tuple[Any, dict[st
     return run(repeat.fire, queue, entry, now), entry, now
 
 
-def test_default_fires_one_occurrence_after_downtime(run: Any, raw: valkey.Valkey, queue: str) -> None:
+def test_default_fires_one_occurrence_after_downtime(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
     got, _, now = _late(run, queue, 10.5)
     assert len(got.ids) == 1
     assert raw.zscore(zkey(queue), "r") == now + 1000  # the seed's rule: from now
@@ -377,7 +381,8 @@ def test_cron_over_the_paris_spring_forward_fires_once(
             fired.append(run(repeat.fire, queue, entry, t))
         t += 600_000
     assert [f.outcome for f in fired] == [Outcome.FIRED]
-    assert raw.zscore(zkey(queue), "r") == datetime(2026, 3, 30, 2, 30, tzinfo=tz).timestamp() * 1000
+    next_day = datetime(2026, 3, 30, 2, 30, tzinfo=tz)
+    assert raw.zscore(zkey(queue), "r") == next_day.timestamp() * 1000
 
 
 # -- upsert -------------------------------------------------------------------------------

@@ -8,10 +8,8 @@
 --@include kind
 --@include wake
 local p = ARGV[1]
-for i = 2, #ARGV, 2 do
-  if not is_job(ARGV[i]) then
-    return redis.error_reply(KIND_ERROR)
-  end
+if not all_jobs(2, 2) then
+  return redis.error_reply(KIND_ERROR)
 end
 local out = {}
 for i = 2, #ARGV, 2 do

@@ -8,10 +8,8 @@
 --@include kind
 --@include now
 local p = ARGV[1]
-for i = 2, #ARGV, 4 do
-  if not is_job(ARGV[i]) then
-    return redis.error_reply(KIND_ERROR)
-  end
+if not all_jobs(2, 4) then
+  return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
 local out = {}

@@ -1,0 +1,333 @@
+"""The Consumer's beat on a real Valkey: ack, retry on a policy's curve, dead-letter, delay,
+lease checkpoints, the blocking wake, and degraded mode across a server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from conftest import server_ms
+
+from echomq import AsyncConnector, backoff, ids, jobs, keyspace
+from echomq.consumer import Consumer, Delay, Event, Job, current_job
+from echomq.server import EmbeddedServer, free_port
+
+
+def k(queue: str, suffix: str) -> str:
+    return keyspace.queue_key(queue, suffix)
+
+
+async def until(pred, timeout: float = 10.0, every: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(every)
+
+
+async def serve(consumer: Consumer) -> tuple[asyncio.Event, asyncio.Task]:
+    stop = asyncio.Event()
+    return stop, asyncio.ensure_future(consumer.serve(stop, grace_s=5))
+
+
+def test_success_acks_and_deletes_the_row_by_default(url, raw, queue):
+    seen: list[str] = []
+
+    async def handler(job: Job) -> None:
+        seen.append(job.id)
+
+    async def main() -> None:
+        conn = await AsyncConnector.connect(url)
+        want = [ids.mint() for _ in range(5)]
+        for jid in want:
+            await jobs.enqueue(conn, queue, jid, b"p")
+        consumer = Consumer(conn, queue, handler, concurrency=3)
+        stop, task = await serve(consumer)
+        await until(lambda: len(seen) == 5 and consumer.stats.completed == 5)
+        stop.set()
+        assert await task == 0
+        assert sorted(seen) == sorted(want)
+        await conn.close()
+
+    asyncio.run(main())
+    for jid in seen:
+        assert not raw.exists(keyspace.job_key(queue, jid))
+    for s in ("pending", "active", "schedule", "completed", "dead"):
+        assert raw.zcard(k(queue, s)) == 0
+
+
+def test_sync_handler_runs_in_a_thread_with_current_job(url, queue):
+    where: list[tuple[str, str | None, int]] = []
+
+    def handler(job: Job) -> str:
+        cur = current_job()
+        where.append((threading.current_thread().name, cur.id if cur else None, job.attempts))
+        return "ok"
+
+    async def main() -> str:
+        conn = await AsyncConnector.connect(url)
+        jid = ids.mint()
+        await jobs.enqueue(conn, queue, jid, b"p")
+        consumer = Consumer(conn, queue, handler)
+        stop, task = await serve(consumer)
+        await until(lambda: consumer.stats.completed == 1)
+        stop.set()
+        await task
+        await conn.close()
+        return jid
+
+    jid = asyncio.run(main())
+    assert where == [(where[0][0], jid, 1)]
+    assert where[0][0] != threading.main_thread().name
+
+
+@pytest.mark.parametrize(
+    ("policy", "max_attempts"),
+    [(None, 3), (("exponential", 150, 500), 5)],
+    ids=["fixed-retry_delay_ms", "exponential"],
+)
+def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, policy, max_attempts):
+    """Every run-at the retry writes is the server's now at the failure plus exactly
+    ``backoff.delay_ms(policy, attempts)`` (or the fixed ``retry_delay_ms``)."""
+    fixed = 200
+    failed_at: dict[int, int] = {}
+    started_at: dict[int, int] = {}
+    checked: list[tuple[int, int, int]] = []
+    jid = ids.mint()
+
+    def handler(job: Job) -> None:
+        started_at[job.attempts] = server_ms(raw)
+        failed_at[job.attempts] = server_ms(raw)
+        raise ValueError(f"poison {job.attempts}")
+
+    def on_event(ev: Event) -> None:
+        if ev.kind == "retrying":
+            after = server_ms(raw)
+            score = raw.zscore(k(queue, "schedule"), jid)
+            assert score is not None, "retried job not on the schedule set"
+            expected = (backoff.delay_ms(policy, ev.attempts) if policy else fixed)
+            assert ev.info["delay_ms"] == expected
+            assert failed_at[ev.attempts] + expected <= score <= after + expected
+            checked.append((ev.attempts, int(score), expected))
+
+    async def main() -> Consumer:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, jid, b"p")
+        consumer = Consumer(conn, queue, handler, max_attempts=max_attempts,
+                            retry_delay_ms=fixed, backoff_policy=policy, beat_ms=50,
+                            on_event=on_event)
+        stop, task = await serve(consumer)
+        await until(lambda: consumer.stats.dead == 1, timeout=15)
+        stop.set()
+        await task
+        await conn.close()
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert [a for a, _, _ in checked] == list(range(1, max_attempts))
+    for attempts, score, _ in checked:  # the next run never starts before its run-at
+        assert started_at[attempts + 1] >= score
+    assert consumer.stats.retried == max_attempts - 1
+    row = raw.hgetall(keyspace.job_key(queue, jid))
+    assert row[b"state"] == b"dead"
+    assert row[b"attempts"] == str(max_attempts).encode()
+    assert row[b"failures"] == str(max_attempts).encode()
+    assert row[b"error"] == f"ValueError: poison {max_attempts}".encode()
+    assert raw.zscore(k(queue, "dead"), jid) is not None
+    assert raw.zcard(k(queue, "schedule")) == 0
+
+
+def test_delay_returns_to_schedule_without_a_failure(url, raw, queue):
+    runs: list[tuple[int, int]] = []
+    jid = ids.mint()
+    scored: list[int] = []
+
+    async def handler(job: Job) -> str:
+        runs.append((job.attempts, server_ms(raw)))
+        if job.attempts == 1:
+            raise Delay(300)
+        if job.attempts == 2:
+            job.delay(at=server_ms(raw) + 200)
+        return "done"
+
+    def on_event(ev: Event) -> None:
+        if ev.kind == "delayed":
+            row = raw.hgetall(keyspace.job_key(queue, jid))
+            assert row[b"state"] == b"scheduled"
+            assert b"failures" not in row and b"error" not in row
+            scored.append(int(raw.zscore(k(queue, "schedule"), jid)))
+
+    async def main() -> Consumer:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, jid, b"p")
+        # max_attempts=1: a retry would dead-letter at once, a delay never does
+        consumer = Consumer(conn, queue, handler, max_attempts=1, beat_ms=50,
+                            on_event=on_event)
+        stop, task = await serve(consumer)
+        await until(lambda: consumer.stats.completed == 1)
+        stop.set()
+        await task
+        await conn.close()
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert [a for a, _ in runs] == [1, 2, 3]
+    assert consumer.stats.delayed == 2 and consumer.stats.dead == 0
+    assert runs[0][1] + 300 <= scored[0] <= runs[1][1]
+    assert runs[1][1] + 200 <= scored[1] <= runs[2][1]
+
+
+def test_delay_refuses_bad_arguments():
+    with pytest.raises(TypeError):
+        Delay()
+    with pytest.raises(TypeError):
+        Delay(5, at=6)
+    with pytest.raises(ValueError):
+        Delay(-1)
+    assert (Delay(at=123).mode, Delay(at=123).value) == ("at", 123)
+
+
+def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
+    """A 1.2 s handler under a 400 ms lease is extended, never reaped by a second,
+    reaping consumer on the same queue, and runs exactly once."""
+    runs: list[int] = []
+    scores: list[float] = []
+    jid = ids.mint()
+
+    async def slow(job: Job) -> None:
+        runs.append(job.attempts)
+        for _ in range(6):
+            await asyncio.sleep(0.2)
+            scores.append(raw.zscore(k(queue, "active"), jid) or 0.0)
+
+    async def main() -> None:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, jid, b"p")
+        first = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
+        stop, task = await serve(first)
+        await until(lambda: bool(runs))
+        second = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
+        stop2, task2 = await serve(second)
+        await until(lambda: first.stats.completed == 1, timeout=5)
+        stop.set()
+        stop2.set()
+        await asyncio.gather(task, task2)
+        assert second.stats.claimed == 0 and second.stats.reaped == 0
+        await conn.close()
+
+    asyncio.run(main())
+    assert runs == [1]
+    assert scores[-1] > scores[0]  # the lease expiry moved forward while it ran
+    assert not raw.exists(keyspace.job_key(queue, jid))
+
+
+def test_idle_consumer_blocks_on_the_wake_list(url, raw, queue):
+    """With a 1 s beat, an idle consumer issues about one BLPOP a beat (no hot polling) and
+    still starts an enqueued job within a fraction of that beat, woken by the enqueue."""
+    started: list[float] = []
+
+    async def handler(job: Job) -> None:
+        started.append(time.monotonic())
+
+    def blpops() -> int:
+        stats = raw.info("commandstats")
+        return int(stats.get("cmdstat_blpop", {}).get("calls", 0))
+
+    async def main() -> float:
+        conn = await AsyncConnector.connect(url)
+        consumer = Consumer(conn, queue, handler, beat_ms=1000)
+        stop, task = await serve(consumer)
+        await asyncio.sleep(0.3)
+        before = blpops()
+        await asyncio.sleep(1.5)
+        idle_calls = blpops() - before
+        assert idle_calls <= 4, f"idle consumer polled {idle_calls} times in 1.5 s"
+        t0 = time.monotonic()
+        await jobs.enqueue(conn, queue, ids.mint(), b"p")
+        await until(lambda: bool(started), timeout=2)
+        stop.set()
+        await task
+        await conn.close()
+        return started[0] - t0
+
+    latency = asyncio.run(main())
+    assert latency < 0.3, f"enqueued job started {latency * 1000:.0f} ms later (beat 1000 ms)"
+
+
+def test_unknown_route_is_a_failure_with_its_text(url, raw, queue):
+    def router(job: Job):
+        raise LookupError("no task named 'nope' in this app")
+
+    async def main() -> None:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, jid, b"p")
+        consumer = Consumer(conn, queue, router=router)
+        stop, task = await serve(consumer)
+        await until(lambda: consumer.stats.retried == 1)
+        stop.set()
+        await task
+        await conn.close()
+
+    jid = ids.mint()
+    asyncio.run(main())
+    row = raw.hgetall(keyspace.job_key(queue, jid))
+    assert row[b"state"] == b"scheduled"
+    assert row[b"error"] == b"LookupError: no task named 'nope' in this app"
+
+
+def test_consumer_guards_before_io():
+    with pytest.raises(TypeError):
+        Consumer(object(), "q")
+    with pytest.raises(ValueError):
+        Consumer(object(), "q", lambda j: None, concurrency=0)
+    with pytest.raises(ValueError):
+        Consumer(object(), "a{b", lambda j: None)
+    with pytest.raises(ValueError):
+        Consumer(object(), "q", lambda j: None, backoff_policy=("nope",))
+
+
+def test_degraded_mode_across_a_server_restart(tmp_path, queue):
+    """The server stops for 3 s and comes back on the same port with its data: the consumer
+    sleeps on the exponential curve over its beat, recovers, and finishes every job."""
+    port, password, beat = free_port(), "restart-pw", 100
+    srv = EmbeddedServer(port=port, data_dir=tmp_path, password=password).start()
+    done: dict[str, int] = {}
+    total = 40
+
+    async def handler(job: Job) -> None:
+        await asyncio.sleep(0.05)
+        done[job.id] = done.get(job.id, 0) + 1
+
+    async def main(srv: EmbeddedServer) -> tuple[Consumer, EmbeddedServer]:
+        conn = await AsyncConnector.connect(srv.url)
+        await jobs.enqueue_many(conn, queue, [(ids.mint(), b"p") for _ in range(total)])
+        consumer = Consumer(conn, queue, handler, concurrency=2, beat_ms=beat)
+        stop, task = await serve(consumer)
+        await until(lambda: len(done) >= 6)
+        await asyncio.to_thread(srv.stop)
+        await asyncio.sleep(3.0)
+        srv = EmbeddedServer(port=port, data_dir=tmp_path, password=password)
+        await asyncio.to_thread(srv.start)
+        await until(lambda: len(done) == total and consumer.stats.completed >= total - 2,
+                    timeout=30)
+        left = await jobs.counts(conn, queue)
+        stop.set()
+        await task
+        await conn.close()
+        assert all(v == 0 for v in left.values()), left
+        return consumer, srv
+
+    try:
+        consumer, srv = asyncio.run(main(srv))
+    finally:
+        srv.stop()
+    sleeps = consumer.stats.degraded_sleeps
+    assert len(sleeps) >= 4  # 100 + 200 + 400 + 800 < 3 s down
+    cap = max(30_000, beat)
+    assert sleeps == [backoff.delay_ms(("exponential", beat, cap), n)
+                      for n in range(1, len(sleeps) + 1)]
+    assert sum(sleeps[:-1]) < 3_000 + 2_000
+    assert set(done) and len(done) == total
+

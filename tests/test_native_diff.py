@@ -1,0 +1,160 @@
+"""Differential property test: the same random valid inputs through wire 4 and wire 6.
+
+Two fresh queues on one module-loaded server get the same sequence of verbs (enqueue,
+schedule at or in, promote, claim, delay, ack) with the same ids and payloads: one queue
+through a wire-4 connector (scripts), the other through wire 6 (the module for schedule, promote
+and delay). Every outcome must agree, and at the end so must every key of the two
+queues: rows, pending, schedule, active, completed and the wake list.
+
+What must differ is masked, not skipped: a score or field priced on the server clock
+(an 'in' schedule, a lease, a completion time) is compared within a tolerance, since the
+two calls ran a few ms apart. Inputs are valid ones only; where the twins diverge on
+purpose (ghosts, grouped rows, native-only refusals) is test_native_divergence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_native_support import fresh_queue, snapshot, start_server
+
+from echomq import Connector, jobs
+from echomq.server import EmbeddedServer
+
+FAR = 40_000_000_000_000
+CLOCK_LOW = 10**12  # any score/field at or above this (and below FAR) was priced on a clock
+TOLERANCE_MS = 30_000
+IDS = [f"JOB01{chr(65 + i) * 24}" for i in range(6)]
+
+at_values = st.one_of(st.integers(0, 10**6), st.integers(FAR, FAR + 10**6))
+in_values = st.one_of(st.just(0), st.integers(3_600_000, 10**9))
+schedules = st.one_of(
+    st.tuples(st.just("schedule"), st.sampled_from(IDS), st.just("at"), at_values,
+              st.binary(max_size=6)),
+    st.tuples(st.just("schedule"), st.sampled_from(IDS), st.just("at"), st.integers(0, 99),
+              st.binary(max_size=6)),
+    st.tuples(st.just("schedule"), st.sampled_from(IDS), st.just("in"), in_values,
+              st.binary(max_size=6)),
+)
+ops = st.lists(
+    st.one_of(
+        schedules,
+        schedules,
+        st.tuples(st.just("enqueue"), st.sampled_from(IDS), st.binary(max_size=6)),
+        st.tuples(st.just("promote"), st.integers(1, 4)),
+        st.tuples(st.just("promote"), st.integers(1, 4)),
+        st.tuples(st.just("claim"), st.integers(1, 3)),
+        st.tuples(st.just("claim"), st.integers(1, 3)),
+        st.tuples(st.just("delay"), st.integers(0, 5), st.just("at"), at_values),
+        st.tuples(st.just("delay"), st.integers(0, 5), st.just("in"), in_values),
+        st.tuples(st.just("delay"), st.integers(0, 5), st.just("at"), st.integers(0, 99)),
+        st.tuples(st.just("ack"), st.integers(0, 5), st.booleans()),
+    ),
+    min_size=4,
+    max_size=40,
+)
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[EmbeddedServer]:
+    s = start_server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def wires(srv: EmbeddedServer) -> Iterator[tuple[Connector, Connector]]:
+    c4 = Connector.connect(srv.url, wire=4)
+    c6 = Connector.connect(srv.url, wire=6)
+    yield c4, c6
+    c4.close()
+    c6.close()
+
+
+def clocked(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if CLOCK_LOW <= v < FAR else None
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, or both priced on the server clock within the tolerance."""
+    if a == b:
+        return True
+    ca, cb = clocked(a), clocked(b)
+    return ca is not None and cb is not None and abs(ca - cb) <= TOLERANCE_MS
+
+
+def assert_same_state(s4: dict[str, Any], s6: dict[str, Any]) -> None:
+    assert s4.keys() == s6.keys()
+    for key, (kind, content) in s4.items():
+        kind6, content6 = s6[key]
+        assert kind == kind6, key
+        if isinstance(content, dict):
+            assert content.keys() == content6.keys(), key
+            for field, value in content.items():
+                assert same(value, content6[field]), (key, field, value, content6[field])
+        else:
+            assert content == content6, key
+
+
+def step(conn: Connector, q: str, op: tuple, held: dict[str, int]) -> Any:
+    verb = op[0]
+    if verb == "schedule":
+        _, job, mode, value, payload = op
+        if mode == "at":
+            return jobs.enqueue_at(conn, q, job, payload, value)
+        return jobs.enqueue_in(conn, q, job, payload, value)
+    if verb == "enqueue":
+        return jobs.enqueue(conn, q, op[1], op[2])
+    if verb == "promote":
+        return jobs.promote(conn, q, op[1])
+    if verb == "claim":
+        return jobs.claim_many(conn, q, 60_000, op[1])
+    job = sorted(held)[op[1] % len(held)]
+    if verb == "delay":
+        return jobs.delay(conn, q, job, held[job], op[3], mode=op[2])
+    return jobs.ack(conn, q, job, held[job], keep=op[2])
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(script=ops)
+def test_wire4_and_wire6_agree(wires: tuple[Connector, Connector], script: list[tuple]) -> None:
+    c4, c6 = wires
+    q4, q6 = fresh_queue(), fresh_queue()
+    held: dict[str, int] = {}
+    for op in script:
+        if op[0] in ("delay", "ack") and not held:
+            continue
+        r4 = step(c4, q4, op, held)
+        r6 = step(c6, q6, op, held)
+        assert r4 == r6, op
+        event(f"{op[0]} ran" + (" and released" if op[0] == "promote" and r4 else ""))
+        if op[0] == "claim":
+            held.update({c.id: c.token for c in r4})
+        elif op[0] in ("delay", "ack"):
+            del held[sorted(held)[op[1] % len(held)]]
+    assert_same_state(snapshot(c4.client, q4), snapshot(c6.client, q6))
+
+
+def test_native_commands_really_ran(wires: tuple[Connector, Connector]) -> None:
+    """The wire-6 side above is the module, not the script: its calls show in commandstats."""
+    _, c6 = wires
+    q = fresh_queue()
+    before = c6.client.info("commandstats")
+    jobs.enqueue_at(c6, q, IDS[0], b"x", 1)
+    jobs.promote(c6, q, 10)
+    claim = jobs.claim(c6, q, 60_000)
+    assert claim is not None
+    jobs.delay(c6, q, claim.id, claim.token, 5, mode="at")
+    after = c6.client.info("commandstats")
+    for name in ("emq.schedule", "emq.promote", "emq.delay"):
+        calls = after[f"cmdstat_{name}"]["calls"]
+        assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + 1

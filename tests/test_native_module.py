@@ -1,0 +1,431 @@
+"""Every reply and refusal of the EMQ module, on a module-loaded server.
+
+Each refusal is checked to write nothing, key by key: a snapshot of every key of the
+queue (type and content) before and after must be equal. Commands are sent raw, so the
+texts checked are the server's exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import valkey
+from test_native_support import base, fresh_queue, send, server_ms, snapshot, start_server
+
+from echomq import errors
+from echomq.server import EmbeddedServer
+
+KIND = "EMQKIND job id must be JOB-namespaced"
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+FAR = 40_000_000_000_000  # an absolute run-at far in the future (never due in a test)
+J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[EmbeddedServer]:
+    s = start_server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
+    client = valkey.Valkey.from_url(srv.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def q() -> str:
+    return fresh_queue()
+
+
+def k(q: str, name: str) -> str:
+    return base(q) + name
+
+
+def schedule(q: str, job: str, payload: Any = b"p", mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.SCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, payload, mode, due)
+
+
+def promote(q: str, batch: Any = 100) -> tuple:
+    return ("EMQ.PROMOTE", 2, k(q, "schedule"), k(q, "pending"), base(q), batch)
+
+
+def delay(q: str, job: str, token: Any = "1", mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.DELAY", 3, k(q, "job:" + job), k(q, "active"), k(q, "schedule"),
+            job, token, mode, due)
+
+
+def reschedule(q: str, job: str, mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.RESCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, mode, due)
+
+
+def refused(r: valkey.Valkey, q: str, args: tuple, text: str) -> None:
+    """``args`` is refused with exactly ``text`` and writes nothing."""
+    before = snapshot(r, q)
+    reply = send(r, *args)
+    assert isinstance(reply, errors.ServerError), reply
+    assert reply.text == text
+    assert snapshot(r, q) == before
+
+
+def held(r: valkey.Valkey, q: str, job: str, attempts: str = "1", **extra: str) -> None:
+    """A job in hand as a claim leaves it: row active with attempts, id on active."""
+    r.hset(k(q, "job:" + job), mapping={"state": "active", "attempts": attempts,
+                                        "payload": b"p\x00q", **extra})
+    r.zadd(k(q, "active"), {job: FAR})
+
+
+# -- EMQ.SCHEDULE ---------------------------------------------------------------------------
+
+
+def test_schedule_at_admits_with_the_literal_score(r: valkey.Valkey, q: str) -> None:
+    assert send(r, *schedule(q, J1, b"a\x00b", "at", 1234)) == 1
+    assert snapshot(r, q) == {
+        "job:" + J1: ("hash", {"state": b"scheduled", "attempts": b"0", "payload": b"a\x00b"}),
+        "schedule": ("zset", {J1: 1234.0}),
+    }
+
+
+def test_schedule_in_prices_on_the_server_clock(r: valkey.Valkey, q: str) -> None:
+    lo = server_ms(r)
+    assert send(r, *schedule(q, J1, b"x", "in", 60_000)) == 1
+    hi = server_ms(r)
+    score = r.zscore(k(q, "schedule"), J1)
+    assert lo + 60_000 <= score <= hi + 60_000
+
+
+def test_schedule_duplicate_is_0_and_writes_nothing(r: valkey.Valkey, q: str) -> None:
+    r.hset(k(q, "job:" + J1), mapping={"state": "active", "attempts": "3", "payload": "old"})
+    before = snapshot(r, q)
+    assert send(r, *schedule(q, J1, b"new", "in", 5)) == 0
+    assert snapshot(r, q) == before
+
+
+def test_schedule_row_of_another_type_is_a_duplicate(r: valkey.Valkey, q: str) -> None:
+    r.set(k(q, "job:" + J1), "x")
+    before = snapshot(r, q)
+    assert send(r, *schedule(q, J1)) == 0
+    assert snapshot(r, q) == before
+
+
+@pytest.mark.parametrize("job", ["X1", "job1", "JO", ""])
+def test_schedule_foreign_id_is_kind(r: valkey.Valkey, q: str, job: str) -> None:
+    refused(r, q, schedule(q, job), KIND)
+
+
+@pytest.mark.parametrize("mode", ["", "IN", "At", "later", "in "])
+def test_schedule_mode_must_be_in_or_at(r: valkey.Valkey, q: str, mode: str) -> None:
+    refused(r, q, schedule(q, J1, mode=mode), "ERR EMQ.SCHEDULE mode must be in or at")
+
+
+@pytest.mark.parametrize("mode", ["in", "at"])
+@pytest.mark.parametrize("due", ["-1", "1.5", "abc", "", "1e3", " 5", "99999999999999999999"])
+def test_schedule_due_must_be_a_non_negative_integer(
+    r: valkey.Valkey, q: str, mode: str, due: str
+) -> None:
+    refused(r, q, schedule(q, J1, mode=mode, due=due),
+            "ERR EMQ.SCHEDULE due must be a non-negative integer")
+
+
+def test_schedule_checks_mode_and_due_before_the_fence(r: valkey.Valkey, q: str) -> None:
+    refused(r, q, schedule(q, "X", mode="zz"), "ERR EMQ.SCHEDULE mode must be in or at")
+    refused(r, q, schedule(q, "X", due=-1), "ERR EMQ.SCHEDULE due must be a non-negative integer")
+
+
+def test_schedule_wrong_type_schedule_writes_no_row(r: valkey.Valkey, q: str) -> None:
+    r.set(k(q, "schedule"), "x")
+    refused(r, q, schedule(q, J1), WRONGTYPE)
+
+
+def test_schedule_shape(r: valkey.Valkey, q: str) -> None:
+    args = schedule(q, J1)
+    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.schedule' command")
+    refused(r, q, (*args, "extra"), "ERR wrong number of arguments for 'emq.schedule' command")
+    refused(r, q, (args[0], 3, *args[2:]), "ERR EMQ.SCHEDULE numkeys must be 2")
+    same = (args[0], 2, args[2], args[2], *args[4:])
+    refused(r, q, same, "ERR EMQ.SCHEDULE keys must be distinct")
+
+
+# -- EMQ.PROMOTE ----------------------------------------------------------------------------
+
+
+def test_promote_releases_due_flat_jobs_to_pending_and_wakes(r: valkey.Valkey, q: str) -> None:
+    for job, due in ((J1, 5), (J2, 7), (J3, FAR)):
+        assert send(r, *schedule(q, job, b"p" + job.encode(), "at", due)) == 1
+    assert send(r, *promote(q)) == 2
+    snap = snapshot(r, q)
+    assert snap["pending"] == ("zset", {J1: 0.0, J2: 0.0})
+    assert snap["schedule"] == ("zset", {J3: float(FAR)})
+    for job in (J1, J2):
+        assert snap["job:" + job] == (
+            "hash", {"state": b"pending", "attempts": b"0", "payload": b"p" + job.encode()})
+    assert snap["job:" + J3][1]["state"] == b"scheduled"
+    assert snap["wake"] == ("list", [b"1"])
+    # idempotent: nothing left due, nothing moves twice, the one wake token stays one
+    before = snapshot(r, q)
+    assert send(r, *promote(q)) == 0
+    assert snapshot(r, q) == before
+
+
+def test_promote_keeps_one_wake_token(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    r.rpush(k(q, "wake"), "1")
+    assert send(r, *promote(q)) == 1
+    assert r.lrange(k(q, "wake"), 0, -1) == [b"1"]
+
+
+def test_promote_is_bounded_by_the_batch_in_score_order(r: valkey.Valkey, q: str) -> None:
+    for job, due in ((J1, 30), (J2, 10), (J3, 20)):
+        send(r, *schedule(q, job, due=due))
+    assert send(r, *promote(q, 2)) == 2
+    assert r.zrange(k(q, "pending"), 0, -1) == [J2.encode(), J3.encode()]  # lowest scores
+    assert r.zrange(k(q, "schedule"), 0, -1) == [J1.encode()]
+    assert send(r, *promote(q, 2)) == 1
+
+
+def test_promote_empties_the_schedule_key(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    assert send(r, *promote(q, 1)) == 1
+    assert r.exists(k(q, "schedule")) == 0
+
+
+def test_promote_empty_schedule_is_0(r: valkey.Valkey, q: str) -> None:
+    assert send(r, *promote(q)) == 0
+    assert snapshot(r, q) == {}
+
+
+def test_promote_ghost_is_only_removed_and_counted(r: valkey.Valkey, q: str) -> None:
+    r.zadd(k(q, "schedule"), {J1: 3})
+    assert send(r, *promote(q)) == 1
+    assert snapshot(r, q) == {}  # no skeleton row, no pending member, no wake token
+
+
+def test_promote_ghost_among_flat_jobs(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J2, due=2))
+    r.zadd(k(q, "schedule"), {J1: 1})
+    assert send(r, *promote(q)) == 2
+    snap = snapshot(r, q)
+    assert set(snap) == {"job:" + J2, "pending", "wake"}
+    assert snap["pending"] == ("zset", {J2: 0.0})
+
+
+def test_promote_grouped_due_row_refuses_the_whole_call(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    send(r, *schedule(q, J2, due=2))
+    r.hset(k(q, "job:" + J2), "group", "g1")
+    refused(r, q, promote(q), "EMQSTATE promote lane not native")
+
+
+def test_promote_grouped_row_not_selected_does_not_refuse(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    send(r, *schedule(q, J2, due=FAR))
+    r.hset(k(q, "job:" + J2), "group", "g1")
+    assert send(r, *promote(q)) == 1
+    # nor one beyond the batch
+    send(r, *schedule(q, J3, due=2))
+    r.hset(k(q, "job:" + J3), "group", "g1")
+    r.zadd(k(q, "schedule"), {J3: 1})
+    r.zadd(k(q, "schedule"), {"JOB0": 0})
+    assert send(r, *promote(q, 1)) == 1  # the ghost JOB0 only
+
+
+@pytest.mark.parametrize("batch", ["0", "-1", "x", "1.5", "", "+3"])
+def test_promote_batch_must_be_positive(r: valkey.Valkey, q: str, batch: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    refused(r, q, promote(q, batch), "ERR EMQ.PROMOTE batch must be a positive integer")
+
+
+def test_promote_wrong_type_row_writes_nothing(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    r.zadd(k(q, "schedule"), {J2: 2})
+    r.set(k(q, "job:" + J2), "not a row")
+    refused(r, q, promote(q), WRONGTYPE)
+
+
+def test_promote_wrong_type_pending_writes_nothing(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    r.set(k(q, "pending"), "x")
+    refused(r, q, promote(q), WRONGTYPE)
+
+
+def test_promote_shape(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, due=1))
+    args = promote(q)
+    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.promote' command")
+    refused(r, q, (args[0], 1, *args[2:]), "ERR EMQ.PROMOTE numkeys must be 2")
+    refused(r, q, (args[0], 2, args[2], args[2], *args[4:]),
+            "ERR EMQ.PROMOTE keys must be distinct")
+
+
+# -- EMQ.DELAY ------------------------------------------------------------------------------
+
+
+def test_delay_live_holder_writes_the_scripts_writes(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1, "2", failures="1", stalled="1")
+    r.zadd(k(q, "active"), {J2: FAR})  # another holder stays
+    assert send(r, *delay(q, J1, "2", "at", 777)) == 1
+    assert snapshot(r, q) == {
+        "job:" + J1: ("hash", {"state": b"scheduled", "attempts": b"2", "payload": b"p\x00q",
+                               "failures": b"1", "stalled": b"1"}),
+        "active": ("zset", {J2: float(FAR)}),
+        "schedule": ("zset", {J1: 777.0}),
+    }
+
+
+def test_delay_in_prices_on_the_server_clock(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    lo = server_ms(r)
+    assert send(r, *delay(q, J1, "1", "in", 5_000)) == 1
+    hi = server_ms(r)
+    assert lo + 5_000 <= r.zscore(k(q, "schedule"), J1) <= hi + 5_000
+    assert r.exists(k(q, "active")) == 0
+
+
+def test_delay_missing_row_is_gone(r: valkey.Valkey, q: str) -> None:
+    r.zadd(k(q, "active"), {J1: FAR})
+    refused(r, q, delay(q, J1), "EMQSTALE job gone")
+
+
+def test_delay_row_without_attempts_is_gone(r: valkey.Valkey, q: str) -> None:
+    r.hset(k(q, "job:" + J1), "state", "active")
+    r.zadd(k(q, "active"), {J1: FAR})
+    refused(r, q, delay(q, J1), "EMQSTALE job gone")
+
+
+@pytest.mark.parametrize("token", ["2", "0", "01", "1 ", "x", ""])
+def test_delay_stale_token(r: valkey.Valkey, q: str, token: str) -> None:
+    held(r, q, J1, "1")
+    refused(r, q, delay(q, J1, token), "EMQSTALE delay token mismatch")
+
+
+def test_delay_foreign_id_is_kind(r: valkey.Valkey, q: str) -> None:
+    held(r, q, "X1")
+    refused(r, q, delay(q, "X1"), KIND)
+
+
+def test_delay_holder_not_in_active(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    r.zrem(k(q, "active"), J1)
+    refused(r, q, delay(q, J1), "EMQSTATE delay not active")
+
+
+def test_delay_grouped_row(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1, group="g1")
+    refused(r, q, delay(q, J1), "EMQSTATE delay lane not native")
+
+
+@pytest.mark.parametrize("mode", ["in", "at"])
+@pytest.mark.parametrize("due", ["-1", "-5000", "x", "2.5"])
+def test_delay_due_must_be_non_negative(r: valkey.Valkey, q: str, mode: str, due: str) -> None:
+    held(r, q, J1)
+    refused(r, q, delay(q, J1, mode=mode, due=due),
+            "ERR EMQ.DELAY due must be a non-negative integer")
+
+
+def test_delay_mode_must_be_in_or_at(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    refused(r, q, delay(q, J1, mode="soon"), "ERR EMQ.DELAY mode must be in or at")
+
+
+def test_delay_wrong_type_schedule_writes_nothing(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    r.set(k(q, "schedule"), "x")
+    refused(r, q, delay(q, J1), WRONGTYPE)
+
+
+def test_delay_shape(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    args = delay(q, J1)
+    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.delay' command")
+    refused(r, q, (args[0], 2, *args[2:]), "ERR EMQ.DELAY numkeys must be 3")
+    refused(r, q, (args[0], 3, args[2], args[3], args[3], *args[5:]),
+            "ERR EMQ.DELAY keys must be distinct")
+
+
+# -- EMQ.RESCHEDULE -------------------------------------------------------------------------
+
+
+def test_reschedule_rescores_and_keeps_the_row(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1, b"keep", "at", FAR))
+    before = snapshot(r, q)
+    assert send(r, *reschedule(q, J1, "at", 42)) == 1
+    after = snapshot(r, q)
+    assert after["schedule"] == ("zset", {J1: 42.0})
+    before.pop("schedule")
+    after.pop("schedule")
+    assert after == before
+
+
+def test_reschedule_in_prices_on_the_server_clock(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1))
+    lo = server_ms(r)
+    assert send(r, *reschedule(q, J1, "in", 9_000)) == 1
+    hi = server_ms(r)
+    assert lo + 9_000 <= r.zscore(k(q, "schedule"), J1) <= hi + 9_000
+
+
+def test_reschedule_missing_row_is_minus_1(r: valkey.Valkey, q: str) -> None:
+    r.zadd(k(q, "schedule"), {J1: 5})  # a ghost: on the set, no row
+    before = snapshot(r, q)
+    assert send(r, *reschedule(q, J1)) == -1
+    assert snapshot(r, q) == before
+
+
+def test_reschedule_not_scheduled(r: valkey.Valkey, q: str) -> None:
+    held(r, q, J1)
+    refused(r, q, reschedule(q, J1), "EMQSTATE reschedule not scheduled")
+    send(r, *schedule(q, J2))
+    r.zrem(k(q, "schedule"), J2)
+    refused(r, q, reschedule(q, J2), "EMQSTATE reschedule not scheduled")
+
+
+def test_reschedule_refusals(r: valkey.Valkey, q: str) -> None:
+    send(r, *schedule(q, J1))
+    refused(r, q, reschedule(q, J1, "later"), "ERR EMQ.RESCHEDULE mode must be in or at")
+    refused(r, q, reschedule(q, J1, "at", -1),
+            "ERR EMQ.RESCHEDULE due must be a non-negative integer")
+    refused(r, q, reschedule(q, "Y1"), KIND)
+    args = reschedule(q, J1)
+    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.reschedule' command")
+    refused(r, q, (args[0], 3, *args[2:]), "ERR EMQ.RESCHEDULE numkeys must be 2")
+
+
+def test_reschedule_writes_only_zadd_xx(r: valkey.Valkey, q: str, srv: EmbeddedServer) -> None:
+    send(r, *schedule(q, J1))
+    r.config_resetstat()
+    assert send(r, *reschedule(q, J1, "at", 9)) == 1
+    # MONITOR would race; the replication stream is checked in test_native_persist.
+    stats = r.info("commandstats")
+    assert "cmdstat_emq.reschedule" in stats
+    assert not any(name.startswith("cmdstat_zadd") for name in stats)
+
+
+# -- registration facts ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "last"), [("emq.schedule", 3), ("emq.promote", 3),
+                                            ("emq.delay", 4), ("emq.reschedule", 3)])
+def test_key_positions_and_flags(r: valkey.Valkey, name: str, last: int) -> None:
+    info = r.execute_command("COMMAND", "INFO", name)[name]
+    assert (info["first_key_pos"], info["last_key_pos"], info["step_count"]) == (2, last, 1)
+    assert {"write", "denyoom"} <= set(info["flags"])
+
+
+def test_getkeys_names_the_declared_keys(r: valkey.Valkey, q: str) -> None:
+    args = delay(q, J1)
+    conn = r.connection_pool.get_connection("COMMAND")
+    try:  # sent on a bare connection: valkey-py's reply parser for GETKEYS chokes on it
+        conn.send_command("COMMAND", "GETKEYS", *args)
+        keys = conn.read_response()
+    finally:
+        r.connection_pool.release(conn)
+    assert [x.decode() for x in keys] == list(args[2:5])
+
+
+def test_module_is_listed_as_emq(r: valkey.Valkey) -> None:
+    names = [m[b"name"] for m in r.module_list()]
+    assert b"emq" in names

@@ -100,7 +100,7 @@ class Worker:
             helpers.append(asyncio.ensure_future(self.metronome.run(background)))
         recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
         if recurrences and self.use_pump:
-            pump = await _start_pump(conn, recurrences, background)
+            pump = await _start_pump(conn, recurrences, background, self.beat_ms)
             if pump is not None:
                 self.pump, task = pump
                 helpers.append(task)
@@ -140,8 +140,8 @@ class Worker:
         return self.unfinished
 
 
-async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any],
-                      stop: asyncio.Event) -> tuple[Any, asyncio.Task[Any]] | None:
+async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
+                      beat_ms: int) -> tuple[Any, asyncio.Task[Any]] | None:
     """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
     start a Pump for their queues, ticking on its own (HOST-clock) cadence."""
     from . import repeat
@@ -152,7 +152,11 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any],
                                else {"cron": r.cron, "tz": r.tz})
         result = await aw(repeat.upsert(conn, r.queue, r.name, template=r.template, **how))
         log.info("recurrence %s on %s: %s", r.name, r.queue, result)
-    pump = Pump(conn, sorted({r.queue for r in recurrences}))
+    # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
+    # beat and one second (cron's resolution is a minute)
+    periods = [r.every_ms for r in recurrences if r.every_ms is not None]
+    tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
+    pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms)
     return pump, asyncio.ensure_future(pump.run(stop))
 
 

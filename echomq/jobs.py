@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from . import _guards as guard
 from . import errors, keyspace
 from .outcomes import Outcome
-from .steps import Batch, Command, Eval, Native, Verb, single, text, verb
+from .steps import Batch, Command, Eval, Native, Verb, scored, single, text, verb
 
 DEFAULT_MAX_STALLED = 2
 
@@ -410,3 +410,43 @@ def server_now_ms() -> Verb[int]:
         return int(secs) * 1000 + int(micros) // 1000
 
     return single(Command(("TIME",)), decode)
+
+
+@verb
+def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
+    """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
+
+    The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
+    of completion or death for ``completed``/``dead`` (newest first for those two); ``pending``
+    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``.
+    """
+    if state not in STATE_SETS:
+        raise ValueError(f"state must be one of {', '.join(STATE_SETS)}, not {state!r}")
+    guard.non_negative("start", start)
+    guard.positive("count", count)
+    key = keyspace.queue_key(queue, _SET_OF.get(state, state))
+    newest_first = state in ("completed", "dead")
+    read = "ZREVRANGE" if newest_first else "ZRANGE"
+
+    def calls() -> Verb[list[dict[str, Any]]]:
+        members = yield Command((read, key, start, start + count - 1, "WITHSCORES"))
+        pairs_ = [(text(m), sc) for m, sc in scored(members)]
+        if not pairs_:
+            return []
+        rows = yield Batch(tuple(
+            Command(("HMGET", keyspace.job_key(queue, i), "state", "attempts", "error"))
+            for i, _ in pairs_
+        ))
+        out = []
+        for (job_id, score), row in zip(pairs_, rows, strict=True):
+            st, att, err = row if isinstance(row, list) else (None, None, None)
+            out.append({
+                "id": job_id,
+                "score": int(float(score)),
+                "state": text(st) if st is not None else None,
+                "attempts": int(att) if att is not None else None,
+                "error": text(err) if err is not None else None,
+            })
+        return out
+
+    return calls()

@@ -160,3 +160,12 @@ def as_bytes(value: str | bytes) -> bytes:
 def pairs(flat: Sequence[Any]) -> dict[str, Any]:
     """``[k1, v1, k2, v2]`` (an HGETALL reply) as a dict with ``str`` keys."""
     return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def scored(reply: Any) -> list[tuple[Any, Any]]:
+    """A ``... WITHSCORES`` reply as ``(member, score)`` pairs, flat or nested."""
+    if not reply:
+        return []
+    if isinstance(reply[0], (list, tuple)):
+        return [(m, s) for m, s in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))

@@ -140,7 +140,14 @@ class _Base:
         return [_server_error(r) if isinstance(r, vexc.ResponseError) else r for r in replies]
 
     def _modules_plan(self) -> _Plan:
-        return _module_names((yield _Call(("MODULE", "LIST"))))
+        if not self.cluster:
+            return _module_names((yield _Call(("MODULE", "LIST"))))
+        # a cluster asks every node (a failover promotes a replica), by target: the async
+        # cluster client cannot route the keyless MODULE LIST by keys; {node: reply} back
+        reply = yield _Call(("MODULE", "LIST"), (("target_nodes", "all"),))
+        if isinstance(reply, dict) and reply:
+            return set.intersection(*(_module_names(r) for r in reply.values()))
+        return _module_names(reply)
 
     @staticmethod
     def _native_missing(names: set[str]) -> errors.NativeUnavailable | None:

@@ -153,14 +153,21 @@ class Cron:
         # a gap: the wall time never happens that day
         return [] if self.hour_wildcard else [_gap_end(wall, tz, min(u0, u1), max(u0, u1))]
 
-    def _walls(self, start: date) -> Iterator[datetime]:
+    def _walls(self, start: datetime) -> Iterator[datetime]:
+        """The matching wall times at or after ``start`` (naive), in wall-clock order."""
         hours, minutes = sorted(self.hours), sorted(self.minutes)
+        first = start.date()
         for offset in range(_HORIZON_DAYS):
-            d = start + timedelta(days=offset)
-            if self._day_matches(d):
-                for h in hours:
-                    for m in minutes:
-                        yield datetime(d.year, d.month, d.day, h, m)
+            d = first + timedelta(days=offset)
+            if not self._day_matches(d):
+                continue
+            for h in hours:
+                if offset == 0 and h < start.hour:
+                    continue
+                for m in minutes:
+                    if offset == 0 and h == start.hour and m < start.minute:
+                        continue
+                    yield datetime(d.year, d.month, d.day, h, m)
 
     def next_after(self, after: datetime, tz: str | ZoneInfo = "UTC") -> datetime:
         """The first run strictly after ``after`` (an aware datetime), aware in ``tz``."""
@@ -171,14 +178,28 @@ class Cron:
         after_wall = after_utc.astimezone(zi).replace(tzinfo=None)
         best: datetime | None = None
         best_wall: datetime | None = None
-        for wall in self._walls(after_wall.date() - timedelta(days=1)):
-            if wall < after_wall - _SHIFT:
-                continue
+        # Only a fall-back ahead can give an earlier wall time a later instant; with none
+        # in reach, the scan starts at the wall clock of ``after`` itself.
+        fold_ahead = (after_utc + _SHIFT).astimezone(zi).utcoffset() != _offset_at(
+            after_utc, zi
+        )
+        start = after_wall - _SHIFT if fold_ahead else after_wall
+        for wall in self._walls(start):
             if best_wall is not None and wall > best_wall + _SHIFT:
                 break
-            for instant in self._instants(wall, zi):
+            found = self._instants(wall, zi)
+            for instant in found:
                 if instant > after_utc and (best is None or instant < best):
                     best, best_wall = instant, wall
+            if (
+                best is not None
+                and len(found) == 1
+                and found[0] > best
+                and found[0].astimezone(zi).utcoffset() == best.astimezone(zi).utcoffset()
+            ):
+                # a plain wall time past the best, on the same offset: from here on wall
+                # order is instant order, so nothing later can beat it
+                break
         if best is None:
             raise CronError(f"{self.expression!r} has no run in the next {_HORIZON_DAYS} days")
         return best.astimezone(zi)
@@ -197,6 +218,11 @@ class Cron:
             at = self.next_after(at, tz)
             out.append(at)
         return out
+
+
+def _offset_at(instant: datetime, tz: ZoneInfo) -> timedelta | None:
+    """The UTC offset in force in ``tz`` at ``instant``."""
+    return instant.astimezone(tz).utcoffset()
 
 
 def _to_ms(instant: datetime) -> int:

@@ -207,3 +207,48 @@ def test_next_runs_default_after_is_host_now() -> None:
     now = datetime.now(UTC)
     assert now < got[0] <= now + timedelta(hours=1)
     assert got[1] - got[0] == timedelta(hours=1)
+
+
+# -- the search against a brute force, around real transitions ----------------------------
+
+TRANSITIONS = [
+    ("Europe/Paris", "2026-03-29T01:00"),
+    ("Europe/Paris", "2026-10-25T01:00"),
+    ("America/New_York", "2026-03-08T07:00"),
+    ("America/New_York", "2026-11-01T06:00"),
+    ("Australia/Lord_Howe", "2026-04-04T15:00"),  # a 30-minute change
+    ("Australia/Lord_Howe", "2026-10-03T15:30"),
+    ("America/Havana", "2026-03-08T05:00"),  # changes at midnight local
+    ("America/Havana", "2026-11-01T05:00"),
+    ("Asia/Tokyo", "2026-06-01T00:00"),  # no DST at all
+]
+
+
+def brute_next(c: cron.Cron, after: datetime, tz: str) -> datetime:
+    """Every wall minute of two days, mapped by the same gap/fold rule, the least after."""
+    zi = ZoneInfo(tz)
+    wall = after.astimezone(zi).replace(tzinfo=None, second=0, microsecond=0)
+    wall -= timedelta(hours=6)
+    best = None
+    for _ in range(2 * 1440):
+        if c._day_matches(wall.date()) and wall.hour in c.hours and wall.minute in c.minutes:
+            for instant in c._instants(wall, zi):
+                if instant > after and (best is None or instant < best):
+                    best = instant
+        wall += timedelta(minutes=1)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize(("tz", "utc"), TRANSITIONS)
+@pytest.mark.parametrize("expr", ["* * * * *", "*/7 * * * *", "30 2 * * *", "0 0 * * *",
+                                  "15,45 1-3 * * *", "0 * * * *"])  # fmt: skip
+def test_search_matches_brute_force_around_transitions(tz: str, utc: str, expr: str) -> None:
+    c = cron.parse(expr)
+    center = datetime.fromisoformat(utc).replace(tzinfo=UTC)
+    # every 25 minutes through the six hours around the transition
+    for step in range(-7, 8):
+        after = center + timedelta(minutes=25 * step, seconds=17)
+        # compare in UTC: PEP 495 makes an ambiguous wall time unequal across zones
+        got = c.next_after(after, tz).astimezone(UTC)
+        assert got == brute_next(c, after, tz), (expr, tz, after)

@@ -364,25 +364,38 @@ def test_cron_fire_advances_to_the_next_slot(run: Any, raw: valkey.Valkey, queue
     assert raw.zscore(zkey(queue), "q") == entry["next_at"] + 15 * 60_000
 
 
-def test_cron_over_the_paris_spring_forward_fires_once(
-    run: Any, raw: valkey.Valkey, queue: str
-) -> None:
-    tz = ZoneInfo("Europe/Paris")
-    start = int(datetime(2026, 3, 28, 12, tzinfo=tz).timestamp() * 1000)
-    run(repeat.upsert, queue, "r", template=b"t", cron="30 2 * * *", tz="Europe/Paris")
-    # as if registered on 2026-03-28 at noon: the first run priced then
-    raw.zadd(zkey(queue), {"r": cron.next_ms("30 2 * * *", start, "Europe/Paris")})
-    first = raw.zscore(zkey(queue), "r")
-    assert first == datetime(2026, 3, 29, 3, 0, tzinfo=tz).timestamp() * 1000
+# zone, expression, the day before the change, the one run on the change day, the next run
+NY = "America/New_York"
+DST_FIRES = [
+    ("Europe/Paris", "30 2 * * *", (2026, 3, 28), (2026, 3, 29, 3, 0, 0), (2026, 3, 30, 2, 30)),
+    ("Europe/Paris", "30 2 * * *", (2026, 10, 24), (2026, 10, 25, 2, 30, 0), (2026, 10, 26, 2, 30)),
+    (NY, "30 2 * * *", (2026, 3, 7), (2026, 3, 8, 3, 0, 0), (2026, 3, 9, 2, 30)),
+    (NY, "30 1 * * *", (2026, 10, 31), (2026, 11, 1, 1, 30, 0), (2026, 11, 2, 1, 30)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tz", "expr", "before", "once", "after"), DST_FIRES)
+def test_cron_fires_once_on_dst_change_days(
+    run: Any, raw: valkey.Valkey, queue: str, tz: str, expr: str,
+    before: tuple[int, ...], once: tuple[int, ...], after: tuple[int, ...],
+) -> None:  # fmt: skip
+    zi = ZoneInfo(tz)
+    start = int(datetime(*before, 12, tzinfo=zi).timestamp() * 1000)
+    run(repeat.upsert, queue, "r", template=b"t", cron=expr, tz=tz)
+    # as if registered at noon the day before: the first run priced then
+    raw.zadd(zkey(queue), {"r": cron.next_ms(expr, start, tz)})
     # a Pump sweeping every 10 minutes through the change day fires exactly once
     t, fired = start, []
     while t < start + 86_400_000:
         for entry in run(repeat.due, queue, t):
-            fired.append(run(repeat.fire, queue, entry, t))
+            fired.append((t, run(repeat.fire, queue, entry, t)))
         t += 600_000
-    assert [f.outcome for f in fired] == [Outcome.FIRED]
-    next_day = datetime(2026, 3, 30, 2, 30, tzinfo=tz)
-    assert raw.zscore(zkey(queue), "r") == next_day.timestamp() * 1000
+    assert [f.outcome for _, f in fired] == [Outcome.FIRED]
+    # fold=0: on a fall-back day the first (summer-time) of the two instants
+    expected = datetime(*once[:5], tzinfo=zi, fold=once[5]).timestamp() * 1000
+    assert raw.hget(rkey(queue, "r"), "last_at") == str(int(expected)).encode()
+    assert fired[0][0] - 600_000 < expected <= fired[0][0]
+    assert raw.zscore(zkey(queue), "r") == datetime(*after, tzinfo=zi).timestamp() * 1000
 
 
 # -- upsert -------------------------------------------------------------------------------

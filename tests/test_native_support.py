@@ -7,6 +7,7 @@ one ``ECHOMQ_NATIVE_MODULE`` names (an ASan build under scripts/native-asan.sh).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import uuid
@@ -18,7 +19,8 @@ import valkey
 from echomq import errors, native
 from echomq.server import EmbeddedServer
 
-REDIS7 = pathlib.Path("/usr/bin/redis-server")
+# a stock Redis 7 (Debian: apt-get install redis-server); the ASan script points at a wrapper
+REDIS7 = pathlib.Path(os.environ.get("ECHOMQ_REDIS_SERVER", "/usr/bin/redis-server"))
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 

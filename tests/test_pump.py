@@ -231,3 +231,54 @@ def test_pump_guards(aconn: AsyncConnector) -> None:
         Pump(aconn, ["bad{q}"])
     with pytest.raises(ValueError):
         Pump(aconn, ["q"], tick_ms=0)
+
+
+PUMP_PROCESS = """
+import asyncio, sys
+from echomq import AsyncConnector
+from echomq.pump import Pump
+
+async def main():
+    conn = await AsyncConnector.connect(sys.argv[1])
+    pump = Pump(conn, [sys.argv[2]], tick_ms=1)
+    print("ready", flush=True)
+    while True:
+        await pump.tick()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("delay_ms", [0, 40, -1])
+def test_a_pump_process_killed_mid_sweep(
+    loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, url: str, delay_ms: int
+) -> None:
+    """SIGKILL a Pump process at a fixed delay, or (``-1``) the moment its first occurrence
+    appears, which lands in the middle of its pipelined sweep; a restarted Pump completes
+    it without doubling any registration."""
+    import subprocess
+    import sys
+    import time
+
+    queue = "p" + uuid.uuid4().hex[:12]
+    names = [f"r{i:03d}" for i in range(300)]
+    for name in names:
+        loop.run(repeat.upsert(aconn, queue, name, template=name, every_ms=3_600_000))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PUMP_PROCESS, url, queue], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        if delay_ms >= 0:
+            time.sleep(delay_ms / 1000)
+        else:
+            deadline = time.monotonic() + 10
+            while not raw.zcard(keyspace.queue_key(queue, "pending")):
+                assert time.monotonic() < deadline, "the pump process never fired"
+    finally:
+        proc.kill()  # SIGKILL: no cleanup, whatever the pipeline had sent is all it did
+        proc.wait(timeout=10)
+    loop.run(Pump(aconn, [queue]).tick())
+    assert [fired(raw, queue, n) for n in names] == [1] * 300
+    got = pending(raw, queue)
+    assert len(got) == 300 and len(set(got)) == 300

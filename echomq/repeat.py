@@ -323,13 +323,11 @@ def register_cron(
     the expression and the zone. ``"registered"``, or ``"exists"`` when a record has that
     name (nothing written: changing a definition is ``upsert``'s job).
     """
-    keys = _keys(queue, name)
+    _keys(queue, name)
     d = _definition(
         template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
     )
-    step = _write(queue, name, "register", d, 0)
-    assert step.keys == keys
-    return single(step, lambda r: _WRITTEN[int(r)])
+    return single(_write(queue, name, "register", d, 0), lambda r: _WRITTEN[int(r)])
 
 
 @verb

@@ -13,8 +13,6 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from ..cli import default_url
-
 
 def register(sub: Any) -> None:
     p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, next runs")
@@ -71,11 +69,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
-    """``(connector, app)``: the app owns the embedded server when no URL is given."""
-    from ..app import App
+    from .jobs import _connect as connect
 
-    app = App(default_url(args.url))
-    return app.connector(), app
+    return connect(args)
 
 
 def _close(app: Any) -> None:
@@ -149,6 +145,7 @@ def run_add(args: argparse.Namespace) -> int:
 
     if args.task is not None:
         from ..app import encode
+        from .jobs import _value as _word
 
         kwargs = json.loads(args.kwargs) if args.kwargs else {}
         task, *words = args.task
@@ -191,13 +188,6 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
         return repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
     finally:
         _close(app)
-
-
-def _word(word: str) -> Any:
-    try:
-        return json.loads(word)
-    except ValueError:
-        return word
 
 
 def run_cancel(args: argparse.Namespace) -> int:

@@ -121,8 +121,9 @@ class Pump:
         """Tick every ``tick_ms`` until ``stop`` is set.
 
         A tick that fails on the wire is logged and the next one waits on an exponential
-        curve over the tick (``backoff``), reset by the first good tick. Server refusals
-        propagate: they mean a bug or a foreign key, not weather.
+        curve over the tick (``backoff``), reset by the first good tick. A server refusal
+        (say a wire-6 promote that meets a grouped row) is logged with its text and the
+        loop goes on at its cadence: one bad queue must not stop recurrence everywhere.
         """
         degraded = 0
         while not stop.is_set():
@@ -136,5 +137,8 @@ class Pump:
                     ("exponential", self.tick_ms, max(MAX_DEGRADED_MS, self.tick_ms)), degraded
                 )
                 log.warning("pump tick failed (%s); retrying in %d ms", exc, wait_ms)
+            except errors.ServerError as exc:
+                wait_ms = self.tick_ms
+                log.error("pump tick refused by the server: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait_ms / 1000)

@@ -149,8 +149,11 @@ class DyingConnector:
 
     is_async = True
 
-    def __init__(self, inner: AsyncConnector, fail_at: int, mode: str) -> None:
+    def __init__(
+        self, inner: AsyncConnector, fail_at: int, mode: str, exc: Exception | None = None
+    ) -> None:
         self.inner, self.fail_at, self.mode, self.calls = inner, fail_at, mode, 0
+        self.exc = exc
 
     async def execute(self, step: Any) -> Any:
         self.calls += 1
@@ -160,7 +163,7 @@ class DyingConnector:
             await self.inner.execute(step)
         elif self.mode == "partial" and isinstance(step, Batch):
             await self.inner.execute(Batch(step.steps[: len(step.steps) // 2]))
-        raise errors.WireError(f"killed at call {self.calls} ({self.mode})")
+        raise self.exc or errors.WireError(f"killed at call {self.calls} ({self.mode})")
 
 
 @pytest.mark.parametrize("mode", ["before", "after", "partial"])
@@ -197,6 +200,16 @@ def test_a_running_pump_rides_out_wire_errors(
     pump = Pump(dying, [queue], tick_ms=20)
     loop.run(run_for(pump, 0.3))
     assert pump.ticks >= 1
+    assert fired(raw, queue, "r") == 1
+
+
+def test_a_running_pump_logs_a_refusal_and_goes_on(
+    loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, queue: str
+) -> None:
+    loop.run(repeat.upsert(aconn, queue, "r", template=b"t", every_ms=3_600_000))
+    refused = errors.StateError("EMQSTATE promote lane not native")
+    pump = Pump(DyingConnector(aconn, 1, "before", refused), [queue], tick_ms=20)
+    loop.run(run_for(pump, 0.3))
     assert fired(raw, queue, "r") == 1
 
 

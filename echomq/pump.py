@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # The degraded-tick curve ceiling: a Pump that cannot reach the server retries at most
 # this far apart, whatever its tick.
 MAX_DEGRADED_MS = 30_000
+# Due registrations fired per pipelined round trip, and round trips per queue per tick.
+SWEEP_BATCH = 1000
+MAX_SWEEPS = 100
 
 FlowHook = Callable[[Any, str], Awaitable[int]]
 
@@ -59,6 +62,7 @@ class Pump:
         self.tick_ms = guard.positive("tick_ms", tick_ms)
         self.promote_batch = guard.positive("promote_batch", promote_batch)
         self.flows = flows
+        self.sweep_batch = SWEEP_BATCH
         self.ticks = 0
 
     async def _promote(self, queue: str) -> int:
@@ -68,6 +72,17 @@ class Pump:
             total += n
             if n < self.promote_batch:
                 return total
+
+    async def _sweep(self, queue: str) -> list[repeat.Fired]:
+        # bounded sweeps, again while a full batch comes back and it moved something (an
+        # unplannable record stays due and must not spin the tick)
+        out: list[repeat.Fired] = []
+        for _ in range(MAX_SWEEPS):
+            got = await repeat.sweep(self.conn, queue, None, self.sweep_batch)
+            out.extend(got)
+            if len(got) < self.sweep_batch or all(r.reason == "invalid" for r in got):
+                break
+        return out
 
     async def deliver_flow_completions(self, queue: str) -> int:
         """Hook: deliver flow completions for ``queue``; the count delivered.
@@ -94,7 +109,7 @@ class Pump:
         }  # fmt: skip
         for queue in self.queues:
             promoted = await self._promote(queue)
-            results = await repeat.sweep(self.conn, queue)
+            results = await self._sweep(queue)
             flows = await self.deliver_flow_completions(queue)
             ids = [i for r in results for i in r.ids]
             reasons: dict[str, int] = {}

@@ -113,10 +113,14 @@ def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[dict[str, 
     return [_entry(n, score, rec) for (n, score), rec in zip(members, found, strict=True)]
 
 
-def due_verb(queue: str, at: int) -> Verb[list[dict[str, Any]]]:
-    """The steps of ``due`` at HOST ms ``at`` (a generator other verbs ``yield from``)."""
+def due_verb(queue: str, at: int, limit: int | None = None) -> Verb[list[dict[str, Any]]]:
+    """The steps of ``due`` at HOST ms ``at``, the ``limit`` most overdue when given (a
+    generator other verbs ``yield from``)."""
     zset = keyspace.queue_key(queue, "repeat")
-    members = yield Command(("ZRANGEBYSCORE", zset, "-inf", at, "WITHSCORES"))
+    read: tuple[str | int, ...] = ("ZRANGEBYSCORE", zset, "-inf", at, "WITHSCORES")
+    if limit is not None:
+        read += ("LIMIT", 0, limit)
+    members = yield Command(read)
     return (yield from _entries(queue, _scored(members)))
 
 
@@ -519,18 +523,21 @@ def fire(queue: str, entry: dict[str, Any], now: int | None = None) -> Verb[Fire
 
 
 @verb
-def sweep(queue: str, now: int | None = None) -> Verb[list[Fired]]:
+def sweep(queue: str, now: int | None = None, batch: int | None = None) -> Verb[list[Fired]]:
     """Read the due registrations and fire each one (one pipelined round trip of ``fire``).
 
     What the Pump runs every tick. HOST clock: ``now`` (default HOST now) selects the due
-    names and prices their next runs. A record that cannot be planned (say its zone left
-    the zone database) is reported ``skipped``/``invalid`` and left as it is.
+    names and prices their next runs. ``batch`` bounds one sweep to the most overdue names
+    (all of them by default). A record that cannot be planned (say its zone left the zone
+    database) is reported ``skipped``/``invalid`` and left as it is.
     """
     keyspace.validate_queue(queue)
     at = now_ms() if now is None else guard.integer("now", now)
+    if batch is not None:
+        guard.positive("batch", batch)
 
     def steps() -> Verb[list[Fired]]:
-        entries = yield from due_verb(queue, at)
+        entries = yield from due_verb(queue, at, batch)
         calls: list[tuple[str, Eval, tuple[str, ...]]] = []
         out: dict[str, Fired] = {}
         for entry in entries:

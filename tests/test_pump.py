@@ -295,3 +295,14 @@ def test_a_pump_process_killed_mid_sweep(
     assert [fired(raw, queue, n) for n in names] == [1] * 300
     got = pending(raw, queue)
     assert len(got) == 300 and len(set(got)) == 300
+
+
+def test_a_tick_drains_more_due_names_than_one_sweep_batch(
+    loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, queue: str
+) -> None:
+    for i in range(30):
+        loop.run(repeat.upsert(aconn, queue, f"r{i}", template=b"t", every_ms=3_600_000))
+    pump = Pump(aconn, [queue])
+    pump.sweep_batch = 7
+    assert loop.run(pump.tick())["fired"] == 30
+    assert len(pending(raw, queue)) == 30

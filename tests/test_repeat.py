@@ -494,3 +494,12 @@ def test_records_lists_everything_soonest_first(run: Any, queue: str) -> None:
     got = run(repeat.records, queue)
     assert [e["name"] for e in got] == ["sooner", "later", "over"]
     assert got[-1]["next_at"] is None and got[-1]["done"] == "ended"
+
+
+def test_a_bounded_sweep_takes_the_most_overdue(run: Any, raw: valkey.Valkey, queue: str) -> None:
+    for i in range(6):
+        run(repeat.register, queue, f"r{i}", 60_000, b"t")
+        raw.zadd(zkey(queue), {f"r{i}": 1000 - i})  # r5 is the most overdue
+    got = run(repeat.sweep, queue, None, 2)
+    assert [f.name for f in got] == ["r5", "r4"]
+    assert raw.zcard(keyspace.queue_key(queue, "pending")) == 2

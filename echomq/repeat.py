@@ -158,7 +158,10 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
         if key == "template":
             entry[key] = v
         elif key in _INT_FIELDS:
-            entry[key] = int(v)
+            try:
+                entry[key] = int(v)
+            except ValueError:  # a hand-edited record: kept as text, refused by ``plan``
+                entry[key] = text(v)
         else:
             entry[key] = text(v)
     return entry
@@ -543,7 +546,7 @@ def sweep(queue: str, now: int | None = None, batch: int | None = None) -> Verb[
         for entry in entries:
             try:
                 step, minted = fire_step(queue, entry, at)
-            except ValueError:
+            except (ValueError, TypeError):
                 out[entry["name"]] = Fired(entry["name"], Outcome.SKIPPED, "invalid", ())
                 continue
             calls.append((entry["name"], step, minted))

@@ -503,3 +503,15 @@ def test_a_bounded_sweep_takes_the_most_overdue(run: Any, raw: valkey.Valkey, qu
     got = run(repeat.sweep, queue, None, 2)
     assert [f.name for f in got] == ["r5", "r4"]
     assert raw.zcard(keyspace.queue_key(queue, "pending")) == 2
+
+
+def test_an_unplannable_record_is_reported_not_fatal(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
+    run(repeat.upsert, queue, "bad", template=b"t", cron="* * * * *")
+    run(repeat.upsert, queue, "good", template=b"t", every_ms=60_000)
+    raw.hset(rkey(queue, "bad"), "tz", "Nowhere/Town")  # hand-edited
+    raw.zadd(zkey(queue), {"bad": 1})
+    got = {f.name: (f.outcome, f.reason) for f in run(repeat.sweep, queue)}
+    assert got == {"bad": (Outcome.SKIPPED, "invalid"), "good": (Outcome.FIRED, "")}
+    assert raw.zscore(zkey(queue), "bad") == 1  # left as it is

@@ -8,16 +8,21 @@ recurrence is a registration that mints a fresh, mint-ordered job for every occu
 from __future__ import annotations
 
 from . import backoff, errors, ids, jobs, keyspace, native, repeat, scripts
+from .app import App
 from .connector import AsyncConnector, Connector
+from .consumer import Delay, current_job
 from .jobs import Claim
 from .outcomes import Outcome
 
 __all__ = [
+    "App",
     "AsyncConnector",
     "Claim",
     "Connector",
+    "Delay",
     "Outcome",
     "backoff",
+    "current_job",
     "errors",
     "ids",
     "jobs",

@@ -225,6 +225,8 @@ class Consumer:
         self._own_executor = executor is None
         self._slot = asyncio.Event()
         self._stop: asyncio.Event | None = None
+        self._streak = 0
+        self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
 
     # -- the beat ------------------------------------------------------------------------
@@ -233,47 +235,94 @@ class Consumer:
         """Beat until ``stop`` is set, then return without waiting for in-flight jobs
         (``drain`` waits for them). Claims stop the moment ``stop`` is set."""
         self._stop = stop
+        self._streak = 0
+        self._degrading = None
+        legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
+        try:
+            await self._claims(stop)
+        finally:
+            if legs is not None:
+                legs.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await legs
+
+    async def _legs(self, stop: asyncio.Event) -> None:
+        """The recovery leg and promote, once a beat on the HOST monotonic clock.
+
+        They run beside the claim loop rather than inside it: a server's blocking-command
+        timeouts are only as fine as its cron (100 ms at the default hz), so a beat paced
+        by BLPOP timeouts would drift to two. Promote and reap push a wake token, so work
+        they release wakes the claim loop at once.
+        """
         loop = asyncio.get_running_loop()
         beat_s = self.beat_ms / 1000
-        next_beat = loop.time()
+        next_at = loop.time()
         beat_no = 0
-        streak = 0
+        while not stop.is_set():
+            beat_no += 1
+            try:
+                counts = await run_legs(self.conn, self.queue, self.legs, beat_no)
+            except (errors.WireError, errors.CommandError) as exc:
+                await self._degraded(exc)
+                next_at = loop.time()
+                continue
+            self._healthy()
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+            next_at += beat_s
+            delay = next_at - loop.time()
+            if delay < 0:  # a slow beat: do not catch up with a burst of passes
+                next_at, delay = loop.time(), 0.0
+            await self._sleep(delay)
+
+    async def _claims(self, stop: asyncio.Event) -> None:
+        beat_s = self.beat_ms / 1000
         while not stop.is_set():
             try:
-                if not self.pooled and loop.time() >= next_beat:
-                    beat_no += 1
-                    counts = await run_legs(self.conn, self.queue, self.legs, beat_no)
-                    self.stats.reaped += counts.reaped
-                    self.stats.promoted += counts.promoted
-                    next_beat = loop.time() + beat_s
                 free = self.concurrency - len(self.inflight)
                 got = 0
-                if free > 0 and not stop.is_set():
+                if free > 0:
                     claims = await aw(jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
                     for claim in claims:
                         self._start(claim)
                     got = len(claims)
-                if streak:
-                    log.warning("consumer %s recovered after %d degraded beats", self.queue,
-                                streak)
-                    self._emit("recovered", None, 0, streak=streak)
-                    streak = 0
-                until = beat_s if self.pooled else max(0.0, next_beat - loop.time())
-                if free <= 0 or got >= free > 0:
-                    if free <= 0:
-                        await self._wait_slot(until)
-                    continue
-                await self._idle(until)
-            except errors.WireError as exc:
-                streak += 1
-                ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
-                                      streak)
-                self.stats.degraded_sleeps.append(ms)
-                log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
-                            self.queue, streak, ms, exc)
-                self._emit("degraded", None, 0, streak=streak, sleep_ms=ms, error=str(exc))
-                await self._sleep(ms / 1000)
-                next_beat = loop.time()
+                    self._healthy()
+                if free <= 0:
+                    await self._wait_slot(beat_s)
+                elif got < free:
+                    await self._idle(beat_s)
+            except (errors.WireError, errors.CommandError) as exc:
+                # CommandError too: a server that is loading, read-only after a failover or
+                # out of memory answers with an error reply, and that is weather as well
+                await self._degraded(exc)
+
+    async def _degraded(self, exc: Exception) -> None:
+        """One degraded beat: sleep on the exponential curve over the beat, indexed by the
+        streak. Both loops report here; while one sleeps, the other waits for that sleep
+        instead of adding its own, so the streak counts beats, not failed calls."""
+        if self._degrading is not None:
+            await self._degrading.wait()
+            return
+        self._degrading = asyncio.Event()
+        try:
+            self._streak += 1
+            ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
+                                  self._streak)
+            self.stats.degraded_sleeps.append(ms)
+            log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
+                        self.queue, self._streak, ms, exc)
+            self._emit("degraded", None, 0, streak=self._streak, sleep_ms=ms, error=str(exc))
+            await self._sleep(ms / 1000)
+        finally:
+            done, self._degrading = self._degrading, None
+            done.set()
+
+    def _healthy(self) -> None:
+        if self._streak:
+            log.warning("consumer %s recovered after %d degraded beats", self.queue,
+                        self._streak)
+            self._emit("recovered", None, 0, streak=self._streak)
+            self._streak = 0
 
     async def _idle(self, timeout: float) -> None:
         """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop."""

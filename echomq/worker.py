@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until ``stop`` is set, then drain; returns how many jobs were left
         unfinished (abandoned to the reaper)."""
-        conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire)
+        # named connections: CLIENT LIST tells which worker process holds which connection
+        conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire,
+                                            client_name=f"echomq-worker-{os.getpid()}")
         try:
             return await self._serve(conn, stop)
         finally:

@@ -30,9 +30,11 @@
  * 'in' schedule would be re-priced and a promote would select a different due set. So
  * every write is propagated as the plain command it amounts to (HSET, ZREM, ZADD with the
  * absolute score, RPUSH), which the server wraps in MULTI/EXEC when there are several.
- * The writes themselves go through the low-level key API (no command dispatch per write),
- * which is what makes the native promote cheaper than the script.
+ * The reads and writes themselves go through the low-level key API (no command dispatch,
+ * no reply built and parsed), which is what makes the native promote cheaper than the
+ * script; Call() is used once, for the wake RPUSH.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -248,10 +250,10 @@ static void wake(EmqCtx *ctx, EmqStr *key) {
 
 static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *sched, *pending, *wake_key;
+    EmqKey *k;
     const char *base;
-    size_t blen, i, flat = 0, maxlen = 0;
+    size_t blen, i, cap, flat = 0, maxlen = 0;
     long long batch;
-    EmqReply *reply;
     Selection sel;
     char *buf;
     const char *refusal = NULL;
@@ -265,43 +267,49 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (!is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET) ||
         !is_type_or_empty(ctx, pending, EMQ_KEYTYPE_ZSET))
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
-    if (type_of(ctx, sched) == EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
 
-    /* The due read, on the server clock: members scored at or before now, up to batch. */
-    reply = Emq_Call(ctx, "ZRANGEBYSCORE", "sclcll", sched, "-inf", Emq_Milliseconds(),
-                     "LIMIT", 0LL, batch);
-    if (reply == NULL) return Emq_ReplyWithError(ctx, "ERR EMQ.PROMOTE due read failed");
-    if (Emq_CallReplyType(reply) != EMQ_REPLY_ARRAY) {
-        Emq_ReplyWithCallReply(ctx, reply);
-        Emq_FreeCallReply(reply);
-        return EMQ_OK;
-    }
+    /* The due read, on the server clock: members scored at or before now (ZRANGEBYSCORE
+     * -inf now LIMIT 0 batch: score order, then member order), up to the batch. Walked
+     * with the key API's range iterator, so no reply is built and parsed. */
     memset(&sel, 0, sizeof(sel));
-    sel.n = Emq_CallReplyLength(reply);
-    if (sel.n == 0) {
-        Emq_FreeCallReply(reply);
+    k = Emq_OpenKey(ctx, sched, EMQ_READ);
+    if (k == NULL || Emq_KeyType(k) != EMQ_KEYTYPE_ZSET) {
+        Emq_CloseKey(k);
         return Emq_ReplyWithLongLong(ctx, 0);
     }
-    base = Emq_StringPtrLen(argv[4], &blen);
-    for (i = 0; i < sel.n; i++) {
-        size_t len;
-        Emq_CallReplyStringPtr(Emq_CallReplyArrayElement(reply, i), &len);
-        if (len > maxlen) maxlen = len;
+    cap = Emq_ValueLength(k);
+    if ((unsigned long long)batch < cap) cap = (size_t)batch;
+    if (cap == 0 || Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, (double)Emq_Milliseconds(), 0, 0) !=
+                        EMQ_OK) {
+        Emq_CloseKey(k);
+        return Emq_ReplyWithLongLong(ctx, 0);
     }
-    buf = Emq_Alloc(blen + maxlen + 8);
-    sel.ids = Emq_Alloc(sizeof(EmqStr *) * sel.n);
-    sel.rows = Emq_Alloc(sizeof(EmqStr *) * sel.n);
-    sel.kind = Emq_Alloc(sel.n);
-    memset(sel.ids, 0, sizeof(EmqStr *) * sel.n);
-    memset(sel.rows, 0, sizeof(EmqStr *) * sel.n);
+    sel.ids = Emq_Alloc(sizeof(EmqStr *) * cap);
+    while (sel.n < cap && !Emq_ZsetRangeEndReached(k)) {
+        size_t len;
+        sel.ids[sel.n] = Emq_ZsetRangeCurrentElement(k, NULL);
+        Emq_StringPtrLen(sel.ids[sel.n], &len);
+        if (len > maxlen) maxlen = len;
+        sel.n++;
+        if (!Emq_ZsetRangeNext(k)) break;
+    }
+    Emq_ZsetRangeStop(k);
+    Emq_CloseKey(k);
+    if (sel.n == 0) {
+        selection_free(ctx, &sel);
+        return Emq_ReplyWithLongLong(ctx, 0);
+    }
 
     /* Read every selected row before writing anything. */
+    base = Emq_StringPtrLen(argv[4], &blen);
+    buf = Emq_Alloc(blen + maxlen + 8);
+    sel.rows = Emq_Alloc(sizeof(EmqStr *) * sel.n);
+    sel.kind = Emq_Alloc(sel.n);
+    memset(sel.rows, 0, sizeof(EmqStr *) * sel.n);
     for (i = 0; i < sel.n && refusal == NULL; i++) {
         size_t len;
-        const char *p = Emq_CallReplyStringPtr(Emq_CallReplyArrayElement(reply, i), &len);
-        EmqKey *k;
+        const char *p = Emq_StringPtrLen(sel.ids[i], &len);
         int t;
-        sel.ids[i] = Emq_CreateString(ctx, p, len);
         sel.rows[i] = derive(ctx, buf, base, blen, "job:", p, len);
         k = Emq_OpenKey(ctx, sel.rows[i], EMQ_READ);
         t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
@@ -318,7 +326,6 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
         }
         Emq_CloseKey(k);
     }
-    Emq_FreeCallReply(reply);
     if (refusal != NULL) {
         Emq_Free(buf);
         selection_free(ctx, &sel);
@@ -330,14 +337,14 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
     /* The writes: leave the schedule set; flat rows rejoin pending at 0, written pending. */
     {
         int deleted;
-        EmqKey *k = Emq_OpenKey(ctx, sched, EMQ_READ | EMQ_WRITE);
+        k = Emq_OpenKey(ctx, sched, EMQ_READ | EMQ_WRITE);
         for (i = 0; i < sel.n; i++) Emq_ZsetRem(k, sel.ids[i], &deleted);
         Emq_CloseKey(k);
     }
     Emq_Replicate(ctx, "ZREM", "sv", sched, sel.ids, sel.n);
     if (flat > 0) {
         size_t j = 0;
-        EmqKey *k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
+        k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
         sel.pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * flat);
         for (i = 0; i < sel.n; i++) {
             int flags = 0;

@@ -36,11 +36,6 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
 #define EMQ_KEYTYPE_HASH 3
 #define EMQ_KEYTYPE_ZSET 5
 
-#define EMQ_REPLY_STRING 0
-#define EMQ_REPLY_ERROR 1
-#define EMQ_REPLY_INTEGER 2
-#define EMQ_REPLY_ARRAY 3
-
 #define EMQ_ZADD_XX 1
 
 #define EMQ_HASH_NONE 0
@@ -55,7 +50,6 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(int, WrongArity, (EmqCtx *))                                                      \
     X(int, ReplyWithError, (EmqCtx *, const char *))                                    \
     X(int, ReplyWithLongLong, (EmqCtx *, long long))                                    \
-    X(int, ReplyWithCallReply, (EmqCtx *, EmqReply *))                                  \
     X(const char *, StringPtrLen, (const EmqStr *, size_t *))                           \
     X(int, StringToLongLong, (const EmqStr *, long long *))                             \
     X(EmqStr *, CreateString, (EmqCtx *, const char *, size_t))                         \
@@ -69,13 +63,14 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(int, ZsetAdd, (EmqKey *, double, EmqStr *, int *))                                \
     X(int, ZsetRem, (EmqKey *, EmqStr *, int *))                                        \
     X(int, ZsetScore, (EmqKey *, EmqStr *, double *))                                   \
+    X(int, ZsetFirstInScoreRange, (EmqKey *, double, double, int, int))                \
+    X(EmqStr *, ZsetRangeCurrentElement, (EmqKey *, double *))                          \
+    X(int, ZsetRangeNext, (EmqKey *))                                                   \
+    X(int, ZsetRangeEndReached, (EmqKey *))                                             \
+    X(void, ZsetRangeStop, (EmqKey *))                                                  \
     X(int, HashGet, (EmqKey *, int, ...))                                               \
     X(int, HashSet, (EmqKey *, int, ...))                                               \
     X(EmqReply *, Call, (EmqCtx *, const char *, const char *, ...))                    \
-    X(int, CallReplyType, (EmqReply *))                                                 \
-    X(size_t, CallReplyLength, (EmqReply *))                                            \
-    X(EmqReply *, CallReplyArrayElement, (EmqReply *, size_t))                          \
-    X(const char *, CallReplyStringPtr, (EmqReply *, size_t *))                         \
     X(void, FreeCallReply, (EmqReply *))                                                \
     X(int, Replicate, (EmqCtx *, const char *, const char *, ...))                      \
     X(long long, Milliseconds, (void))

@@ -30,6 +30,8 @@ def list_dead(
         members = yield Command(("ZREVRANGE", dead, start, start + count - 1, "WITHSCORES"))
         if not members:
             return []
+        if not isinstance(members[0], (list, tuple)):  # a flat [id, score, ...] reply
+            members = list(zip(members[::2], members[1::2], strict=True))
         ids = [text(m) for m, _ in members]
         rows = yield Batch(tuple(
             Command(("HMGET", keyspace.job_key(queue, i), "attempts", "error", "payload"))
@@ -40,7 +42,7 @@ def list_dead(
             attempts, error, payload = row if isinstance(row, list) else (None, None, None)
             out.append({
                 "id": job_id,
-                "died_at": int(score),
+                "died_at": int(float(score)),
                 "attempts": int(attempts) if attempts is not None else None,
                 "error": text(error) if error is not None else None,
                 "payload": payload,

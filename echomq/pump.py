@@ -55,6 +55,8 @@ class Pump:
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
+        if not getattr(conn, "is_async", False):
+            raise TypeError("a Pump runs on an AsyncConnector (await AsyncConnector.connect(url))")
         self.conn = conn
         self.queues = list(queues)
         for q in self.queues:

@@ -237,7 +237,9 @@ def test_flow_hook_runs_per_queue_per_tick(
     assert seen == [queue, other] and report["flows"] == 4
 
 
-def test_pump_guards(aconn: AsyncConnector) -> None:
+def test_pump_guards(aconn: AsyncConnector, conn: Any) -> None:
+    with pytest.raises(TypeError, match="AsyncConnector"):
+        Pump(conn, ["q"])
     with pytest.raises(TypeError):
         Pump(aconn, "q")  # type: ignore[arg-type]
     with pytest.raises(ValueError):

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from echomq import cron
 
@@ -252,3 +254,29 @@ def test_search_matches_brute_force_around_transitions(tz: str, utc: str, expr: 
         # compare in UTC: PEP 495 makes an ambiguous wall time unequal across zones
         got = c.next_after(after, tz).astimezone(UTC)
         assert got == brute_next(c, after, tz), (expr, tz, after)
+
+
+def _field(values: list[int], low: int, high: int) -> st.SearchStrategy[str]:
+    step = st.integers(1, 9).map(lambda n: f"*/{n}")
+    one = st.sampled_from(values).map(str)
+    span = st.tuples(st.integers(low, high), st.integers(0, 5)).map(
+        lambda t: f"{t[0]}-{min(high, t[0] + t[1])}"
+    )
+    return st.one_of(st.just("*"), step, one, span, st.lists(one, min_size=1, max_size=3)
+                     .map(lambda xs: ",".join(xs)))  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    minute=_field([0, 15, 30, 45, 59], 0, 59),
+    hour=_field([0, 1, 2, 3, 12, 23], 0, 23),
+    tz=st.sampled_from([t for t, _ in TRANSITIONS]),
+    when=st.sampled_from([u for _, u in TRANSITIONS]),
+    offset_min=st.integers(-240, 240),
+)
+def test_search_matches_brute_force_for_generated_expressions(
+    minute: str, hour: str, tz: str, when: str, offset_min: int
+) -> None:
+    c = cron.parse(f"{minute} {hour} * * *")
+    after = datetime.fromisoformat(when).replace(tzinfo=UTC) + timedelta(minutes=offset_min)
+    assert c.next_after(after, tz).astimezone(UTC) == brute_next(c, after, tz)

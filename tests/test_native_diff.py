@@ -14,13 +14,13 @@ purpose (ghosts, grouped rows, native-only refusals) is test_native_divergence.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_native_support import fresh_queue, snapshot, start_server
+from test_native_support import base, fresh_queue, snapshot, start_server
 
 from echomq import Connector, jobs
 from echomq.server import EmbeddedServer
@@ -158,3 +158,43 @@ def test_native_commands_really_ran(wires: tuple[Connector, Connector]) -> None:
     for name in ("emq.schedule", "emq.promote", "emq.delay"):
         calls = after[f"cmdstat_{name}"]["calls"]
         assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + 1
+
+
+def notifications(conn: Connector, q: str, run: Callable[[str], None]) -> set[tuple[str, str]]:
+    """The (key relative to the queue base, event) pairs ``run(q)`` publishes."""
+    pubsub = conn.client.pubsub()
+    prefix = base(q)
+    pubsub.psubscribe(f"__keyspace@0__:{prefix.replace('{', '[{]').replace('}', '[}]')}*")
+    pubsub.get_message(timeout=1.0)  # the subscribe confirmation
+    run(q)
+    seen: set[tuple[str, str]] = set()
+    while (msg := pubsub.get_message(timeout=0.3)) is not None:
+        if msg["type"] == "pmessage":
+            key = msg["channel"].decode().split(":", 1)[1]
+            seen.add((key[len(prefix):], msg["data"].decode()))
+    pubsub.close()
+    return seen
+
+
+def test_keyspace_notifications_agree(wires: tuple[Connector, Connector]) -> None:
+    """The module publishes the events the script's commands would (one per key and kind)."""
+    c4, c6 = wires
+    old = c4.call("CONFIG", "GET", "notify-keyspace-events")[1]
+    c4.call("CONFIG", "SET", "notify-keyspace-events", "KA")
+    try:
+        def story(conn: Connector) -> Callable[[str], None]:
+            def run(q: str) -> None:
+                jobs.enqueue_at(conn, q, IDS[0], b"x", 1)
+                jobs.enqueue_at(conn, q, IDS[1], b"y", FAR)
+                jobs.promote(conn, q, 10)
+                claim = jobs.claim(conn, q, 60_000)
+                assert claim is not None
+                jobs.delay(conn, q, claim.id, claim.token, 5, mode="at")
+            return run
+
+        n4 = notifications(c4, fresh_queue(), story(c4))
+        n6 = notifications(c6, fresh_queue(), story(c6))
+        assert n4 == n6
+        assert ("schedule", "zrem") in n6 and ("active", "del") in n6
+    finally:
+        c4.call("CONFIG", "SET", "notify-keyspace-events", old)

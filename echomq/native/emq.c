@@ -142,6 +142,18 @@ static int zset_has(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
 
 /* -- key writes (low-level API; each caller replicates what it wrote) ------------------ */
 
+/* Keyspace notifications, as the commands the script runs would publish them (one event
+ * per key and kind of write in a call; the key API publishes none by itself). */
+static void notify(EmqCtx *ctx, int type, const char *event, EmqStr *key) {
+    Emq_NotifyKeyspaceEvent(ctx, type, event, key);
+}
+
+/* "zrem", and "del" when that emptied the key (a ZREM of the last member deletes it). */
+static void notify_zrem(EmqCtx *ctx, EmqStr *key) {
+    notify(ctx, EMQ_NOTIFY_ZSET, "zrem", key);
+    if (type_of(ctx, key) == EMQ_KEYTYPE_EMPTY) notify(ctx, EMQ_NOTIFY_GENERIC, "del", key);
+}
+
 static void zset_add(EmqCtx *ctx, EmqStr *name, double score, EmqStr *member, int flags) {
     EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ | EMQ_WRITE);
     Emq_ZsetAdd(k, score, member, &flags);
@@ -191,6 +203,9 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
                 argv[5], NULL);
     Emq_CloseKey(k);
     zset_add(ctx, sched, score, id, 0);
+
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", row);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", sched);
 
     score_text(score, buf, sizeof(buf));
     Emq_Replicate(ctx, "HSET", "scccccs", row, "state", "scheduled", "attempts", "0",
@@ -341,6 +356,7 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
         for (i = 0; i < sel.n; i++) Emq_ZsetRem(k, sel.ids[i], &deleted);
         Emq_CloseKey(k);
     }
+    notify_zrem(ctx, sched);
     Emq_Replicate(ctx, "ZREM", "sv", sched, sel.ids, sel.n);
     if (flat > 0) {
         size_t j = 0;
@@ -354,10 +370,12 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
             sel.pairs[j++] = sel.ids[i];
         }
         Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_ZSET, "zadd", pending);
         Emq_Replicate(ctx, "ZADD", "sv", pending, sel.pairs, j);
         for (i = 0; i < sel.n; i++) {
             if (sel.kind[i] != ROW_FLAT) continue;
             set_state(ctx, sel.rows[i], s_pending);
+            notify(ctx, EMQ_NOTIFY_HASH, "hset", sel.rows[i]);
             Emq_Replicate(ctx, "HSET", "scc", sel.rows[i], "state", "pending");
         }
         wake(ctx, wake_key);
@@ -415,8 +433,11 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
 
     score = price(relative, due);
     zset_rem(ctx, active, id);
+    notify_zrem(ctx, active);
     set_state(ctx, row, s_scheduled);
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", row);
     zset_add(ctx, sched, score, id, 0);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", sched);
 
     score_text(score, buf, sizeof(buf));
     Emq_Replicate(ctx, "ZREM", "ss", active, id);
@@ -453,6 +474,7 @@ static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     /* The one write: rescore the member, never add it (ZADD ... XX). */
     score = price(relative, due);
     zset_add(ctx, sched, score, id, EMQ_ZADD_XX);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", sched);
     score_text(score, buf, sizeof(buf));
     Emq_Replicate(ctx, "ZADD", "sccs", sched, "XX", buf, id);
     return Emq_ReplyWithLongLong(ctx, 1);

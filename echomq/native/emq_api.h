@@ -38,6 +38,10 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
 
 #define EMQ_ZADD_XX 1
 
+#define EMQ_NOTIFY_GENERIC 4
+#define EMQ_NOTIFY_HASH 64
+#define EMQ_NOTIFY_ZSET 128
+
 #define EMQ_HASH_NONE 0
 #define EMQ_HASH_CFIELDS 4 /* field names are C strings */
 #define EMQ_HASH_EXISTS 8  /* HashGet: the out-param is an int* (field present?) */
@@ -73,6 +77,7 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(EmqReply *, Call, (EmqCtx *, const char *, const char *, ...))                    \
     X(void, FreeCallReply, (EmqReply *))                                                \
     X(int, Replicate, (EmqCtx *, const char *, const char *, ...))                      \
+    X(int, NotifyKeyspaceEvent, (EmqCtx *, int, const char *, EmqStr *))                \
     X(long long, Milliseconds, (void))
 
 #define EMQ_DECLARE(ret, name, args) extern ret(*Emq_##name) args;

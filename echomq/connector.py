@@ -28,7 +28,7 @@ import valkey.asyncio.cluster as avcluster
 import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
-from . import errors, scripts
+from . import errors, native, scripts
 from .steps import Arg, Batch, Command, Eval, Native, Step
 
 WIRES = (4, 6)
@@ -153,10 +153,12 @@ class _Base:
     def _native_missing(names: set[str]) -> errors.NativeUnavailable | None:
         if NATIVE_MODULE in names:
             return None
+        reason = native.unavailable_reason()
+        fix = (f"and this install has none to load: {reason}" if reason else
+               "start the server with --loadmodule echomq.native.module_path(), or use wire=4")
         return errors.NativeUnavailable(
             f"wire=6 needs the {NATIVE_MODULE!r} module loaded on the server "
-            f"(MODULE LIST shows {sorted(names) or 'none'}); start the server with "
-            "--loadmodule echomq.native.module_path(), or use wire=4"
+            f"(MODULE LIST shows {sorted(names) or 'none'}); {fix}"
         )
 
     def __repr__(self) -> str:

@@ -153,3 +153,15 @@ def test_module_path_says_why_when_missing(
     monkeypatch.setenv(native.ENV_OVERRIDE, str(tmp_path / "nope.so"))
     with pytest.raises(errors.NativeUnavailable, match="names no file"):
         native.module_path()
+
+
+def test_wire6_refusal_carries_the_local_reason(
+    bare: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    """Where no module was built, connecting at wire 6 says why (not just 'load it')."""
+    monkeypatch.delenv(native.ENV_OVERRIDE, raising=False)
+    monkeypatch.setattr(native, "_HERE", tmp_path)
+    (tmp_path / "emq.c").write_text("/* */")
+    (tmp_path / native.BUILD_FAILURE_NOTE).write_text("CompileError: no cc\n")
+    with pytest.raises(errors.NativeUnavailable, match=r"none to load: the C build .*no cc"):
+        Connector.connect(bare.url, wire=6)

@@ -55,6 +55,15 @@ def module_path() -> pathlib.Path:
     raise NativeUnavailable(f"{_why_missing()}; wire=4 (scripts) works without it")
 
 
+def unavailable_reason() -> str | None:
+    """Why there is no module here (the text ``module_path()`` would raise), or ``None``."""
+    try:
+        module_path()
+    except NativeUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def available() -> bool:
     """True when a built module is present."""
     try:

@@ -58,6 +58,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX"),
     Transition("revive", ("dead",), "pending", "-", "operator action: back to pending"),
+    Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
 )
 
 

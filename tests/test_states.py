@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import server_ms
 
-from echomq import ids, jobs, keyspace, states
+from echomq import ids, jobs, keyspace, repeat, states
 
 VERBS = {t.verb for t in states.TRANSITIONS}
 
@@ -72,6 +72,12 @@ def test_admissions_land_where_the_table_says(conn, raw, queue):
         jid = ids.mint()
         if t.verb == "enqueue":
             jobs.enqueue(conn, queue, jid, b"x")
+        elif t.verb == "fire":
+            repeat.register(conn, queue, "tick", 60_000, b"tpl")
+            (entry,) = repeat.due(conn, queue)
+            fired = repeat.fire(conn, queue, entry)
+            assert fired.outcome == "fired"
+            jid = fired.ids[0]
         elif t.verb == "enqueue_at":
             jobs.enqueue_at(conn, queue, jid, b"x", server_ms(raw) + 60_000)
         else:

@@ -221,6 +221,10 @@ class Consumer:
         self.on_event = on_event
         self.stats = ConsumerStats()
         self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._held: dict[str, _Held] = {}
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._acks: list[tuple[Job, asyncio.Future[errors.ServerError | None]]] = []
+        self._ack_flush: asyncio.Task[None] | None = None
         self._executor = executor
         self._own_executor = executor is None
         self._slot = asyncio.Event()
@@ -238,6 +242,8 @@ class Consumer:
         self._streak = 0
         self._degrading = None
         legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
+        if self._checkpointer is None or self._checkpointer.done():
+            self._checkpointer = asyncio.ensure_future(self._checkpoints(stop))
         try:
             await self._claims(stop)
         finally:
@@ -374,18 +380,17 @@ class Consumer:
 
     async def _process(self, job: Job) -> None:
         route: Route | None = None
-        lease_ms = self.lease_ms
         try:
             route = self.router(job)
-            lease_ms = min(route.lease_ms or self.lease_ms, self.lease_ms)
         except Exception as exc:
             outcome: tuple[str, Any] = ("fail", exc)
         self._emit("started", job.id, job.token)
-        deadline = _Deadline(lease_ms)
+        # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
+        # of the way into the shorter of that and the route's lease
+        lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
+        held = _Held(job, lease_ms, min(lease_ms, self.lease_ms))
         if route is not None:
-            checkpoint = asyncio.ensure_future(
-                self._checkpoint(job, route.lease_ms or self.lease_ms, lease_ms, deadline)
-            )
+            self._held[job.id] = held
             try:
                 value = await self._call(route.handler, job)
             except Delay as d:
@@ -395,8 +400,8 @@ class Consumer:
             else:
                 outcome = ("ok", value)
             finally:
-                checkpoint.cancel()
-        await self._settle(job, route or Route(_no_handler), outcome, deadline)
+                self._held.pop(job.id, None)
+        await self._settle(job, route or Route(_no_handler), outcome, held)
 
     async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
         token = _current.set(job)
@@ -417,28 +422,65 @@ class Consumer:
             self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
         return self._executor
 
-    async def _checkpoint(self, job: Job, lease_ms: int, first_ms: int,
-                          deadline: _Deadline) -> None:
-        """Extend the lease every third of it while the handler runs (SERVER-clock lease)."""
-        wait_ms = first_ms / 3
-        while True:
-            await asyncio.sleep(wait_ms / 1000)
-            wait_ms = lease_ms / 3
-            try:
-                await aw(jobs.extend(self.conn, self.queue, job.id, job.token, lease_ms))
-                deadline.renew(lease_ms)
-            except errors.WireError as exc:
-                log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
-            except errors.ServerError as exc:
+    async def _checkpoints(self, stop: asyncio.Event) -> None:
+        """One loop for every running handler: extend each lease a third of the way into
+        it (SERVER-clock expiry), so a long job is never reaped while its worker lives.
+        Runs until the last handler is gone after ``stop``."""
+        tick = min(self.beat_ms, self.lease_ms // 6 or 1) / 1000
+        while not (stop.is_set() and not self.inflight):
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            due = [h for h in self._held.values() if h.extend_at <= now]
+            if due:
+                await asyncio.gather(*(self._extend(h) for h in due))
+
+    async def _extend(self, held: _Held) -> None:
+        job = held.job
+        try:
+            await aw(jobs.extend(self.conn, self.queue, job.id, job.token, held.lease_ms))
+            held.renewed()
+        except errors.WireError as exc:
+            log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
+            held.extend_at = time.monotonic() + self.beat_ms / 1000
+        except errors.ServerError as exc:
+            held.extend_at = float("inf")
+            if job.id in self._held:  # not a race with its own ack
                 log.warning("job %s lost its lease while running: %s", job.id, exc)
-                return
+
+    async def _ack(self, job: Job) -> None:
+        """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its slot:
+        jobs finishing in the same loop turn share one round trip."""
+        fut: asyncio.Future[errors.ServerError | None] = (
+            asyncio.get_running_loop().create_future())
+        self._acks.append((job, fut))
+        if self._ack_flush is None or self._ack_flush.done():
+            self._ack_flush = asyncio.ensure_future(self._flush_acks())
+        refused = await fut
+        if refused is not None:
+            raise refused
+
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)  # let the handlers finishing in this turn join the batch
+        while self._acks:
+            batch, self._acks = self._acks, []
+            try:
+                replies = await aw(jobs.ack_many(
+                    self.conn, self.queue, [(j.id, j.token) for j, _ in batch],
+                    keep=self.retention.keeps_completed))
+            except Exception as exc:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            for (_, fut), reply in zip(batch, replies, strict=True):
+                if not fut.done():
+                    fut.set_result(reply)
 
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                      deadline: _Deadline) -> None:
+                      deadline: _Held) -> None:
         kind, value = outcome
         if kind == "ok":
-            verb: Callable[[], Awaitable[Any]] = lambda: aw(jobs.ack(  # noqa: E731
-                self.conn, self.queue, job.id, job.token, keep=self.retention.keeps_completed))
+            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
         elif kind == "delay":
             verb = lambda: aw(jobs.delay(  # noqa: E731
                 self.conn, self.queue, job.id, job.token, value.value, value.mode))
@@ -506,6 +548,9 @@ class Consumer:
             task.cancel()
         if left:
             await asyncio.wait(left, timeout=1.0)
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            self._checkpointer = None
         if self._executor is not None and self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -521,15 +566,24 @@ def _no_handler(job: Job) -> None:  # pragma: no cover - never called
     raise LookupError(f"no handler for job {job.id}")
 
 
-class _Deadline:
-    """When the current lease lapses, on the HOST monotonic clock (a conservative guess of
-    the SERVER-clock expiry: it starts when the claim returned, after the server priced it)."""
+class _Held:
+    """A running job's lease as this process sees it, on the HOST monotonic clock: when to
+    checkpoint next and when the lease lapses (a conservative guess of the SERVER-clock
+    expiry: it starts after the server priced it)."""
 
-    def __init__(self, lease_ms: int) -> None:
-        self.at = time.monotonic() + lease_ms / 1000
+    __slots__ = ("extend_at", "job", "lapses_at", "lease_ms")
 
-    def renew(self, lease_ms: int) -> None:
-        self.at = time.monotonic() + lease_ms / 1000
+    def __init__(self, job: Job, lease_ms: int, first_ms: int) -> None:
+        now = time.monotonic()
+        self.job = job
+        self.lease_ms = lease_ms
+        self.lapses_at = now + first_ms / 1000
+        self.extend_at = now + first_ms / 3000
+
+    def renewed(self) -> None:
+        now = time.monotonic()
+        self.lapses_at = now + self.lease_ms / 1000
+        self.extend_at = now + self.lease_ms / 3000
 
     def lapsed(self) -> bool:
-        return time.monotonic() >= self.at
+        return time.monotonic() >= self.lapses_at

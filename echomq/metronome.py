@@ -154,8 +154,9 @@ class Metronome:
                 self.on_pass(q, counts)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Beat until ``stop`` is set. A wire error does not end the loop: it sleeps on the
-        exponential curve over the beat, indexed by the streak of degraded beats."""
+        """Beat until ``stop`` is set. A wire error (or an error reply) does not end the
+        loop: it sleeps on the exponential curve over the beat, indexed by the streak of
+        degraded beats."""
         loop = asyncio.get_running_loop()
         beat_s = self.beat_ms / 1000
         streak = 0
@@ -163,7 +164,9 @@ class Metronome:
         while not stop.is_set():
             try:
                 await self.tick()
-            except errors.WireError as exc:
+            except (errors.WireError, errors.CommandError) as exc:
+                # an error reply (LOADING, READONLY, OOM) is weather too, not a reason to
+                # leave the pool without its beat
                 streak += 1
                 ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
                                       streak)

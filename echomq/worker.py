@@ -163,19 +163,11 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
     return pump, asyncio.ensure_future(pump.run(stop))
 
 
-def run_worker(
-    app: App,
-    queues: Sequence[str] | None = None,
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    beat_ms: int = DEFAULT_BEAT_MS,
-    grace_s: float = DEFAULT_GRACE_S,
-    metronome: bool = True,
-    on_event: Callable[[Event], None] | None = None,
-) -> int:
-    """Run a worker in this process until SIGTERM/SIGINT; the unfinished count."""
-    worker = Worker(app, queues, concurrency=concurrency, beat_ms=beat_ms, grace_s=grace_s,
-                    metronome=metronome, on_event=on_event)
+def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) -> int:
+    """Run a ``Worker(app, queues, **options)`` in this process until SIGTERM/SIGINT; the
+    count of jobs left unfinished (abandoned to the reaper)."""
+    worker = Worker(app, queues, **options)
+    grace_s = worker.grace_s
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -16,7 +16,7 @@ import pytest
 import valkey
 from test_native_support import REDIS7, fresh_queue, snapshot, start_server
 
-from echomq import Connector, errors, jobs
+from echomq import Connector, errors, jobs, native
 from echomq.server import EmbeddedServer
 
 FAR = 40_000_000_000_000
@@ -154,6 +154,38 @@ def test_loads_into_stock_redis_and_answers_the_same() -> None:
             errors.StateError, match=r"^EMQSTATE reschedule not scheduled$"
         ):
             jobs.reschedule(c6, q, IDS[1], "at", 5)
+        raw.close()
+    finally:
+        srv.stop()
+
+
+def test_unload_and_load_again(tmp_path: pathlib.Path) -> None:
+    srv = start_server(extra_args=["--enable-module-command", "yes"])
+    try:
+        raw = valkey.Valkey.from_url(srv.url)
+        workload(srv.url, fresh_queue())
+        assert raw.execute_command("MODULE", "UNLOAD", "emq")
+        with pytest.raises(valkey.exceptions.ResponseError, match="unknown command"):
+            raw.execute_command("EMQ.PROMOTE", 2, "emq:{x}:schedule", "emq:{x}:pending",
+                                "emq:{x}:", 1)
+        assert raw.execute_command("MODULE", "LOAD", str(native.module_path()))
+        workload(srv.url, fresh_queue())
+        raw.close()
+    finally:
+        srv.stop()
+
+
+def test_deny_oom_refuses_before_writing() -> None:
+    srv = start_server()
+    try:
+        raw = valkey.Valkey.from_url(srv.url)
+        q = fresh_queue()
+        raw.config_set("maxmemory", "1")
+        with pytest.raises(valkey.exceptions.ResponseError, match="used memory > 'maxmemory'"):
+            raw.execute_command("EMQ.SCHEDULE", 2, f"emq:{{{q}}}:job:{IDS[0]}",
+                                f"emq:{{{q}}}:schedule", IDS[0], "p", "at", 5)
+        raw.config_set("maxmemory", "0")
+        assert snapshot(raw, q) == {}
         raw.close()
     finally:
         srv.stop()

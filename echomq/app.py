@@ -53,6 +53,7 @@ from .consumer import (
     to_ms,
 )
 from .retention import Retention
+from .retention import resolve as resolve_retention
 
 log = logging.getLogger("echomq.app")
 
@@ -264,6 +265,8 @@ class App:
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
     finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
+    completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days).
     """
@@ -277,6 +280,8 @@ class App:
         ephemeral: bool = False,
         default_queue: str = DEFAULT_QUEUE,
         retention: Retention | None = None,
+        keep_completed: int | None = None,
+        keep_completed_for: int | dt.timedelta | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self._url = url
@@ -284,7 +289,7 @@ class App:
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
         self.ephemeral = ephemeral
         self.default_queue = default_queue
-        self.retention = retention or Retention()
+        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
         self.server: Any = None  # the EmbeddedServer this app started, if any

@@ -50,6 +50,7 @@ from . import backoff, errors, jobs, keyspace
 from ._aio import aw
 from .metronome import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs, run_legs
 from .retention import Retention
+from .retention import resolve as resolve_retention
 
 log = logging.getLogger("echomq.consumer")
 
@@ -170,7 +171,9 @@ class Consumer:
     """Claims and runs ``queue``'s jobs on ``conn`` (an ``AsyncConnector``).
 
     Pass ``handler`` (called with a ``Job``; async or sync) with the retry settings, or a
-    ``router`` that picks a ``Route`` per job. ``pooled=True`` skips the recovery and
+    ``router`` that picks a ``Route`` per job. Completed rows are deleted by their ack
+    unless ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) or a
+    ``retention`` keeps them. ``pooled=True`` skips the recovery and
     promote legs (a Metronome runs them).
     """
 
@@ -188,6 +191,8 @@ class Consumer:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         backoff_policy: backoff.Policy | None = None,
         retention: Retention | None = None,
+        keep_completed: int | None = None,
+        keep_completed_for: int | dt.timedelta | None = None,
         pooled: bool = False,
         reap_batch: int = DEFAULT_BATCH,
         promote_batch: int = DEFAULT_BATCH,
@@ -215,7 +220,7 @@ class Consumer:
         self.concurrency = concurrency
         self.beat_ms = beat_ms
         self.lease_ms = lease_ms
-        self.retention = retention or Retention()
+        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.pooled = pooled
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event

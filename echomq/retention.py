@@ -81,6 +81,21 @@ class Retention:
 DEFAULT = Retention()
 
 
+def resolve(
+    policy: Retention | None,
+    keep_completed: int | None = None,
+    keep_completed_for: int | timedelta | None = None,
+) -> Retention:
+    """``policy``, or one built from the two shorthand bounds (not both ways at once)."""
+    if policy is not None:
+        if keep_completed is not None or keep_completed_for is not None:
+            raise TypeError("pass retention= or keep_completed/keep_completed_for, not both")
+        return policy
+    if keep_completed is None and keep_completed_for is None:
+        return DEFAULT
+    return Retention.of(keep_completed=keep_completed, keep_completed_for=keep_completed_for)
+
+
 def trim(
     conn: Any,
     queue: str,

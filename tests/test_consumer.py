@@ -331,3 +331,33 @@ def test_degraded_mode_across_a_server_restart(tmp_path, queue):
     assert sum(sleeps[:-1]) < 3_000 + 2_000
     assert set(done) and len(done) == total
 
+
+
+def test_scheduled_job_starts_within_a_beat_of_its_run_at(url, raw, queue):
+    """Promote runs every beat and pushes a wake token, so a job due at T starts by about
+    T + one beat (server clock on both sides)."""
+    beat = 100
+    started: dict[str, int] = {}
+
+    async def handler(job: Job) -> None:
+        started[job.id] = server_ms(raw)
+
+    async def main() -> dict[str, int]:
+        conn = await AsyncConnector.connect(url)
+        consumer = Consumer(conn, queue, handler, beat_ms=beat)
+        stop, task = await serve(consumer)
+        due: dict[str, int] = {}
+        for delay in (150, 420, 730):
+            jid = ids.mint()
+            await jobs.enqueue_in(conn, queue, jid, b"p", delay)
+            due[jid] = int(raw.zscore(k(queue, "schedule"), jid))
+        await until(lambda: len(started) == 3, timeout=5)
+        stop.set()
+        await task
+        await conn.close()
+        return due
+
+    due = asyncio.run(main())
+    for jid, run_at in due.items():
+        late = started[jid] - run_at
+        assert 0 <= late <= beat + 60, f"started {late} ms after its run-at"

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from conftest import server_ms
 
-from echomq import AsyncConnector, ids, jobs, keyspace, retention
+from echomq import App, AsyncConnector, ids, jobs, keyspace, retention
 from echomq.consumer import Consumer, Job
 from echomq.retention import Retention
 
@@ -103,6 +103,11 @@ def test_retention_guards():
     assert Retention().keep_dead_for == 30 * 86_400_000
     with pytest.raises(ValueError):
         Retention.of(keep_completed=-1)
+    app = App("valkey://127.0.0.1:1/0", keep_completed_for=timedelta(days=1))
+    assert app.retention == Retention.of(keep_completed_for=86_400_000)
+    assert App("valkey://127.0.0.1:1/0").retention == retention.DEFAULT
+    with pytest.raises(TypeError):
+        App("valkey://127.0.0.1:1/0", retention=Retention(), keep_completed=3)
     with pytest.raises(ValueError):
         retention.trim(None, "q", "active", 1, None)
     with pytest.raises(TypeError):
@@ -118,8 +123,7 @@ def test_consumer_keeps_completed_by_count_and_trims_in_its_beats(url, raw, queu
     async def main() -> None:
         conn = await AsyncConnector.connect(url)
         await jobs.enqueue_many(conn, queue, [(ids.mint(), b"p") for _ in range(12)])
-        consumer = Consumer(conn, queue, handler, beat_ms=20,
-                            retention=Retention.of(keep_completed=5))
+        consumer = Consumer(conn, queue, handler, beat_ms=20, keep_completed=5)
         stop = asyncio.Event()
         task = asyncio.ensure_future(consumer.serve(stop, 2))
         deadline = time.monotonic() + 5

@@ -2,9 +2,12 @@
 
 ``server`` is one ephemeral embedded server for the session (native module loaded when
 built); ``queue`` is a fresh queue name per test, so tests share the server without sharing
-keys. ``run`` is parametrized over both connectors: ``run(jobs.enqueue, queue, id, b"x")``
-calls the verb on the sync ``Connector`` or awaits it on the ``AsyncConnector``, so one test
-body checks both (``run.conn`` is the connector, ``run.kind`` "sync" or "async").
+keys. ``run`` is parametrized over both connectors and both wires (wire 6 when the native
+module is built): ``run(jobs.enqueue, queue, id, b"x")`` calls the verb on the sync
+``Connector`` or awaits it on the ``AsyncConnector``, so one test body checks every
+combination (``run.conn`` is the connector, ``run.kind`` "sync"/"async", ``run.wire``).
+``run_script`` is the same on wire 4 only, for the scripts' side of the documented native
+divergences (which tests/test_native_divergence.py checks from the other side).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 import valkey
 
-from echomq import AsyncConnector, Connector
+from echomq import AsyncConnector, Connector, native
 from echomq.server import EmbeddedServer
 
 
@@ -59,6 +62,7 @@ class Runner:
 
     def __init__(self, kind: str, url: str, wire: int = 4) -> None:
         self.kind = kind
+        self.wire = wire
         self.loop: asyncio.Runner | None = None
         if kind == "sync":
             self.conn: Any = Connector.connect(url, wire=wire)
@@ -80,9 +84,20 @@ class Runner:
             self.conn.close()
 
 
-@pytest.fixture(params=["sync", "async"])
+WIRES = [4, 6] if native.available() else [4]
+COMBOS = [(kind, wire) for wire in WIRES for kind in ("sync", "async")]
+
+
+@pytest.fixture(params=COMBOS, ids=[f"{k}-wire{w}" for k, w in COMBOS])
 def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
-    r = Runner(request.param, url)
+    r = Runner(*request.param[:1], url, wire=request.param[1])
+    yield r
+    r.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def run_script(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
+    r = Runner(request.param, url, wire=4)
     yield r
     r.close()
 

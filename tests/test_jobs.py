@@ -80,9 +80,13 @@ def test_enqueue_at_scores_literal_value(run, raw, queue):
     jid = ids.mint()
     assert run(jobs.enqueue_at, queue, jid, b"p", 1_234_567) == "scheduled"
     assert raw.zscore(k(queue, "schedule"), jid) == 1_234_567.0
-    # the seed guards only is_integer: a negative run-at reaches the script
+
+
+def test_script_admits_a_negative_run_at(run_script, raw, queue):
+    # the seed guards only is_integer: a negative run-at reaches the script (the native
+    # twin refuses it with its due text: tests/test_native_divergence.py)
     neg = ids.mint()
-    assert run(jobs.enqueue_at, queue, neg, b"p", -5) == "scheduled"
+    assert run_script(jobs.enqueue_at, queue, neg, b"p", -5) == "scheduled"
     assert raw.zscore(k(queue, "schedule"), neg) == -5.0
 
 
@@ -162,11 +166,11 @@ def test_claims_come_in_mint_order_whatever_the_release_order(run, raw, queue):
     assert run(jobs.claim, queue, 30_000) is None
 
 
-def test_promote_routes_grouped_rows_to_their_lane(run, raw, queue):
+def test_promote_routes_grouped_rows_to_their_lane(run_script, raw, queue):
     jid = ids.mint()
-    run(jobs.enqueue_at, queue, jid, b"x", 0)
+    run_script(jobs.enqueue_at, queue, jid, b"x", 0)
     raw.hset(keyspace.job_key(queue, jid), "group", "acme")
-    assert run(jobs.promote, queue, 10) == 1
+    assert run_script(jobs.promote, queue, 10) == 1
     assert raw.zrange(keyspace.lane_key(queue, "acme"), 0, -1, withscores=True) == [
         (jid.encode(), 0.0)
     ]
@@ -174,12 +178,12 @@ def test_promote_routes_grouped_rows_to_their_lane(run, raw, queue):
     assert raw.hget(keyspace.job_key(queue, jid), "state") == b"pending"
 
 
-def test_promote_ghost_gets_a_skeleton_row(run, raw, queue):
+def test_promote_ghost_gets_a_skeleton_row(run_script, raw, queue):
     # the seed's script: a scheduled id with no row is added to pending and HSET creates
     # a skeleton row (the native twin only removes it: a documented divergence)
     ghost = ids.mint()
     raw.zadd(k(queue, "schedule"), {ghost: 0})
-    assert run(jobs.promote, queue, 10) == 1
+    assert run_script(jobs.promote, queue, 10) == 1
     assert raw.zrange(k(queue, "pending"), 0, -1) == [ghost.encode()]
     assert raw.hgetall(keyspace.job_key(queue, ghost)) == {b"state": b"pending"}
 
@@ -346,13 +350,13 @@ def test_delay_refusals_write_nothing(run, queue, snap):
     assert snap(queue) == before
 
 
-def test_scripted_delay_of_a_reaped_holder_schedules_anyway(run, raw, queue):
+def test_scripted_delay_of_a_reaped_holder_schedules_anyway(run_script, raw, queue):
     # the seed: the script's ZREM is a no-op and the job is scheduled all the same
     jid = ids.mint()
-    run(jobs.enqueue, queue, jid, b"x")
-    c = run(jobs.claim, queue, 10_000)
+    run_script(jobs.enqueue, queue, jid, b"x")
+    c = run_script(jobs.claim, queue, 10_000)
     raw.zrem(k(queue, "active"), jid)
-    run(jobs.delay, queue, jid, c.token, 10)
+    run_script(jobs.delay, queue, jid, c.token, 10)
     assert raw.zscore(k(queue, "schedule"), jid) is not None
 
 

@@ -8,6 +8,8 @@ no EMQ.* line, and replaying it on a server WITHOUT the module gives the same ke
 
 from __future__ import annotations
 
+import os
+
 import pathlib
 import time
 from collections.abc import Iterator
@@ -136,7 +138,10 @@ def test_replica_sees_the_primarys_scores(tmp_path: pathlib.Path) -> None:
         primary.stop()
 
 
-@pytest.mark.skipif(not REDIS7.exists(), reason="no stock redis-server at /usr/bin")
+# In CI .ci/run installs Debian's redis-server, so there a missing binary fails the test.
+@pytest.mark.skipif(
+    not REDIS7.exists() and not os.environ.get("CI"), reason="no stock redis-server at /usr/bin"
+)
 def test_loads_into_stock_redis_and_answers_the_same() -> None:
     srv = start_server(binary=str(REDIS7))
     try:

@@ -9,7 +9,6 @@ no EMQ.* line, and replaying it on a server WITHOUT the module gives the same ke
 from __future__ import annotations
 
 import os
-
 import pathlib
 import time
 from collections.abc import Iterator

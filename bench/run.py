@@ -68,6 +68,8 @@ class System:
 
 def all_systems() -> list[System]:
     systems = [System("echomq-4", "echomq_sys.py", "4", echomq=True)]
+    systems.append(System("echomq-4-sync", "echomq_sys.py", "sync", echomq=True,
+                          scenarios=("enqueue-one", "schedule-one")))
     if native.available():
         systems.append(System("echomq-6", "echomq_sys.py", "6", native=True, echomq=True))
     if (pathlib.Path(__file__).resolve().parents[1] / "echomq" / "consumer.py").exists():
@@ -312,11 +314,7 @@ def _value(results: dict[str, Any], system: str, scenario: str, key: str) -> flo
 
 def table(results: dict[str, Any], systems: list[System], n: int, light: int) -> str:
     names = [s.name for s in systems]
-    peers = [s.name for s in systems if not s.echomq and s.name != "raw"]
-    mine = [s for s in ("echomq-4", "echomq-6") if s in names]
     head = [f"scenario (N={n:,}, light={light})", *names]
-    for m in mine:
-        head += [f"{m} / best peer", f"{m} / raw"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, scenario, key, up, fmt in ROWS:
         cells = [label + (" ↑" if up else " ↓")]
@@ -325,14 +323,29 @@ def table(results: dict[str, Any], systems: list[System], n: int, light: int) ->
             err = results.get(name, {}).get(scenario)
             cells.append(fmt.format(v) if v is not None else
                          ("failed" if isinstance(err, str) else "-"))
-        peer_vals = [v for p in peers if (v := _value(results, p, scenario, key)) is not None]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ratio_table(results: dict[str, Any], systems: list[System]) -> str:
+    """Each EchoMQ flavour's value divided by the best peer's, and by raw's."""
+    peers = [s.name for s in systems if not s.echomq and s.name != "raw"]
+    mine = [s.name for s in systems if s.echomq]
+    head = ["scenario", *[f"{m}: / best peer, / raw" for m in mine]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, scenario, key, up, _fmt in ROWS:
+        peer_vals = [(v, p) for p in peers if (v := _value(results, p, scenario, key)) is not None]
         best = (max(peer_vals) if up else min(peer_vals)) if peer_vals else None
         raw = _value(results, "raw", scenario, key)
+        cells = [label + (" ↑" if up else " ↓")]
         for m in mine:
             v = _value(results, m, scenario, key)
-            for ref in (best, raw):
-                ok = v is not None and ref is not None and ref > 0
-                cells.append(f"{v / ref:.2f}x" if ok else "-")  # type: ignore[operator]
+            if v is None:
+                cells.append("-")
+                continue
+            vs_peer = f"{v / best[0]:.2f}x ({best[1]})" if best and best[0] > 0 else "-"
+            vs_raw = f"{v / raw:.2f}x" if raw else "-"
+            cells.append(f"{vs_peer}, {vs_raw}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -430,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.time() - began
     print()
     print(table(results, systems, n, args.light))
+    print()
+    print("Ratios (value / reference; ↑ higher is better, ↓ lower is better):")
+    print()
+    print(ratio_table(results, systems))
     print()
     print("Server work per job (INFO commandstats, timed phase): commands, server CPU µs")
     print()

@@ -189,7 +189,7 @@ class Consumer:
         lease_ms: int = DEFAULT_LEASE_MS,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff_policy: backoff.Policy | None = None,
+        backoff: backoff.Policy | None = None,
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
@@ -208,13 +208,13 @@ class Consumer:
         guard.positive("lease_ms", lease_ms)
         guard.non_negative("retry_delay_ms", retry_delay_ms)
         guard.positive("max_attempts", max_attempts)
-        if backoff_policy is not None:
-            backoff.validate(backoff_policy)
+        if backoff is not None:
+            _validate_policy(backoff)
         self.conn = conn
         self.queue = queue
         if router is None:
             assert handler is not None
-            route = Route(handler, max_attempts, backoff_policy, retry_delay_ms)
+            route = Route(handler, max_attempts, backoff, retry_delay_ms)
             router = lambda _job: route  # noqa: E731
         self.router = router
         self.concurrency = concurrency
@@ -565,6 +565,9 @@ class Consumer:
         """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""
         await self.run(stop)
         return await self.drain(grace_s)
+
+
+_validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter shadows it
 
 
 def _no_handler(job: Job) -> None:  # pragma: no cover - never called

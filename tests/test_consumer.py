@@ -117,7 +117,7 @@ def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, polic
         conn = await AsyncConnector.connect(url)
         await jobs.enqueue(conn, queue, jid, b"p")
         consumer = Consumer(conn, queue, handler, max_attempts=max_attempts,
-                            retry_delay_ms=fixed, backoff_policy=policy, beat_ms=50,
+                            retry_delay_ms=fixed, backoff=policy, beat_ms=50,
                             on_event=on_event)
         stop, task = await serve(consumer)
         await until(lambda: consumer.stats.dead == 1, timeout=15)
@@ -286,7 +286,7 @@ def test_consumer_guards_before_io():
     with pytest.raises(ValueError):
         Consumer(object(), "a{b", lambda j: None)
     with pytest.raises(ValueError):
-        Consumer(object(), "q", lambda j: None, backoff_policy=("nope",))
+        Consumer(object(), "q", lambda j: None, backoff=("nope",))
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["lone-consumer", "pooled+metronome"])

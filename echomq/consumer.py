@@ -228,6 +228,8 @@ class Consumer:
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._held: dict[str, _Held] = {}
         self._checkpointer: asyncio.Task[None] | None = None
+        self._running = False
+        self._beat_no = 0
         self._acks: list[tuple[Job, asyncio.Future[errors.ServerError | None]]] = []
         self._ack_flush: asyncio.Task[None] | None = None
         self._executor = executor
@@ -247,15 +249,34 @@ class Consumer:
         self._streak = 0
         self._degrading = None
         legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
-        if self._checkpointer is None or self._checkpointer.done():
-            self._checkpointer = asyncio.ensure_future(self._checkpoints(stop))
+        self._running = True
+        self._ensure_checkpointer()
         try:
             await self._claims(stop)
         finally:
+            self._running = False
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await legs
+
+    async def beat(self) -> int:
+        """One beat by hand, in the seed's order: the recovery leg (reap) and promote
+        (skipped when pooled), then claims up to the free concurrency; the claimed jobs
+        start running in the background. Returns how many were claimed. ``run`` is this
+        on a timer, with the blocking wake in between."""
+        if not self.pooled:
+            self._beat_no += 1
+            counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+        free = self.concurrency - len(self.inflight)
+        if free <= 0:
+            return 0
+        claims = await aw(jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+        for claim in claims:
+            self._start(claim)
+        return len(claims)
 
     async def _legs(self, stop: asyncio.Event) -> None:
         """The recovery leg and promote, once a beat on the HOST monotonic clock.
@@ -268,11 +289,10 @@ class Consumer:
         loop = asyncio.get_running_loop()
         beat_s = self.beat_ms / 1000
         next_at = loop.time()
-        beat_no = 0
         while not stop.is_set():
-            beat_no += 1
+            self._beat_no += 1
             try:
-                counts = await run_legs(self.conn, self.queue, self.legs, beat_no)
+                counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at = loop.time()
@@ -382,6 +402,7 @@ class Consumer:
             self._slot.set()
 
         task.add_done_callback(done)
+        self._ensure_checkpointer()
 
     async def _process(self, job: Job) -> None:
         route: Route | None = None
@@ -427,12 +448,16 @@ class Consumer:
             self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
         return self._executor
 
-    async def _checkpoints(self, stop: asyncio.Event) -> None:
+    def _ensure_checkpointer(self) -> None:
+        if self._checkpointer is None or self._checkpointer.done():
+            self._checkpointer = asyncio.ensure_future(self._checkpoints())
+
+    async def _checkpoints(self) -> None:
         """One loop for every running handler: extend each lease a third of the way into
         it (SERVER-clock expiry), so a long job is never reaped while its worker lives.
-        Runs until the last handler is gone after ``stop``."""
+        Runs while the consumer runs or any handler does."""
         tick = min(self.beat_ms, self.lease_ms // 6 or 1) / 1000
-        while not (stop.is_set() and not self.inflight):
+        while self._running or self.inflight:
             await asyncio.sleep(tick)
             now = time.monotonic()
             due = [h for h in self._held.values() if h.extend_at <= now]

@@ -371,3 +371,36 @@ def test_scheduled_job_starts_within_a_beat_of_its_run_at(url, raw, queue):
     for jid, run_at in due.items():
         late = started[jid] - run_at
         assert 0 <= late <= beat + 60, f"started {late} ms after its run-at"
+
+
+def test_one_beat_by_hand_reaps_promotes_then_claims(url, raw, queue):
+    """``beat()`` is the seed's order: the recovery leg returns an expired lease, promote
+    releases a due job, and the claims take both (up to the free concurrency)."""
+    ran: list[str] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.id)
+
+    async def main() -> None:
+        conn = await AsyncConnector.connect(url)
+        stalled, due, extra = ids.mint(), ids.mint(), ids.mint()
+        await jobs.enqueue(conn, queue, stalled, b"p")
+        assert (await jobs.claim(conn, queue, 1)).id == stalled  # a lease nobody acks
+        await jobs.enqueue_in(conn, queue, due, b"p", 0)
+        await asyncio.sleep(0.01)
+        consumer = Consumer(conn, queue, handler, concurrency=2)
+        assert await consumer.beat() == 2
+        assert (consumer.stats.reaped, consumer.stats.promoted) == (1, 1)
+        await jobs.enqueue(conn, queue, extra, b"p")
+        assert await consumer.drain(5) == 0
+        assert sorted(ran) == sorted([stalled, due])
+        assert await consumer.beat() == 1  # the free slots take the next one
+        assert await consumer.drain(5) == 0
+        assert ran[-1] == extra
+        pooled = Consumer(conn, queue, handler, pooled=True)
+        await jobs.enqueue_in(conn, queue, ids.mint(), b"p", 0)
+        assert await pooled.beat() == 0  # pooled: no promote of its own
+        await conn.close()
+
+    asyncio.run(main())
+    assert raw.zcard(k(queue, "active")) == 0

@@ -100,8 +100,10 @@ def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's status. ``run_at_ms``: when a scheduled job is due (the schedule score: SERVER
-    ms for ``enqueue_in``/retries/delays, caller ms for ``enqueue_at``)."""
+    """A job's status. ``attempts`` counts claims (``failures`` the failed ones, ``delays``
+    the self-delays, ``stalled`` the reaped leases). ``run_at_ms``: when a scheduled job is
+    due (the schedule score: SERVER ms for ``enqueue_in``/retries/delays, caller ms for
+    ``enqueue_at``)."""
 
     id: str
     queue: str
@@ -114,6 +116,7 @@ class JobInfo:
     kwargs: dict[str, Any]
     failures: int = 0
     stalled: int = 0
+    delays: int = 0
     died_at_ms: int | None = None
     completed_at_ms: int | None = None
     row: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -140,7 +143,7 @@ def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any) -> JobInfo:
         id=job_id, queue=queue, state=row.get("state", "?"), attempts=num("attempts") or 0,
         error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
         task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
-        stalled=num("stalled") or 0, died_at_ms=num("died_at"),
+        stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=num("died_at"),
         completed_at_ms=num("completed_at"), row=row,
     )
 

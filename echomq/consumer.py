@@ -14,7 +14,8 @@ completed rows); an exception retries after the route's fixed ``retry_delay_ms``
 seed's 1000 ms) or its ``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)``,
 handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
-failure. While a handler runs, a checkpoint extends its lease every third of the lease, so
+failure and without spending an attempt (claims that followed a delay are counted on the
+row as ``delays`` and left out of both the backoff index and the budget). While a handler runs, a checkpoint extends its lease every third of the lease, so
 a long job is never reaped while its worker lives.
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
@@ -69,7 +70,8 @@ class Delay(Exception):
     ``Delay(ms)`` runs it again ``ms`` after SERVER now; ``Delay(at=run_at_ms)`` at an
     absolute run-at (caller's clock); a ``timedelta`` / aware ``datetime`` works too.
     Attempts are untouched by the delay itself (the next claim increments them, as after
-    any retry) and a delay never dead-letters.
+    any retry) and a delay never dead-letters; the consumer counts delays on the row
+    (``delays``) and keeps them out of the retry budget, so a delay spends no attempt.
     """
 
     def __init__(self, ms: int | dt.timedelta | None = None, *,
@@ -509,16 +511,29 @@ class Consumer:
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
                       deadline: _Held) -> None:
         kind, value = outcome
+        row = keyspace.job_key(self.queue, job.id)
+        priced: dict[str, int] = {}
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
         elif kind == "delay":
-            verb = lambda: aw(jobs.delay(  # noqa: E731
-                self.conn, self.queue, job.id, job.token, value.value, value.mode))
+            async def verb() -> Any:
+                await aw(jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                    value.mode))
+                # the seed's delay leaves attempts alone and the next claim increments it;
+                # counting delays on the row keeps them out of the retry budget (as Oban's
+                # snooze does), so a delay never spends an attempt
+                with contextlib.suppress(errors.EchoMQError):
+                    await self.conn.call("HINCRBY", row, "delays", 1)
         else:
             err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
-            delay_ms = route.retry_delay(job.token)
-            verb = lambda: aw(jobs.retry(  # noqa: E731
-                self.conn, self.queue, job.id, job.token, delay_ms, route.max_attempts, err))
+
+            async def verb() -> Any:
+                delays = int(await self.conn.call("HGET", row, "delays") or 0)
+                tried = max(1, job.token - delays)  # claims that were not after a delay
+                priced.update(delay_ms=route.retry_delay(tried), tried=tried)
+                return await aw(jobs.retry(self.conn, self.queue, job.id, job.token,
+                                           priced["delay_ms"], route.max_attempts + delays,
+                                           err))
         pause = self.beat_ms / 1000
         while True:
             try:
@@ -547,14 +562,15 @@ class Consumer:
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s", job.id, job.token, value)
-            self._emit("dead", job.id, job.token, error=f"{type(value).__name__}: {value}")
+            log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
+            self._emit("dead", job.id, job.token, tried=priced["tried"],
+                       error=f"{type(value).__name__}: {value}")
         else:
             self.stats.retried += 1
             log.warning("job %s failed (attempt %d), retry in %d ms: %s: %s", job.id,
-                        job.token, delay_ms, type(value).__name__, value)
-            self._emit("retrying", job.id, job.token, delay_ms=delay_ms,
-                       error=f"{type(value).__name__}: {value}")
+                        priced["tried"], priced["delay_ms"], type(value).__name__, value)
+            self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
+                       tried=priced["tried"], error=f"{type(value).__name__}: {value}")
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         if self.on_event is None:

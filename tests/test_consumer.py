@@ -404,3 +404,39 @@ def test_one_beat_by_hand_reaps_promotes_then_claims(url, raw, queue):
 
     asyncio.run(main())
     assert raw.zcard(k(queue, "active")) == 0
+
+
+def test_a_delay_spends_no_attempt_of_the_retry_budget(url, raw, queue):
+    """max_attempts=2 with one self-delay: the job fails twice before it is dead (three
+    claims), and the backoff is indexed by failures-so-far, not by claims."""
+    policy = ("exponential", 40, 1000)
+    retries: list[tuple[int, int]] = []
+    jid = ids.mint()
+
+    async def handler(job: Job) -> None:
+        if job.attempts == 1:
+            raise Delay(30)
+        raise RuntimeError(f"fail on claim {job.attempts}")
+
+    def on_event(ev: Event) -> None:
+        if ev.kind == "retrying":
+            retries.append((ev.info["tried"], ev.info["delay_ms"]))
+
+    async def main() -> Consumer:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, jid, b"p")
+        consumer = Consumer(conn, queue, handler, max_attempts=2, backoff=policy,
+                            beat_ms=20, on_event=on_event)
+        stop, task = await serve(consumer)
+        await until(lambda: consumer.stats.dead == 1, timeout=5)
+        stop.set()
+        await task
+        await conn.close()
+        return consumer
+
+    consumer = asyncio.run(main())
+    assert retries == [(1, backoff.delay_ms(policy, 1))]
+    assert (consumer.stats.delayed, consumer.stats.retried, consumer.stats.dead) == (1, 1, 1)
+    row = raw.hgetall(keyspace.job_key(queue, jid))
+    assert (row[b"state"], row[b"attempts"], row[b"delays"], row[b"failures"]) == (
+        b"dead", b"3", b"1", b"2")

@@ -352,6 +352,50 @@ def ratio_table(results: dict[str, Any], systems: list[System]) -> str:
     return "\n".join(lines)
 
 
+# (target, scenario, key, reference: "peer" | "raw" | "abs" | "bullmq", bound, at least?)
+TARGETS = [
+    ("enqueue, per-job call >= 4x best peer", "enqueue-one", "rate", "peer", 4.0, True),
+    ("schedule, per-job call >= 4x best peer", "schedule-one", "rate", "peer", 4.0, True),
+    ("enqueue, bulk >= 50% of raw", "enqueue-bulk", "rate", "raw", 0.5, True),
+    ("schedule, bulk >= 50% of raw", "schedule-bulk", "rate", "raw", 0.5, True),
+    ("drain >= 10x best peer", "drain", "rate", "peer", 10.0, True),
+    ("drain >= 50% of raw", "drain", "rate", "raw", 0.5, True),
+    ("release 20k, T -> last <= 2x raw", "release", "t_to_last_ms", "raw", 2.0, False),
+    ("release lateness min <= 10 ms", "release", "min", "abs", 10.0, False),
+    ("release light p99 <= 20 ms", "release-light", "p99", "abs", 20.0, False),
+    ("memory per scheduled job <= 180 B", "schedule-bulk", "mem_per_job", "abs", 180.0, False),
+    ("memory per scheduled job <= 0.7x BullMQ", "schedule-bulk", "mem_per_job", "bullmq", 0.7,
+     False),
+]
+
+
+def target_table(results: dict[str, Any], systems: list[System]) -> str:
+    """Each issue-6 target, for every EchoMQ flavour that ran its scenario."""
+    peers = [s.name for s in systems if not s.echomq and s.name != "raw"]
+    mine = [s.name for s in systems if s.echomq]
+    lines = ["| target | flavour | measured | met |", "|---|---|---|---|"]
+    for label, scenario, key, ref, bound, at_least in TARGETS:
+        for m in mine:
+            v = _value(results, m, scenario, key)
+            if v is None:
+                continue
+            if ref == "abs":
+                measured, unit = v, (" ms" if key != "mem_per_job" else " B")
+            else:
+                if ref == "peer":
+                    vals = [x for p in peers if (x := _value(results, p, scenario, key))]
+                    r = (max(vals) if at_least or key == "rate" else min(vals)) if vals else None
+                else:
+                    r = _value(results, ref, scenario, key)
+                if not r:
+                    continue
+                measured, unit = v / r, "x"
+            ok = measured >= bound if at_least else measured <= bound
+            shown = f"{measured:,.2f}{unit}" if unit == "x" else f"{measured:,.1f}{unit}"
+            lines.append(f"| {label} | {m} | {shown} | {'met' if ok else 'MISSED'} |")
+    return "\n".join(lines)
+
+
 def cost_table(results: dict[str, Any], systems: list[System], n: int, light: int) -> str:
     """Server commands and server CPU per job (INFO commandstats over the timed phase)."""
     head = ["scenario", *[s.name for s in systems]]
@@ -449,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     print("Ratios (value / reference; ↑ higher is better, ↓ lower is better):")
     print()
     print(ratio_table(results, systems))
+    print()
+    print("Targets of issue 6:")
+    print()
+    print(target_table(results, systems))
     print()
     print("Server work per job (INFO commandstats, timed phase): commands, server CPU µs")
     print()

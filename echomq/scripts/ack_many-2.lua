@@ -5,34 +5,57 @@
 -- Reply: an array with one entry per job: 1 completed, or the refusal @ack would give
 -- ('EMQKIND ...', 'EMQSTALE job gone', 'EMQSTALE ack token mismatch',
 -- 'EMQSTATE ack not active') as a string; a refused job is left exactly as it was.
+-- Kept rows are written state = completed, completed_at = SERVER ms, and indexed on the
+-- completed set; deleted rows go in one DEL.
 --@include kind
 --@include now
+--@include chunks
 local p = ARGV[1]
-local keep = ARGV[2] == '1'
-local now = now_ms()
-local out = {}
+local out, fenced, slot = {}, {}, {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  local jk = p .. 'job:' .. id
-  local att = nil
-  if is_job(id) then att = redis.call('HGET', jk, 'attempts') end
+  local k = #out + 1
   if not is_job(id) then
-    out[#out + 1] = KIND_ERROR
-  elseif not att then
-    out[#out + 1] = 'EMQSTALE job gone'
-  elseif att ~= ARGV[i + 1] then
-    out[#out + 1] = 'EMQSTALE ack token mismatch'
-  elseif not redis.call('ZSCORE', KEYS[1], id) then
-    out[#out + 1] = 'EMQSTATE ack not active'
+    out[k] = KIND_ERROR
   else
-    redis.call('ZREM', KEYS[1], id)
-    if keep then
-      redis.call('HSET', jk, 'state', 'completed', 'completed_at', now)
-      redis.call('ZADD', KEYS[2], now, id)
+    local att = redis.call('HGET', p .. 'job:' .. id, 'attempts')
+    if not att then
+      out[k] = 'EMQSTALE job gone'
+    elseif att ~= ARGV[i + 1] then
+      out[k] = 'EMQSTALE ack token mismatch'
     else
-      redis.call('DEL', jk)
+      out[k] = 0
+      fenced[#fenced + 1] = id
+      slot[#fenced] = k
     end
-    out[#out + 1] = 1
+  end
+end
+local live, rows, done = {}, {}, {}
+for c = 1, #fenced, 1000 do
+  local part = {unpack(fenced, c, math.min(c + 999, #fenced))}
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(part))
+  for j, id in ipairs(part) do
+    if scores[j] then
+      live[#live + 1] = id
+      rows[#rows + 1] = p .. 'job:' .. id
+      out[slot[c + j - 1]] = 1
+    else
+      out[slot[c + j - 1]] = 'EMQSTATE ack not active'
+    end
+  end
+end
+if #live > 0 then
+  in_chunks(live, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
+  if ARGV[2] == '1' then
+    local now = now_ms()
+    for _, id in ipairs(live) do
+      redis.call('HSET', p .. 'job:' .. id, 'state', 'completed', 'completed_at', now)
+      done[#done + 1] = now
+      done[#done + 1] = id
+    end
+    in_chunks(done, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
+  else
+    in_chunks(rows, 1000, function(...) redis.call('DEL', ...) end)
   end
 end
 return out

@@ -7,29 +7,32 @@
 -- A ghost (an id in pending with no row) is dropped and does not count.
 --@include now
 --@include wake
+--@include chunks
 local p = ARGV[1]
 local want = tonumber(ARGV[3] or '1')
 local expires = now_ms() + tonumber(ARGV[2])
-local out = {}
-local got = 0
-while got < want do
-  local popped = redis.call('ZPOPMIN', KEYS[1])
+local out, leased = {}, {}
+while #out < 3 * want do
+  local popped = redis.call('ZPOPMIN', KEYS[1], want - #out / 3)
   if #popped == 0 then break end
-  local id = popped[1]
-  local jk = p .. 'job:' .. id
-  local payload = redis.call('HGET', jk, 'payload')
-  if payload then
-    local att = redis.call('HINCRBY', jk, 'attempts', 1)
-    redis.call('HSET', jk, 'state', 'active')
-    redis.call('ZADD', KEYS[2], expires, id)
-    out[#out + 1] = id
-    out[#out + 1] = att
-    out[#out + 1] = payload
-    got = got + 1
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local jk = p .. 'job:' .. id
+    local row = redis.call('HMGET', jk, 'payload', 'attempts')
+    if row[1] then
+      local att = tonumber(row[2] or '0') + 1
+      redis.call('HSET', jk, 'attempts', att, 'state', 'active')
+      leased[#leased + 1] = expires
+      leased[#leased + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = att
+      out[#out + 1] = row[1]
+    end
   end
 end
+in_chunks(leased, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
 -- work left behind wakes the next blocked consumer
-if got == want and redis.call('ZCARD', KEYS[1]) > 0 then
+if #out == 3 * want and redis.call('ZCARD', KEYS[1]) > 0 then
   wake(p .. 'wake')
 end
 return out

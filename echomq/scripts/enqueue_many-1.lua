@@ -7,11 +7,12 @@
 -- EMQKIND and nothing is written. Each admission is the @enqueue transition.
 --@include kind
 --@include wake
+--@include chunks
 local p = ARGV[1]
 if not all_jobs(2, 2) then
   return redis.error_reply(KIND_ERROR)
 end
-local out = {}
+local out, admitted = {}, {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
@@ -19,9 +20,13 @@ for i = 2, #ARGV, 2 do
     out[#out + 1] = 0
   else
     redis.call('HSET', jk, 'state', 'pending', 'attempts', '0', 'payload', ARGV[i + 1])
-    redis.call('ZADD', KEYS[1], 0, id)
+    admitted[#admitted + 1] = 0
+    admitted[#admitted + 1] = id
     out[#out + 1] = 1
   end
 end
-wake(p .. 'wake')
+if #admitted > 0 then
+  in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
+  wake(p .. 'wake')
+end
 return out

@@ -7,23 +7,26 @@
 -- already moved is gone from the schedule set.
 --@include now
 --@include wake
+--@include chunks
 local p = ARGV[1]
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[2]))
-local flat = 0
+if #due == 0 then return 0 end
+local flat = {}
 for _, id in ipairs(due) do
-  redis.call('ZREM', KEYS[1], id)
   local jk = p .. 'job:' .. id
   local g = redis.call('HGET', jk, 'group')
   if g then
     redis.call('ZADD', p .. 'g:' .. g .. ':pending', 0, id)
   else
-    redis.call('ZADD', KEYS[2], 0, id)
-    flat = flat + 1
+    flat[#flat + 1] = 0
+    flat[#flat + 1] = id
   end
   -- the row is written pending, whether or not a row was there (the seed's behaviour)
   redis.call('HSET', jk, 'state', 'pending')
 end
-if flat > 0 then
+in_chunks(due, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
+if #flat > 0 then
+  in_chunks(flat, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
   wake(p .. 'wake')
 end
 return #due

@@ -7,12 +7,13 @@
 -- EMQKIND and nothing is written. 'in' prices on the SERVER clock, read once per call.
 --@include kind
 --@include now
+--@include chunks
 local p = ARGV[1]
 if not all_jobs(2, 4) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
-local out = {}
+local out, admitted = {}, {}
 for i = 2, #ARGV, 4 do
   local id = ARGV[i]
   local jk = p .. 'job:' .. id
@@ -26,8 +27,10 @@ for i = 2, #ARGV, 4 do
       score = tonumber(ARGV[i + 3])
     end
     redis.call('HSET', jk, 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[i + 1])
-    redis.call('ZADD', KEYS[1], score, id)
+    admitted[#admitted + 1] = score
+    admitted[#admitted + 1] = id
     out[#out + 1] = 1
   end
 end
+in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
 return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -167,20 +168,30 @@ def count_promotes(url: str, queue: str, seconds: float) -> tuple[int, set[str]]
     seen: list[str] = []
     stop = threading.Event()
 
+    addr = re.compile(rb"^\S+ \[\d+ ([^\]]+)\]")
+    errors: list[BaseException] = []
+
     def listen() -> None:
-        with client.monitor() as m:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline and not stop.is_set():
-                cmd = m.next_command()  # the workers' beats keep traffic flowing
-                raw_cmd = cmd["command"].encode() if isinstance(cmd["command"], str) \
-                    else cmd["command"]
-                if sha in raw_cmd and key in raw_cmd:
-                    seen.append(f"{cmd.get('client_address')}:{cmd.get('client_port')}")
+        # raw MONITOR lines ('<ts> [<db> <addr>] "EVALSHA" "<sha>" ...'), matched as bytes:
+        # no reliance on the client's parsing of every command that goes by
+        try:
+            with client.monitor() as m:
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline and not stop.is_set():
+                    line = m.connection.read_response()  # the workers' beats keep it flowing
+                    if isinstance(line, str):
+                        line = line.encode()
+                    if sha in line and key in line:
+                        found = addr.match(line)
+                        seen.append(found.group(1).decode() if found else "?")
+        except BaseException as exc:  # surfaced below, not lost in the thread
+            errors.append(exc)
 
     t = threading.Thread(target=listen)
     t.start()
     t.join(seconds + 5)
     stop.set()
+    assert not errors, errors
     # a worker process has several pooled connections: name them by the process
     names = {c["addr"]: c.get("name", "") for c in client.client_list()}
     client.close()

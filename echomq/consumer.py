@@ -15,8 +15,9 @@ seed's 1000 ms) or its ``backoff`` policy priced by ``backoff.delay_ms(policy, a
 handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
 failure and without spending an attempt (claims that followed a delay are counted on the
-row as ``delays`` and left out of both the backoff index and the budget). While a handler runs, a checkpoint extends its lease every third of the lease, so
-a long job is never reaped while its worker lives.
+row as ``delays`` and left out of both the backoff index and the budget). While a
+handler runs, a checkpoint extends its lease every third of the lease, so a long job is
+never reaped while its worker lives.
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak

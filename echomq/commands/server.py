@@ -12,7 +12,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("server", help="run an embedded Valkey in the foreground")
     p.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
     p.add_argument("--unix-socket", default=None, help="listen on a unix socket instead")
-    p.add_argument("--data-dir", default=None, help="data directory (default: ~/.local/share/echomq)")
+    p.add_argument(
+        "--data-dir", default=None, help="data directory (default: ~/.local/share/echomq)"
+    )
     p.add_argument("--ephemeral", action="store_true", help="temp dir, no AOF: nothing is kept")
     p.add_argument("--password", default=None, help="password (default: generated)")
     p.add_argument("--no-native", action="store_true", help="do not load the EMQ module")

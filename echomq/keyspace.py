@@ -7,13 +7,14 @@ keys, as the seed's ``promote`` does).
 
 | key                         | type | content                                            |
 |-----------------------------|------|----------------------------------------------------|
-| ``emq:{q}:job:<id>``        | hash | state, attempts, payload, group, failures, stalled, error |
+| ``emq:{q}:job:<id>``        | hash | state, attempts, payload, group, failures, stalled, delays, error, completed_at, died_at |
 | ``emq:{q}:pending``         | zset | ids at score 0; byte order = mint order = claim order |
 | ``emq:{q}:active``          | zset | ids scored by lease expiry (server ms)             |
 | ``emq:{q}:schedule``        | zset | ids scored by run-at ms                            |
 | ``emq:{q}:dead``            | zset | dead-lettered ids scored by the server ms they died|
 | ``emq:{q}:completed``       | zset | kept completed ids scored by server ms (retention) |
 | ``emq:{q}:wake``            | list | at most one wake token for blocked consumers       |
+| ``emq:{q}:metronome``       | str  | the metronome lease: its holder, expiring in 2 beats |
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
 | ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |

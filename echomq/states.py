@@ -57,7 +57,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reap", ("active",), "pending", "server", "lease expired (score <= TIME); stalled + 1"),
     Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX"),
-    Transition("revive", ("dead",), "pending", "-", "operator action: back to pending"),
+    Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0"),
+    Transition("trim", ("completed", "dead"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
 )
 

@@ -87,6 +87,9 @@ def test_admissions_land_where_the_table_says(conn, raw, queue):
 
 def test_every_state_has_a_set_and_the_markdown_lists_every_verb():
     assert set(states.SET_OF) == set(states.STATES)
+    for t in states.TRANSITIONS:
+        assert set(t.source) <= set(states.STATES)
+        assert t.target in (*states.STATES, "(deleted)")
     md = states.table_markdown()
     for verb in VERBS:
         assert f"`{verb}`" in md

@@ -7,7 +7,7 @@ keys, as the seed's ``promote`` does).
 
 | key                         | type | content                                            |
 |-----------------------------|------|----------------------------------------------------|
-| ``emq:{q}:job:<id>``        | hash | state, attempts, payload, group, failures, stalled, delays, error, completed_at, died_at |
+| ``emq:{q}:job:<id>``        | hash | state, attempts, payload and the row fields below  |
 | ``emq:{q}:pending``         | zset | ids at score 0; byte order = mint order = claim order |
 | ``emq:{q}:active``          | zset | ids scored by lease expiry (server ms)             |
 | ``emq:{q}:schedule``        | zset | ids scored by run-at ms                            |
@@ -18,6 +18,9 @@ keys, as the seed's ``promote`` does).
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
 | ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |
+
+Row fields: ``state``, ``attempts`` (the fencing token), ``payload``, and as they arise
+``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``.
 
 Everything here is pure: no I/O, no clock.
 """

@@ -70,8 +70,6 @@ def all_systems() -> list[System]:
     systems = [System("echomq-4", "echomq_sys.py", "4", echomq=True)]
     systems.append(System("echomq-4-sync", "echomq_sys.py", "sync", echomq=True,
                           scenarios=("enqueue-one", "schedule-one")))
-    systems.append(System("echomq-4-lean", "echomq_sys.py", "lean", echomq=True,
-                          scenarios=("drain", "release", "release-light")))
     if native.available():
         systems.append(System("echomq-6", "echomq_sys.py", "6", native=True, echomq=True))
     if (pathlib.Path(__file__).resolve().parents[1] / "echomq" / "consumer.py").exists():
@@ -261,7 +259,8 @@ def run_release(system: System, ctx: Ctx, n: int) -> dict[str, Any]:
     with fresh_server(system) as (url, admin):
         w = Worker(system, url, n, ctx.concurrency)
         # time for the untimed load: measured schedule-bulk rate with a wide margin
-        rate = ctx.bulk_rate.get(system.name, 2000.0)
+        rate = ctx.bulk_rate.get(system.name) or (
+            ctx.bulk_rate.get("echomq-4", 2000.0) if system.echomq else 2000.0)
         lead = 1.5 + 2.0 * n / rate
         due = float(math.ceil(time.time() + lead))  # a whole second: saq keeps seconds
         produce(system, url, "load-at", n, timeout=60 + n / 20, due=due)
@@ -274,6 +273,18 @@ def run_release(system: System, ctx: Ctx, n: int) -> dict[str, Any]:
         late = sorted((s - due) * 1000 for s in stamps)
         return {"min": late[0], "p50": pct(late, 50), "p99": pct(late, 99), "max": late[-1],
                 "t_to_last_ms": late[-1], "cmds": commandstats(admin)}
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric field's median over repeated runs (the last run's other fields)."""
+    out = dict(runs[-1])
+    for key, value in runs[-1].items():
+        if isinstance(value, (int, float)):
+            vals = sorted(float(r[key]) for r in runs)
+            mid = len(vals) // 2
+            out[key] = vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+    out["runs"] = len(runs)
+    return out
 
 
 def run_one(system: System, scenario: str, ctx: Ctx) -> dict[str, Any]:
@@ -452,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", help="comma-separated subset of " +
                     ",".join(s.name for s in all_systems()))
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(SCENARIOS))
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each measurement R times (interleaved) and report medians")
     ap.add_argument("--no-native-vs-script", action="store_true")
     args = ap.parse_args(argv)
     n = 2000 if args.quick and args.n == 20_000 else args.n
@@ -472,20 +485,25 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {s.name: {} for s in systems}
     began = time.time()
     print(f"# machine: {machine()}", flush=True)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for scenario in scenarios:
-        for s in systems:
-            if s.scenarios is not None and scenario not in s.scenarios:
-                continue
-            t0 = time.time()
-            try:
-                res = run_one(s, scenario, ctx)
-            except (RunFailed, subprocess.TimeoutExpired) as exc:
-                results[s.name][scenario] = f"failed: {exc}"
-                print(f"{scenario:14} {s.name:16} FAILED {str(exc)[:400]}", flush=True)
-                continue
-            results[s.name][scenario] = res
-            brief = {k: round(v, 1) for k, v in res.items() if isinstance(v, float)}
-            print(f"{scenario:14} {s.name:16} {time.time() - t0:6.1f}s {brief}", flush=True)
+        for rep in range(args.repeat):  # repeats interleave the systems: drift hits all
+            for s in systems:
+                if s.scenarios is not None and scenario not in s.scenarios:
+                    continue
+                t0 = time.time()
+                try:
+                    res = run_one(s, scenario, ctx)
+                except (RunFailed, subprocess.TimeoutExpired) as exc:
+                    results[s.name].setdefault(scenario, f"failed: {exc}")
+                    print(f"{scenario:14} {s.name:16} FAILED {str(exc)[:400]}", flush=True)
+                    continue
+                runs.setdefault((s.name, scenario), []).append(res)
+                results[s.name][scenario] = median_of(runs[(s.name, scenario)])
+                brief = {k: round(v, 1) for k, v in res.items() if isinstance(v, float)}
+                tag = f" #{rep + 1}" if args.repeat > 1 else ""
+                print(f"{scenario:14} {s.name:16} {time.time() - t0:6.1f}s{tag} {brief}",
+                      flush=True)
     elapsed = time.time() - began
     print()
     print(table(results, systems, n, args.light))
@@ -509,7 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     print("# peers: " + "; ".join(f"{s.name}: {versions(s)}" for s in systems if s.venv))
     RESULTS.mkdir(exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    dump = {"n": n, "light": args.light, "concurrency": args.concurrency, "results": results,
+    dump = {"n": n, "light": args.light, "concurrency": args.concurrency,
+            "repeat": args.repeat, "runs": {f"{k[0]}/{k[1]}": v for k, v in runs.items()},
+            "results": results,
             "machine": machine(), "minutes": elapsed / 60, "native_vs_script": extra}
     (RESULTS / f"run-{stamp}.json").write_text(json.dumps(dump, indent=1, default=str))
     return 0

@@ -1,9 +1,8 @@
 """EchoMQ's side of the bench, on the core verbs (``echomq.jobs``) and ``AsyncConnector``.
 
 ``--variant``: ``4`` (scripts, EVALSHA) or ``6`` (the native module where a verb has a
-twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4); ``lean``
-runs the worker below with the proposed leaner claim/ack/promote scripts of
-``lean_scripts.py``; ``consumer`` runs the runtime's ``echomq.consumer.Consumer``.
+twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4);
+``consumer`` runs the runtime's ``echomq.consumer.Consumer`` as the worker.
 
 The worker below does what the runtime's beat does: recovery leg (reap) -> promote ->
 claim up to the concurrency -> handlers -> one pipelined ack, and when nothing is
@@ -27,7 +26,7 @@ LEASE_MS = 30_000
 PROMOTE_BATCH = 1000
 
 
-def _wire(variant: str) -> int:  # "lean" loads with wire 4
+def _wire(variant: str) -> int:
     return 6 if variant == "6" else 4
 
 
@@ -104,7 +103,7 @@ async def work(args: Any) -> None:
                 return
             await asyncio.sleep(0.001)  # not blocked yet: the BLPOP is still in flight
 
-    claim_many, ack_many, promote = _verbs(conn, q, k, args.variant == "lean")
+    claim_many, ack_many, promote = _verbs(conn, q, k)
     ready()
     next_beat = 0.0
     backlog = False  # the last promote filled its batch: more are due
@@ -141,43 +140,19 @@ async def work(args: Any) -> None:
         next_beat = 0.0  # the wait ended at the beat or at the earliest run-at
 
 
-def _verbs(conn: Any, q: str, k: int, lean: bool) -> tuple[Any, Any, Any]:
-    """claim_many, ack_many, promote: the core verbs, or the ``lean_scripts`` proposal."""
-    if not lean:
-        async def claim_many() -> list[jobs.Claim]:
-            return await jobs.claim_many(conn, q, LEASE_MS, k)
+def _verbs(conn: Any, q: str, k: int) -> tuple[Any, Any, Any]:
+    """claim_many, ack_many and promote bound to this queue and worker."""
 
-        async def ack_many(claims: list[jobs.Claim]) -> Any:
-            return await jobs.ack_many(conn, q, [(c.id, c.token) for c in claims], keep=False)
+    async def claim_many() -> list[jobs.Claim]:
+        return await jobs.claim_many(conn, q, LEASE_MS, k)
 
-        async def promote(batch: int) -> int:
-            return int(await jobs.promote(conn, q, batch))
+    async def ack_many(claims: list[jobs.Claim]) -> Any:
+        return await jobs.ack_many(conn, q, [(c.id, c.token) for c in claims], keep=False)
 
-        return claim_many, ack_many, promote
+    async def promote(batch: int) -> int:
+        return int(await jobs.promote(conn, q, batch))
 
-    import lean_scripts as lean_lua
-
-    client, base = conn.client, keyspace.base(q)
-    pending, active = keyspace.queue_key(q, "pending"), keyspace.queue_key(q, "active")
-    schedule = keyspace.queue_key(q, "schedule")
-    claim_s = client.register_script(lean_lua.CLAIM)
-    ack_s = client.register_script(lean_lua.ACK)
-    promote_s = client.register_script(lean_lua.PROMOTE)
-
-    async def lean_claim() -> list[jobs.Claim]:
-        r = await claim_s(keys=[pending, active], args=[base, LEASE_MS, k])
-        return [jobs.Claim(r[i].decode(), int(r[i + 1]), r[i + 2]) for i in range(0, len(r), 3)]
-
-    async def lean_ack(claims: list[jobs.Claim]) -> Any:
-        flat: list[Any] = [base]
-        for c in claims:
-            flat += (c.id, c.token)
-        return await ack_s(keys=[active], args=flat)
-
-    async def lean_promote(batch: int) -> int:
-        return int(await promote_s(keys=[schedule, pending], args=[base, batch]))
-
-    return lean_claim, lean_ack, lean_promote
+    return claim_many, ack_many, promote
 
 
 async def work_consumer(args: Any) -> None:

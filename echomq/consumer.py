@@ -50,7 +50,15 @@ from typing import Any, NoReturn
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace
 from ._aio import aw
-from .metronome import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs, run_legs
+from .metronome import (
+    DEFAULT_BATCH,
+    DEFAULT_BEAT_MS,
+    LegCounts,
+    Legs,
+    promote_due,
+    run_legs,
+    wake_delay,
+)
 from .retention import Retention
 from .retention import resolve as resolve_retention
 
@@ -287,26 +295,33 @@ class Consumer:
         They run beside the claim loop rather than inside it: a server's blocking-command
         timeouts are only as fine as its cron (100 ms at the default hz), so a beat paced
         by BLPOP timeouts would drift to two. Promote and reap push a wake token, so work
-        they release wakes the claim loop at once.
+        they release wakes the claim loop at once. Between beats the loop also wakes at the
+        next scheduled run-at (read on the SERVER clock after each promote) and promotes
+        then, so a scheduled job starts within a few ms of its run-at, not a beat later.
         """
         loop = asyncio.get_running_loop()
         beat_s = self.beat_ms / 1000
         next_at = loop.time()
+        due_wake = False
         while not stop.is_set():
-            self._beat_no += 1
             try:
-                counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                if due_wake:  # a run-at fell between beats: promote only, right now
+                    counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
+                else:
+                    self._beat_no += 1
+                    counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
-                next_at = loop.time()
+                next_at, due_wake = loop.time(), False
                 continue
             self._healthy()
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
-            next_at += beat_s
-            delay = next_at - loop.time()
-            if delay < 0:  # a slow beat: do not catch up with a burst of passes
-                next_at, delay = loop.time(), 0.0
+            if not due_wake:
+                next_at += beat_s
+                if next_at < loop.time():  # a slow beat: do not catch up with a burst
+                    next_at = loop.time()
+            delay, due_wake = wake_delay(next_at - loop.time(), counts.next_due_ms)
             await self._sleep(delay)
 
     async def _claims(self, stop: asyncio.Event) -> None:

@@ -450,3 +450,26 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
         return out
 
     return calls()
+
+
+@verb
+def next_due_ms(queue: str) -> Verb[int | None]:
+    """Milliseconds from SERVER now until the earliest run-at on the schedule set (``<= 0``
+    when something is due already), or ``None`` when nothing is scheduled.
+
+    One round trip (``ZRANGE schedule 0 0 WITHSCORES`` and ``TIME`` pipelined): what a
+    beat loop reads to wake at the next due instant instead of at its next beat.
+    """
+    key = keyspace.queue_key(queue, "schedule")
+
+    def calls() -> Verb[int | None]:
+        first, (secs, micros) = yield Batch(
+            (Command(("ZRANGE", key, 0, 0, "WITHSCORES")), Command(("TIME",)))
+        )
+        head = scored(first)
+        if not head:
+            return None
+        now = int(secs) * 1000 + int(micros) // 1000
+        return int(float(head[0][1])) - now
+
+    return calls()

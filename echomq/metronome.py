@@ -38,6 +38,9 @@ log = logging.getLogger("echomq.metronome")
 DEFAULT_BEAT_MS = 100
 DEFAULT_BATCH = 1000
 TRIM_EVERY_BEATS = 10
+# promote batches per pass while a backlog is due: a burst of 20k jobs due at one instant
+# is released in one beat, yet one pass never holds the loop for long
+PROMOTE_PASSES = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,7 @@ class Legs:
     max_stalled: int = jobs.DEFAULT_MAX_STALLED
     retention: retention.Retention = retention.DEFAULT
     trim_every: int = TRIM_EVERY_BEATS
+    promote_passes: int = PROMOTE_PASSES
 
 
 @dataclass(slots=True)
@@ -56,17 +60,41 @@ class LegCounts:
     reaped: int = 0
     promoted: int = 0
     trimmed: int = 0
+    #: ms from SERVER now to the next scheduled run-at after this pass (None: none)
+    next_due_ms: int | None = None
+
+
+async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
+    """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
+    long until the next run-at. SERVER clock."""
+    for _ in range(max(1, legs.promote_passes)):
+        n = await aw(jobs.promote(conn, queue, legs.promote_batch))
+        out.promoted += n
+        if n < legs.promote_batch:
+            break
+    out.next_due_ms = await aw(jobs.next_due_ms(conn, queue))
+    return out
 
 
 async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts:
-    """One recovery beat for ``queue``: reap, then promote, then (every ``trim_every``
-    beats) a bounded retention trim. SERVER clock throughout."""
+    """One recovery beat for ``queue``: reap, then promote (looping while a backlog is
+    due), then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
+    throughout."""
     out = LegCounts()
     out.reaped = await aw(jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled))
-    out.promoted = await aw(jobs.promote(conn, queue, legs.promote_batch))
+    await promote_due(conn, queue, legs, out)
     if legs.trim_every and beat_no % legs.trim_every == 0:
         out.trimmed = await retention.apply(conn, queue, legs.retention)
     return out
+
+
+def wake_delay(until_beat: float, next_due_ms: int | None) -> tuple[float, bool]:
+    """How long a beat loop sleeps (HOST seconds), and whether it wakes for a due run-at
+    rather than for its next beat. A run-at before the next beat wakes the loop at that
+    instant (+1 ms, so the SERVER clock has passed it), not a beat later."""
+    if next_due_ms is not None and next_due_ms / 1000 < until_beat:
+        return max(0.001, (next_due_ms + 1) / 1000), True
+    return max(0.0, until_beat), False
 
 
 def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False) -> Any:
@@ -130,10 +158,20 @@ class Metronome:
         self.on_pass = on_pass
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
+        self._due: dict[str, int | None] = {}
+
+    async def promote_held(self) -> None:
+        """Between beats, at a due run-at: promote (only) the queues whose lease is held."""
+        self._due.clear()
+        for q in list(self.held):
+            counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
+            self.stats.promoted += counts.promoted
+            self._due[q] = counts.next_due_ms
 
     async def tick(self) -> None:
         """One beat: for each queue, hold the lease and, if held, run its legs."""
         self.stats.beats += 1
+        self._due.clear()
         for q in self.queues:
             got = await hold(self.conn, q, self.owner, self.lease_ms)
             if not got:
@@ -150,6 +188,7 @@ class Metronome:
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
             self.stats.trimmed += counts.trimmed
+            self._due[q] = counts.next_due_ms
             if self.on_pass is not None:
                 self.on_pass(q, counts)
 
@@ -161,9 +200,13 @@ class Metronome:
         beat_s = self.beat_ms / 1000
         streak = 0
         next_at = loop.time()
+        due_wake = False
         while not stop.is_set():
             try:
-                await self.tick()
+                if due_wake:
+                    await self.promote_held()
+                else:
+                    await self.tick()
             except (errors.WireError, errors.CommandError) as exc:
                 # an error reply (LOADING, READONLY, OOM) is weather too, not a reason to
                 # leave the pool without its beat
@@ -179,11 +222,12 @@ class Metronome:
             if streak:
                 log.warning("metronome recovered after %d degraded beats", streak)
                 streak = 0
-            next_at += beat_s
-            delay = next_at - loop.time()
-            if delay < 0:  # a slow beat: do not try to catch up with a burst of passes
-                next_at = loop.time()
-                delay = 0
+            if not due_wake:
+                next_at += beat_s
+                if next_at < loop.time():  # a slow beat: no catching up with a burst
+                    next_at = loop.time()
+            soonest = min((d for d in self._due.values() if d is not None), default=None)
+            delay, due_wake = wake_delay(next_at - loop.time(), soonest)
             await _sleep_unless(stop, delay)
         await self.release()
 

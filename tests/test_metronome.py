@@ -108,3 +108,37 @@ def test_metronome_reaps_and_promotes_for_a_pooled_consumer(url, raw, queue):
         await conn.close()
 
     asyncio.run(main())
+
+
+def test_metronome_wakes_at_a_run_at_between_beats(url, raw, queue):
+    """With a 2 s beat, a job due 300 ms after the pool starts is promoted at its run-at
+    (the Metronome read the next run-at after its pass), not at the next beat."""
+    started: dict[str, int] = {}
+
+    def server_ms() -> int:
+        secs, micros = raw.time()
+        return secs * 1000 + micros // 1000
+
+    async def handler(job: Job) -> None:
+        started[job.id] = server_ms()
+
+    async def main() -> tuple[str, int]:
+        conn = await AsyncConnector.connect(url)
+        jid = ids.mint()
+        await jobs.enqueue_in(conn, queue, jid, b"p", 300)
+        run_at = int(raw.zscore(k(queue, "schedule"), jid))
+        stop = asyncio.Event()
+        consumer = Consumer(conn, queue, handler, pooled=True, beat_ms=2_000)
+        metronome = Metronome(conn, [queue], beat_ms=2_000)
+        tasks = [asyncio.ensure_future(consumer.serve(stop, 2)),
+                 asyncio.ensure_future(metronome.run(stop))]
+        deadline = time.monotonic() + 3
+        while jid not in started and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.gather(*tasks)
+        await conn.close()
+        return jid, run_at
+
+    jid, run_at = asyncio.run(main())
+    assert 0 <= started[jid] - run_at <= 60

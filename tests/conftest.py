@@ -130,3 +130,23 @@ def snap(raw: valkey.Valkey) -> Callable[[str], dict[bytes, Any]]:
 def server_ms(client: valkey.Valkey) -> int:
     secs, micros = client.time()
     return int(secs) * 1000 + int(micros) // 1000
+
+
+# -- the native tests' server: the EMQ module loaded explicitly (an ASan build under
+# scripts/native-asan.sh), one per test module so a module's writes stay its own --------
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[EmbeddedServer]:
+    from test_native_support import start_server
+
+    s = start_server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
+    client = valkey.Valkey.from_url(srv.url)
+    yield client
+    client.close()

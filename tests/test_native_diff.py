@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_native_support import base, fresh_queue, snapshot, start_server
+from test_native_support import base, fresh_queue, snapshot
 
 from echomq import Connector, jobs
 from echomq.server import EmbeddedServer
@@ -57,13 +57,6 @@ ops = st.lists(
     min_size=4,
     max_size=40,
 )
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[EmbeddedServer]:
-    s = start_server()
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")

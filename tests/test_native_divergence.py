@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, snapshot, start_server
+from test_native_support import base, fresh_queue, send, snapshot
 
 from echomq import Connector, errors
 from echomq.server import EmbeddedServer
@@ -21,25 +21,11 @@ J1, J2 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB"
 FAR = 40_000_000_000_000
 
 
-@pytest.fixture(scope="module")
-def srv() -> Iterator[EmbeddedServer]:
-    s = start_server()
-    yield s
-    s.stop()
-
-
 @pytest.fixture
 def c4(srv: EmbeddedServer) -> Iterator[Connector]:
     c = Connector.connect(srv.url, wire=4)
     yield c
     c.close()
-
-
-@pytest.fixture
-def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
-    client = valkey.Valkey.from_url(srv.url)
-    yield client
-    client.close()
 
 
 KEYS = {

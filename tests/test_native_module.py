@@ -7,12 +7,11 @@ texts checked are the server's exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, server_ms, snapshot, start_server
+from test_native_support import base, fresh_queue, send, server_ms, snapshot
 
 from echomq import errors
 from echomq.server import EmbeddedServer
@@ -21,20 +20,6 @@ KIND = "EMQKIND job id must be JOB-namespaced"
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 FAR = 40_000_000_000_000  # an absolute run-at far in the future (never due in a test)
 J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[EmbeddedServer]:
-    s = start_server()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
-    client = valkey.Valkey.from_url(srv.url)
-    yield client
-    client.close()
 
 
 @pytest.fixture

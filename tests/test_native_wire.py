@@ -23,13 +23,6 @@ FAR = 40_000_000_000_000
 
 
 @pytest.fixture(scope="module")
-def srv() -> Iterator[EmbeddedServer]:
-    s = start_server()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def bare() -> Iterator[EmbeddedServer]:
     s = start_server(module=False)
     yield s

@@ -70,6 +70,8 @@ def all_systems() -> list[System]:
     systems = [System("echomq-4", "echomq_sys.py", "4", echomq=True)]
     systems.append(System("echomq-4-sync", "echomq_sys.py", "sync", echomq=True,
                           scenarios=("enqueue-one", "schedule-one")))
+    systems.append(System("echomq-4-pipelined", "echomq_sys.py", "pipelined", echomq=True,
+                          scenarios=("drain", "release", "release-light")))
     if native.available():
         systems.append(System("echomq-6", "echomq_sys.py", "6", native=True, echomq=True))
     if (pathlib.Path(__file__).resolve().parents[1] / "echomq" / "consumer.py").exists():

@@ -243,6 +243,10 @@ class Consumer:
         self._beat_no = 0
         self._acks: list[tuple[Job, asyncio.Future[errors.ServerError | None]]] = []
         self._ack_flush: asyncio.Task[None] | None = None
+        # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
+        # so the two never claim the same free slot twice
+        self._reserved = 0
+        self._is_async: dict[Callable[[Job], Any], bool] = {}
         self._executor = executor
         self._own_executor = executor is None
         self._slot = asyncio.Event()
@@ -328,10 +332,15 @@ class Consumer:
         beat_s = self.beat_ms / 1000
         while not stop.is_set():
             try:
-                free = self.concurrency - len(self.inflight)
+                free = self._free()
                 got = 0
                 if free > 0:
-                    claims = await aw(jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+                    self._reserved += free
+                    try:
+                        claims = await aw(
+                            jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+                    finally:
+                        self._reserved -= free
                     for claim in claims:
                         self._start(claim)
                     got = len(claims)
@@ -344,6 +353,10 @@ class Consumer:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
                 await self._degraded(exc)
+
+    def _free(self) -> int:
+        """Slots neither running nor promised to a claim in flight."""
+        return self.concurrency - len(self.inflight) - self._reserved
 
     async def _degraded(self, exc: Exception) -> None:
         """One degraded beat: sleep on the exponential curve over the beat, indexed by the
@@ -393,7 +406,7 @@ class Consumer:
 
     async def _wait_slot(self, timeout: float) -> None:
         self._slot.clear()
-        if len(self.inflight) < self.concurrency:
+        if self._free() > 0:
             return
         assert self._stop is not None
         waits = {asyncio.ensure_future(self._slot.wait()), asyncio.ensure_future(self._stop.wait())}
@@ -450,7 +463,10 @@ class Consumer:
     async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
         token = _current.set(job)
         try:
-            if inspect.iscoroutinefunction(handler):
+            is_async = self._is_async.get(handler)
+            if is_async is None:
+                is_async = self._is_async[handler] = inspect.iscoroutinefunction(handler)
+            if is_async:
                 return await handler(job)
             ctx = contextvars.copy_context()
             loop = asyncio.get_running_loop()
@@ -511,24 +527,43 @@ class Consumer:
         await asyncio.sleep(0)  # let the handlers finishing in this turn join the batch
         while self._acks:
             batch, self._acks = self._acks, []
+            # the slots these acks free (and any idle ones) are refilled in the same round
+            # trip: ack_many and claim_many pipelined, each its own atomic transition
+            want = 0
+            if self._running and not (self._stop is not None and self._stop.is_set()):
+                want = max(0, self._free() + len(batch))
+            self._reserved += want
             try:
-                replies = await aw(jobs.ack_many(
+                replies, claims = await aw(jobs.ack_and_claim(
                     self.conn, self.queue, [(j.id, j.token) for j, _ in batch],
-                    keep=self.retention.keeps_completed))
+                    self.lease_ms, want, keep=self.retention.keeps_completed))
             except Exception as exc:
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)
                 continue
+            finally:
+                self._reserved -= want
             for (_, fut), reply in zip(batch, replies, strict=True):
                 if not fut.done():
                     fut.set_result(reply)
+            for claim in claims:
+                self._start(claim)
 
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
                       deadline: _Held) -> None:
         kind, value = outcome
-        row = keyspace.job_key(self.queue, job.id)
         priced: dict[str, int] = {}
+        if kind == "ok":
+            try:  # the hot path: no closure, no row key, one shared ack round trip
+                await self._ack(job)
+            except errors.EchoMQError:
+                pass  # a refusal or a wire error: the patient loop below settles it
+            else:
+                self.stats.completed += 1
+                self._emit("completed", job.id, job.token)
+                return
+        row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
         elif kind == "delay":

@@ -246,32 +246,64 @@ def ack(queue: str, job_id: str, token: int, keep: bool = True) -> Verb[None]:
     return single(_ack_step(queue, job_id, token, keep), lambda _: None)
 
 
-@verb
-def ack_many(
-    queue: str, held: Iterable[tuple[str, int]], keep: bool = True
-) -> Verb[list[errors.ServerError | None]]:
-    """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
-    the refusal ``ack`` would have raised, in its slot (that job is left as it was)."""
+def _ack_many_steps(queue: str, held: Iterable[tuple[str, int]], keep: bool) -> tuple[Eval, ...]:
     flat: list[Any] = []
     for job_id, token in held:
         guard.string("job_id", job_id)
         flat += (job_id, str(guard.integer("token", token)))
     base = keyspace.base(queue)
     keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
-    steps = tuple(
+    return tuple(
         Eval("ack_many", keys, (base, "1" if keep else "0", *chunk)) for chunk in _chunks(flat, 2)
     )
+
+
+def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
+    out: list[errors.ServerError | None] = []
+    for reply in replies:
+        if isinstance(reply, errors.ServerError):
+            raise reply
+        out.extend(None if r == 1 else errors.from_server(text(r)) for r in reply)
+    return out
+
+
+@verb
+def ack_many(
+    queue: str, held: Iterable[tuple[str, int]], keep: bool = True
+) -> Verb[list[errors.ServerError | None]]:
+    """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
+    the refusal ``ack`` would have raised, in its slot (that job is left as it was)."""
+    steps = _ack_many_steps(queue, held, keep)
 
     def calls() -> Verb[list[errors.ServerError | None]]:
         if not steps:
             return []
-        replies = yield Batch(steps)
-        out: list[errors.ServerError | None] = []
-        for reply in replies:
-            if isinstance(reply, errors.ServerError):
-                raise reply
-            out.extend(None if r == 1 else errors.from_server(text(r)) for r in reply)
-        return out
+        return _ack_replies((yield Batch(steps)))
+
+    return calls()
+
+
+@verb
+def ack_and_claim(
+    queue: str, held: Iterable[tuple[str, int]], lease_ms: int, count: int, keep: bool = True
+) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
+    """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
+    transition): a worker settles what finished and takes the next jobs at once.
+
+    ``count`` 0 claims nothing. Returns (the ack refusals in order, the claims).
+    """
+    acks = _ack_many_steps(queue, held, keep)
+    guard.non_negative("count", count)
+    claim = (_claim_step(queue, lease_ms, count),) if count else ()
+
+    def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
+        if not acks and not claim:
+            return [], []
+        replies = yield Batch(acks + claim)
+        got = replies[len(acks):]
+        if got and isinstance(got[0], errors.ServerError):
+            raise got[0]
+        return _ack_replies(replies[: len(acks)]), (_claims(got[0]) if got else [])
 
     return calls()
 

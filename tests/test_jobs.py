@@ -507,3 +507,17 @@ def test_ack_many_reports_each_refusal_in_its_slot(run, raw, queue):
     assert not raw.exists(keyspace.job_key(queue, held[0].id))
     assert raw.hget(keyspace.job_key(queue, held[1].id), "state") == b"active"
     assert raw.zscore(k(queue, "active"), held[1].id) is not None
+
+
+def test_ack_and_claim_settles_then_takes_the_next_in_one_trip(run, raw, queue):
+    minted = [ids.mint() for _ in range(5)]
+    run(jobs.enqueue_many, queue, [(j, b"x") for j in minted])
+    first = run(jobs.claim_many, queue, 60_000, 2)
+    refusals, more = run(jobs.ack_and_claim, queue, [(c.id, c.token) for c in first] +
+                         [(first[0].id, first[0].token)], 60_000, 2, keep=False)
+    assert refusals[:2] == [None, None] and isinstance(refusals[2], errors.GoneError)
+    assert [c.id for c in more] == minted[2:4]
+    assert not raw.exists(keyspace.job_key(queue, minted[0]))
+    assert run(jobs.ack_and_claim, queue, [], 60_000, 0) == ([], [])
+    _, last = run(jobs.ack_and_claim, queue, [], 60_000, 5)
+    assert [c.id for c in last] == minted[4:]

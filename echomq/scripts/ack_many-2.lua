@@ -11,13 +11,17 @@
 --@include now
 --@include chunks
 local p = ARGV[1]
-local out, fenced, slot = {}, {}, {}
+local out, fenced, slot, seen, dups = {}, {}, {}, {}, {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local k = #out + 1
   if not is_job(id) then
     out[k] = KIND_ERROR
+  elseif seen[id] then
+    out[k] = 0
+    dups[#dups + 1] = {k, seen[id]}
   else
+    seen[id] = k
     local att = redis.call('HGET', p .. 'job:' .. id, 'attempts')
     if not att then
       out[k] = 'EMQSTALE job gone'
@@ -57,5 +61,10 @@ if #live > 0 then
   else
     in_chunks(rows, 1000, function(...) redis.call('DEL', ...) end)
   end
+end
+-- an id repeated in one call answers what a second @ack after the first would
+local again = ARGV[2] == '1' and 'EMQSTATE ack not active' or 'EMQSTALE job gone'
+for _, d in ipairs(dups) do
+  if out[d[2]] == 1 then out[d[1]] = again else out[d[1]] = out[d[2]] end
 end
 return out

@@ -41,6 +41,9 @@ TRIM_EVERY_BEATS = 10
 # promote batches per pass while a backlog is due: a burst of 20k jobs due at one instant
 # is released in one beat, yet one pass never holds the loop for long
 PROMOTE_PASSES = 20
+# the first batch of a pass is small, so the first released jobs are claimable (and their
+# wake token pushed) within a millisecond instead of after a 1,000-row promote
+FIRST_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ class Legs:
     retention: retention.Retention = retention.DEFAULT
     trim_every: int = TRIM_EVERY_BEATS
     promote_passes: int = PROMOTE_PASSES
+    first_batch: int = FIRST_BATCH
 
 
 @dataclass(slots=True)
@@ -67,11 +71,16 @@ class LegCounts:
 async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
     """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
     long until the next run-at. SERVER clock."""
-    for _ in range(max(1, legs.promote_passes)):
-        n = await aw(jobs.promote(conn, queue, legs.promote_batch))
+    batch = min(legs.first_batch, legs.promote_batch) or legs.promote_batch
+    for i in range(max(1, legs.promote_passes)):
+        n = await aw(jobs.promote(conn, queue, batch))
         out.promoted += n
-        if n < legs.promote_batch:
+        if n < batch:
             break
+        if i == 0:
+            # let the claims the first batch woke reach the server ahead of the big batches
+            await asyncio.sleep(0.001)
+        batch = legs.promote_batch
     out.next_due_ms = await aw(jobs.next_due_ms(conn, queue))
     return out
 

@@ -139,6 +139,15 @@ class _Base:
                 replies[i] = reply
         return [_server_error(r) if isinstance(r, vexc.ResponseError) else r for r in replies]
 
+    def _issue(self, op: _Call | _Pipe) -> Any:
+        """Send one op: the reply on a sync client, an awaitable of it on an async one."""
+        if isinstance(op, _Pipe):
+            pipe = self.client.pipeline(transaction=False)
+            for args in op.calls:
+                pipe.execute_command(*args)
+            return pipe.execute(raise_on_error=False)
+        return self.client.execute_command(*op.args, **dict(op.kwargs))
+
     def _modules_plan(self) -> _Plan:
         if not self.cluster:
             return _module_names((yield _Call(("MODULE", "LIST"))))
@@ -200,13 +209,7 @@ class Connector(_Base):
             op = next(plan)
             while True:
                 try:
-                    if isinstance(op, _Pipe):
-                        pipe = self.client.pipeline(transaction=False)
-                        for args in op.calls:
-                            pipe.execute_command(*args)
-                        reply = pipe.execute(raise_on_error=False)
-                    else:
-                        reply = self.client.execute_command(*op.args, **dict(op.kwargs))
+                    reply = self._issue(op)
                 except vexc.ResponseError as exc:
                     op = plan.throw(exc)
                 else:
@@ -284,13 +287,7 @@ class AsyncConnector(_Base):
             op = next(plan)
             while True:
                 try:
-                    if isinstance(op, _Pipe):
-                        pipe = self.client.pipeline(transaction=False)
-                        for args in op.calls:
-                            pipe.execute_command(*args)
-                        reply = await pipe.execute(raise_on_error=False)
-                    else:
-                        reply = await self.client.execute_command(*op.args, **dict(op.kwargs))
+                    reply = await self._issue(op)
                 except vexc.ResponseError as exc:
                     op = plan.throw(exc)
                 else:

@@ -3,7 +3,7 @@
 ``--variant``: ``4`` (scripts, EVALSHA) or ``6`` (the native module where a verb has a
 twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4);
 ``pipelined`` runs the worker below with each batch's ack and the next claim in one
-round trip (a measured proposal); ``consumer`` runs the runtime's
+round trip (``jobs.ack_and_claim``); ``consumer`` runs the runtime's
 ``echomq.consumer.Consumer`` as the worker.
 
 The worker below does what the runtime's beat does: recovery leg (reap) -> promote ->
@@ -21,8 +21,7 @@ from typing import Any
 import valkey.asyncio as avalkey
 from _common import CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, chunks, parse, ready, report
 
-from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace
-from echomq.steps import Batch, Eval
+from echomq import AsyncConnector, Connector, ids, jobs, keyspace
 
 BEAT_S = 0.1  # the runtime's default beat (issue 3)
 LEASE_MS = 30_000
@@ -166,23 +165,13 @@ def _verbs(conn: Any, q: str, k: int) -> tuple[Any, Any, Any]:
 
 
 def _ack_and_claim(conn: Any, q: str, k: int) -> Any:
-    """A proposal (variant ``pipelined``): ``ack_many`` and the next ``claim_many`` sent in
-    one pipeline, so a busy worker pays one round trip per batch instead of two. Built from
-    the verbs' own steps (``jobs._claim_step``, ``jobs._claims``: private, bench-only)."""
-    keys = (keyspace.queue_key(q, "active"), keyspace.queue_key(q, "completed"))
-    base = keyspace.base(q)
-    claim_step = jobs._claim_step(q, LEASE_MS, k)
+    """Variant ``pipelined``: the batch's acks and the next claim in one round trip, with
+    the shipped verb ``jobs.ack_and_claim`` (what the runtime's Consumer uses too)."""
 
     async def ack_and_claim(claims: list[jobs.Claim]) -> list[jobs.Claim]:
-        flat: list[Any] = [base, "0"]
-        for c in claims:
-            flat += (c.id, str(c.token))
-        acked, claimed = await conn.execute(Batch((Eval("ack_many", keys, tuple(flat)),
-                                                   claim_step)))
-        for reply in (acked, claimed):
-            if isinstance(reply, errors.ServerError):
-                raise reply
-        return jobs._claims(claimed)
+        _refused, claimed = await jobs.ack_and_claim(
+            conn, q, [(c.id, c.token) for c in claims], LEASE_MS, k, keep=False)
+        return claimed
 
     return ack_and_claim
 

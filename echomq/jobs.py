@@ -170,17 +170,19 @@ def schedule_many(
 
 
 @verb
-def promote(queue: str, batch: int) -> Verb[int]:
+def promote(queue: str, batch: int, native: bool = True) -> Verb[int]:
     """Release up to ``batch`` scheduled jobs due at SERVER now; the count released.
 
-    Flat jobs rejoin pending (mint order), grouped rows their lane. Idempotent.
+    Flat jobs rejoin pending (mint order), grouped rows their lane. Idempotent. At wire 6
+    this sends ``EMQ.PROMOTE``, which refuses a due grouped row (``EMQSTATE promote lane
+    not native``); ``native=False`` sends the script, which routes it to its lane.
     """
     guard.positive("batch", batch)
     step = Eval(
         "promote",
         (keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "pending")),
         (keyspace.base(queue), str(batch)),
-        native="EMQ.PROMOTE",
+        native="EMQ.PROMOTE" if native else None,
     )
     return single(step, int)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from echomq import AsyncConnector, ids, jobs, keyspace
+from echomq import AsyncConnector, ids, jobs, keyspace, native
 from echomq.consumer import Consumer, Job
 from echomq.metronome import Metronome, hold
 
@@ -142,3 +142,25 @@ def test_metronome_wakes_at_a_run_at_between_beats(url, raw, queue):
 
     jid, run_at = asyncio.run(main())
     assert 0 <= started[jid] - run_at <= 60
+
+
+@pytest.mark.parametrize("wire", [4, 6] if native.available() else [4])
+def test_legs_promote_past_a_grouped_row_on_either_wire(url, raw, queue, wire):
+    """EMQ.PROMOTE refuses a due grouped row (the seed's divergence); the legs fall back to
+    the script for that pass, so the grouped row reaches its lane and flat jobs still flow."""
+    from echomq.metronome import Legs, run_legs
+
+    grouped, flat = ids.mint(), ids.mint()
+
+    async def main() -> None:
+        conn = await AsyncConnector.connect(url, wire=wire)
+        await jobs.enqueue_at(conn, queue, grouped, b"g", 0)
+        raw.hset(keyspace.job_key(queue, grouped), "group", "acme")
+        await jobs.enqueue_at(conn, queue, flat, b"f", 0)
+        counts = await run_legs(conn, queue, Legs(), 1)
+        assert counts.promoted == 2
+        await conn.close()
+
+    asyncio.run(main())
+    assert raw.zrange(keyspace.lane_key(queue, "acme"), 0, -1) == [grouped.encode()]
+    assert raw.zrange(k(queue, "pending"), 0, -1) == [flat.encode()]

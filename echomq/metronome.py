@@ -68,17 +68,22 @@ class LegCounts:
     next_due_ms: int | None = None
 
 
+async def promote_once(conn: Any, queue: str, batch: int) -> int:
+    """One promote call that never sticks: at wire 6 the native promote refuses a due
+    grouped row (the seed's divergence), and then the script, which routes it to its lane,
+    runs that batch instead."""
+    try:
+        return int(await aw(jobs.promote(conn, queue, batch)))
+    except errors.StateError:
+        return int(await aw(jobs.promote(conn, queue, batch, native=False)))
+
+
 async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
     """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
     long until the next run-at. SERVER clock."""
     batch = min(legs.first_batch, legs.promote_batch) or legs.promote_batch
     for i in range(max(1, legs.promote_passes)):
-        try:
-            n = await aw(jobs.promote(conn, queue, batch))
-        except errors.StateError:
-            # wire 6: the native promote refuses a due grouped row (the seed's divergence);
-            # the script routes it to its lane, so the beat never sticks behind one
-            n = await aw(jobs.promote(conn, queue, batch, native=False))
+        n = await promote_once(conn, queue, batch)
         out.promoted += n
         if n < batch:
             break

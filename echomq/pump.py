@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace, repeat
+from . import backoff, errors, keyspace, repeat
+from .metronome import promote_once
 from .outcomes import Outcome
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class Pump:
     async def _promote(self, queue: str) -> int:
         total = 0
         while True:
-            n = int(await jobs.promote(self.conn, queue, self.promote_batch))
+            n = await promote_once(self.conn, queue, self.promote_batch)
             total += n
             if n < self.promote_batch:
                 return total

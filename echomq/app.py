@@ -41,7 +41,6 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
-from ._aio import aw
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -231,21 +230,21 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await aw(jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body))
+        await jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.non_negative("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await aw(jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms))
+        await jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await aw(jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at))
+        await jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -555,7 +554,7 @@ class App:
         guard.string("job_id", job_id)
         conn = await self.aconnector()
         for q in [queue] if queue else (self.queues() or [self.default_queue]):
-            row: dict[str, Any] | None = await aw(jobs.get(conn, q, job_id))
+            row: dict[str, Any] | None = await jobs.get(conn, q, job_id)
             if row:
                 score = await conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
                 return _info(q, job_id, row, score)

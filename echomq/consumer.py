@@ -49,7 +49,6 @@ from typing import Any, NoReturn
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace
-from ._aio import aw
 from .metronome import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -288,7 +287,7 @@ class Consumer:
         free = self.concurrency - len(self.inflight)
         if free <= 0:
             return 0
-        claims = await aw(jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+        claims = await jobs.claim_many(self.conn, self.queue, self.lease_ms, free)
         for claim in claims:
             self._start(claim)
         return len(claims)
@@ -337,8 +336,8 @@ class Consumer:
                 if free > 0:
                     self._reserved += free
                     try:
-                        claims = await aw(
-                            jobs.claim_many(self.conn, self.queue, self.lease_ms, free))
+                        claims = await jobs.claim_many(
+                            self.conn, self.queue, self.lease_ms, free)
                     finally:
                         self._reserved -= free
                     for claim in claims:
@@ -501,7 +500,7 @@ class Consumer:
     async def _extend(self, held: _Held) -> None:
         job = held.job
         try:
-            await aw(jobs.extend(self.conn, self.queue, job.id, job.token, held.lease_ms))
+            await jobs.extend(self.conn, self.queue, job.id, job.token, held.lease_ms)
             held.renewed()
         except errors.WireError as exc:
             log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
@@ -534,7 +533,7 @@ class Consumer:
                 want = max(0, self._free() + len(batch))
             self._reserved += want
             try:
-                replies, claims = await aw(jobs.ack_and_claim(
+                replies, claims = await (jobs.ack_and_claim(
                     self.conn, self.queue, [(j.id, j.token) for j, _ in batch],
                     self.lease_ms, want, keep=self.retention.keeps_completed))
             except Exception as exc:
@@ -568,7 +567,7 @@ class Consumer:
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
         elif kind == "delay":
             async def verb() -> Any:
-                await aw(jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                await (jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
                                     value.mode))
                 # the seed's delay leaves attempts alone and the next claim increments it;
                 # counting delays on the row keeps them out of the retry budget (as Oban's
@@ -582,7 +581,7 @@ class Consumer:
                 delays = int(await self.conn.call("HGET", row, "delays") or 0)
                 tried = max(1, job.token - delays)  # claims that were not after a delay
                 priced.update(delay_ms=route.retry_delay(tried), tried=tried)
-                return await aw(jobs.retry(self.conn, self.queue, job.id, job.token,
+                return await (jobs.retry(self.conn, self.queue, job.id, job.token,
                                            priced["delay_ms"], route.max_attempts + delays,
                                            err))
         pause = self.beat_ms / 1000

@@ -12,12 +12,11 @@ from typing import Any
 
 from . import _guards as guard
 from . import keyspace
-from .steps import Batch, Command, Eval, Maybe, drive, single, text
+from .steps import Batch, Command, Eval, Verb, scored, single, text, verb
 
 
-def list_dead(
-    conn: Any, queue: str, start: int = 0, count: int = 50
-) -> Maybe[list[dict[str, Any]]]:
+@verb
+def list_dead(queue: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
     """Dead jobs, most recent first: ``{"id", "died_at", "attempts", "error", "payload"}``.
 
     ``died_at`` is the SERVER ms the job died (its score on the dead set).
@@ -26,12 +25,11 @@ def list_dead(
     guard.positive("count", count)
     dead = keyspace.queue_key(queue, "dead")
 
-    def verb() -> Any:
-        members = yield Command(("ZREVRANGE", dead, start, start + count - 1, "WITHSCORES"))
+    def calls() -> Verb[list[dict[str, Any]]]:
+        members = scored((yield Command(("ZREVRANGE", dead, start, start + count - 1,
+                                          "WITHSCORES"))))
         if not members:
             return []
-        if not isinstance(members[0], (list, tuple)):  # a flat [id, score, ...] reply
-            members = list(zip(members[::2], members[1::2], strict=True))
         ids = [text(m) for m, _ in members]
         rows = yield Batch(tuple(
             Command(("HMGET", keyspace.job_key(queue, i), "attempts", "error", "payload"))
@@ -49,12 +47,13 @@ def list_dead(
             })
         return out
 
-    return drive(conn, verb())
+    return calls()
 
 
-def count(conn: Any, queue: str) -> Maybe[int]:
+@verb
+def count(queue: str) -> Verb[int]:
     """How many jobs sit on the dead set."""
-    return drive(conn, single(Command(("ZCARD", keyspace.queue_key(queue, "dead"))), int))
+    return single(Command(("ZCARD", keyspace.queue_key(queue, "dead"))), int)
 
 
 def _revive_step(queue: str, job_id: str) -> Eval:
@@ -70,25 +69,27 @@ def _revive_step(queue: str, job_id: str) -> Eval:
     )
 
 
-def revive(conn: Any, queue: str, job_id: str) -> Maybe[None]:
+@verb
+def revive(queue: str, job_id: str) -> Verb[None]:
     """Send one dead job back to pending with a fresh attempt budget.
 
     Refusals: ``KindError`` (not a JOB id), ``GoneError`` (no row), ``StateError``
     (``EMQSTATE revive not dead``).
     """
-    return drive(conn, single(_revive_step(queue, job_id), lambda _: None))
+    return single(_revive_step(queue, job_id), lambda _: None)
 
 
-def revive_all(conn: Any, queue: str, batch: int = 500) -> Maybe[int]:
+@verb
+def revive_all(queue: str, batch: int = 500) -> Verb[int]:
     """Revive up to ``batch`` dead jobs (oldest first) in one round trip; how many moved."""
     guard.positive("batch", batch)
     dead = keyspace.queue_key(queue, "dead")
 
-    def verb() -> Any:
+    def calls() -> Verb[int]:
         members = yield Command(("ZRANGE", dead, 0, batch - 1))
         if not members:
             return 0
         replies = yield Batch(tuple(_revive_step(queue, text(m)) for m in members))
         return sum(1 for r in replies if not isinstance(r, Exception))
 
-    return drive(conn, verb())
+    return calls()

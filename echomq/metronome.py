@@ -30,7 +30,6 @@ from typing import Any
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, retention
-from ._aio import aw
 from .steps import Eval, drive, single
 
 log = logging.getLogger("echomq.metronome")
@@ -73,9 +72,9 @@ async def promote_once(conn: Any, queue: str, batch: int) -> int:
     grouped row (the seed's divergence), and then the script, which routes it to its lane,
     runs that batch instead."""
     try:
-        return int(await aw(jobs.promote(conn, queue, batch)))
+        return int(await jobs.promote(conn, queue, batch))
     except errors.StateError:
-        return int(await aw(jobs.promote(conn, queue, batch, native=False)))
+        return int(await jobs.promote(conn, queue, batch, native=False))
 
 
 async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
@@ -91,7 +90,7 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
             # let the claims the first batch woke reach the server ahead of the big batches
             await asyncio.sleep(0.001)
         batch = legs.promote_batch
-    out.next_due_ms = await aw(jobs.next_due_ms(conn, queue))
+    out.next_due_ms = await jobs.next_due_ms(conn, queue)
     return out
 
 
@@ -100,7 +99,7 @@ async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts
     due), then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
     throughout."""
     out = LegCounts()
-    out.reaped = await aw(jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled))
+    out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
     await promote_due(conn, queue, legs, out)
     if legs.trim_every and beat_no % legs.trim_every == 0:
         out.trimmed = await retention.apply(conn, queue, legs.retention)

@@ -18,8 +18,7 @@ from typing import Any
 
 from . import _guards as guard
 from . import keyspace
-from ._aio import aw
-from .steps import Eval, Maybe, drive, single
+from .steps import Eval, Verb, single, verb
 
 DEAD_DEFAULT_MS = 30 * 86_400_000
 TRIM_BATCH = 200
@@ -96,14 +95,14 @@ def resolve(
     return Retention.of(keep_completed=keep_completed, keep_completed_for=keep_completed_for)
 
 
+@verb
 def trim(
-    conn: Any,
     queue: str,
     which: str,
     keep: int | None,
     keep_for_ms: int | None,
     batch: int = TRIM_BATCH,
-) -> Maybe[int]:
+) -> Verb[int]:
     """Trim the ``which`` set (``"completed"`` or ``"dead"``): oldest first, at most
     ``batch`` rows, beyond ``keep`` members or older than ``keep_for_ms`` (SERVER clock).
 
@@ -119,7 +118,7 @@ def trim(
         (keyspace.queue_key(queue, which),),
         (keyspace.base(queue), str(keep_arg), str(age_arg), str(batch), which),
     )
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
 async def apply(conn: Any, queue: str, policy: Retention) -> int:
@@ -130,12 +129,12 @@ async def apply(conn: Any, queue: str, policy: Retention) -> int:
     """
     done = 0
     if policy.keeps_completed:
-        done += await aw(trim(
+        done += await (trim(
             conn, queue, "completed", policy.keep_completed or None,
             policy.keep_completed_for or None, policy.batch,
         ))
     if policy.keep_dead is not None or policy.keep_dead_for is not None:
-        done += await aw(trim(
+        done += await (trim(
             conn, queue, "dead", policy.keep_dead, policy.keep_dead_for, policy.batch
         ))
     return int(done)

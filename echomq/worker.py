@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
 from . import keyspace
-from ._aio import aw
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
 from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
@@ -153,7 +152,7 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
     for r in recurrences:
         how: dict[str, Any] = ({"every_ms": r.every_ms} if r.every_ms is not None
                                else {"cron": r.cron, "tz": r.tz})
-        result = await aw(repeat.upsert(conn, r.queue, r.name, template=r.template, **how))
+        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, **how)
         log.info("recurrence %s on %s: %s", r.name, r.queue, result)
     # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
     # beat and one second (cron's resolution is a minute)

@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import time
-from typing import Any, cast
+from typing import Any
 
 from ..cli import default_url
 
@@ -214,7 +214,7 @@ def run_dead_list(args: argparse.Namespace) -> int:
 
     conn, app = _connect(args)
     try:
-        rows: list[dict[str, Any]] = cast(Any, dead.list_dead(conn, args.queue, 0, args.limit))
+        rows = dead.list_dead(conn, args.queue, 0, args.limit)
     finally:
         app.close()
     for row in rows:
@@ -242,7 +242,7 @@ def run_dead_retry(args: argparse.Namespace) -> int:
         if args.all:
             total = 0
             while True:
-                n = cast(int, dead.revive_all(conn, args.queue, 500))
+                n = dead.revive_all(conn, args.queue, 500)
                 total += n
                 if n == 0:
                     break

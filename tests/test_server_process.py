@@ -237,7 +237,8 @@ def test_status_stop_and_url_as_commands(env):
     client.set("kept", "1")
     client.close()
     stopped = env.echomq("server", "stop")
-    assert stopped.returncode == 0 and f"stopped the embedded server pid {rec.pid}" in stopped.stdout
+    assert stopped.returncode == 0
+    assert f"stopped the embedded server pid {rec.pid}" in stopped.stdout
     assert datadir.wait_gone(rec.pid, 1)
     again = env.echomq("server", "stop")
     assert again.returncode == 0 and "not running" in again.stdout

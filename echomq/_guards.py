@@ -38,3 +38,13 @@ def mode(value: object) -> str:
     if value != "in" and value != "at":
         raise ValueError(f"mode must be 'in' or 'at', not {value!r}")
     return str(value)
+
+
+MAX_PRIORITY = 1_000_000
+
+
+def priority(value: object) -> int:
+    """A job priority: an int 0..1_000_000 (lower runs first)."""
+    if integer("priority", value) < 0 or value > MAX_PRIORITY:  # type: ignore[operator]
+        raise ValueError(f"priority must be 0..{MAX_PRIORITY}, got {value}")
+    return value  # type: ignore[return-value]

@@ -258,6 +258,7 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
 
@@ -645,6 +646,8 @@ class Consumer:
             _done, left = await asyncio.wait(pending, timeout=grace_s)
         else:
             left = set()
+        # named before the cancel, whose done-callbacks drop them from inflight
+        self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
         for task in left:
             task.cancel()
         if left:

@@ -140,11 +140,12 @@ def enqueue_at(
 ) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
-    Guards only that ``run_at_ms`` is an int (as the seed): a past or negative run-at is
-    due at the next promote. ``"scheduled"`` or ``"duplicate"``. ``priority`` and ``group``
-    ride on the row and take effect when promote releases it.
+    Guards that ``run_at_ms`` is an int (as the seed) within year 9999 (``ValueError``
+    beyond ``guard.MAX_TIME_MS``): a past or negative run-at is due at the next promote.
+    ``"scheduled"`` or ``"duplicate"``. ``priority`` and ``group`` ride on the row and take
+    effect when promote releases it.
     """
-    guard.integer("run_at_ms", run_at_ms)
+    guard.instant("run_at_ms", run_at_ms)
     opts = Options.of(priority, group)
     step = _schedule_step(queue, job_id, payload, "at", run_at_ms, via, opts)
     return single(step, _admission(Outcome.SCHEDULED))
@@ -163,9 +164,10 @@ def enqueue_in(
 ) -> Verb[Outcome]:
     """Admit a job due ``delay_ms`` from now on the SERVER clock (``TIME`` in the script).
 
-    ``delay_ms`` must be a non-negative int. ``"scheduled"`` or ``"duplicate"``.
+    ``delay_ms`` must be a non-negative int that keeps now + it within year 9999 (priced
+    on the HOST clock before any I/O). ``"scheduled"`` or ``"duplicate"``.
     """
-    guard.non_negative("delay_ms", delay_ms)
+    guard.span("delay_ms", delay_ms)
     opts = Options.of(priority, group)
     step = _schedule_step(queue, job_id, payload, "in", delay_ms, via, opts)
     return single(step, _admission(Outcome.SCHEDULED))
@@ -264,7 +266,7 @@ def schedule_many(
     rows: list[tuple[Any, ...]] = []
     for job_id, payload, mode, value, *extra in items:
         guard.mode(mode)
-        (guard.non_negative if mode == "in" else guard.integer)("value", value)
+        guard.span("value", value) if mode == "in" else guard.instant("value", value)
         rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
                      Options.from_item(extra)))
     if any(not r[4].plain for r in rows):
@@ -303,7 +305,7 @@ def _claims(reply: Sequence[Any]) -> list[Claim]:
 
 
 def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
-    guard.positive("lease_ms", lease_ms)
+    guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
     return Eval(
         "claim",
@@ -434,7 +436,7 @@ def retry(
     reach ``max_attempts``. The error text is kept on the row either way.
     """
     row, active = _held(queue, job_id, token)
-    guard.non_negative("delay_ms", delay_ms)
+    guard.span("delay_ms", delay_ms)
     guard.positive("max_attempts", max_attempts)
     guard.string("error", error)
     step = Eval(
@@ -452,11 +454,12 @@ def delay(
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
-    absolute run-at. Never dead-letters. Guards only that the value is an int (the seed).
+    absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
+    that the run-at it makes lies within year 9999.
     """
     row, active = _held(queue, job_id, token)
-    guard.integer("delay_ms", delay_ms)
     guard.mode(mode)
+    guard.at_mode("delay_ms", mode, delay_ms)
     step = Eval(
         "delay",
         (row, active, keyspace.queue_key(queue, "schedule")),
@@ -474,7 +477,7 @@ def reschedule(queue: str, job_id: str, mode: str, due: int) -> Verb[int]:
     """
     guard.string("job_id", job_id)
     guard.mode(mode)
-    guard.integer("due", due)
+    guard.at_mode("due", mode, due)
     step = Native(
         "EMQ.RESCHEDULE",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
@@ -507,7 +510,7 @@ def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb
 def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     """Checkpoint a lease: expiry becomes SERVER now + ``lease_ms``; returns that ms."""
     row, active = _held(queue, job_id, token)
-    guard.positive("lease_ms", lease_ms)
+    guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
     return single(step, int)
 

@@ -190,7 +190,10 @@ class LocalCluster:
         path = pathlib.Path(state_dir) / STATE_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state(), indent=2))
+        # the URL carries the password: the state file is for its owner only
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(self.state(), indent=2))
         tmp.replace(path)
         for node in self.nodes:
             node.process = None  # no stop at garbage collection: the state file owns them
@@ -213,7 +216,7 @@ def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _is_valkey(pid: int) -> bool:
+def node_alive(pid: int) -> bool:
     """``pid`` is alive and is a valkey-server (a recycled pid is left alone)."""
     try:
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -233,15 +236,15 @@ def stop_detached(state_dir: str | os.PathLike[str], timeout: float = 10.0) -> i
     if state is None:
         return 0
     pids = [int(n["pid"]) for n in state.get("nodes", []) if n.get("pid")]
-    live = [p for p in pids if _is_valkey(p)]
+    live = [p for p in pids if node_alive(p)]
     for pid in live:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while any(_is_valkey(p) for p in live) and time.monotonic() < deadline:
+    while any(node_alive(p) for p in live) and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in live:
-        if _is_valkey(pid):
+        if node_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     (pathlib.Path(state_dir) / STATE_FILE).unlink(missing_ok=True)

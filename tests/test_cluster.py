@@ -186,3 +186,46 @@ def test_cli_stats_over_echomq_url_reads_every_shard(cluster):
 
     table = json.loads(done.stdout)
     assert {q: table[q]["pending"] for q in queues} == {q: i + 1 for i, q in enumerate(queues)}
+
+
+# -- echomq cluster up / down ------------------------------------------------------------
+
+
+def echomq(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echomq.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cluster_up_prints_a_url_and_down_stops_the_nodes_by_pid(tmp_path):
+    up = echomq("cluster", "up", "--masters", "3", "--replicas", "1", "--dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    url = up.stdout.strip().splitlines()[-1]
+    assert url.startswith("valkey+cluster://:") and "Traceback" not in up.stderr
+    import json
+
+    state = json.loads((tmp_path / "cluster.json").read_text())
+    assert (tmp_path / "cluster.json").stat().st_mode & 0o077 == 0  # it holds the password
+    pids = [n["pid"] for n in state["nodes"]]
+    assert len(pids) == 6 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    try:
+        conn = Connector.connect(url)  # the nodes outlived the `up` process
+        assert jobs.enqueue(conn, "up-down", ids.mint(), b"x") == "enqueued"
+        conn.close()
+        again = echomq("cluster", "up", "--dir", str(tmp_path))
+        assert again.returncode == 1 and "already up" in again.stderr
+        assert echomq("cluster", "status", "--dir", str(tmp_path)).stdout.strip() == url
+    finally:
+        down = echomq("cluster", "down", "--dir", str(tmp_path))
+    assert down.returncode == 0 and "stopped 6 node(s)" in down.stdout
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    status = echomq("cluster", "status", "--dir", str(tmp_path))
+    assert status.returncode == 1 and "no cluster" in status.stderr
+
+
+def _alive(pid: int) -> bool:
+    from echomq.cluster import node_alive
+
+    return node_alive(pid)

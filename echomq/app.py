@@ -77,12 +77,18 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
                          *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
         try:
             json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {exc}"
-            ) from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unencodable(task, where, value, exc) from None
     body = {"task": task, "args": args, "kwargs": kwargs}
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    try:
+        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
+        raise _unencodable(task, "the arguments", body, exc) from None
+
+
+def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
+    why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
+    return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")
 
 
 def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
@@ -90,7 +96,7 @@ def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
     try:
         body = json.loads(payload)
         return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
 
 
@@ -213,7 +219,7 @@ class Task(Generic[P, R]):
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
         return job_id
@@ -235,7 +241,7 @@ class Task(Generic[P, R]):
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
         return job_id
@@ -442,8 +448,8 @@ class App:
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         guard.positive("max_attempts", max_attempts)
-        guard.non_negative("retry_delay_ms", retry_delay_ms)
-        guard.positive("lease_ms", lease_ms)
+        guard.span("retry_delay_ms", retry_delay_ms)
+        guard.span("lease_ms", lease_ms, minimum=1)
         if backoff is not None:
             _validate_backoff(backoff)
 
@@ -469,7 +475,7 @@ class App:
         Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
         registration is upserted when a worker starts and fired by the worker's Pump.
         """
-        every_ms = guard.positive("interval", to_ms(interval))
+        every_ms = guard.span("interval", to_ms(interval), minimum=1)
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)

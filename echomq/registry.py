@@ -15,16 +15,14 @@ Reads: ``names`` (the registry), ``queues`` (registry, plus discovered with ``sc
 
 from __future__ import annotations
 
-import re
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from . import keyspace
+from . import discovery, keyspace
 from .steps import Batch, Command, Verb, single, text, verb
 
 KEY = keyspace.registry_key()
-_QUEUE_SET = re.compile(r"^emq:\{(.+)\}:[a-z]+$")
 
 # per connector: the names this process already registered through it
 _noted: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
@@ -46,24 +44,17 @@ def names() -> Verb[list[str]]:
 
 
 @verb
-def queues(scan: bool = True, declared: Sequence[str] = ()) -> Verb[list[str]]:
+def queues(scan: bool = True, declared: Sequence[str] = (), budget: int = discovery.SCAN_BUDGET,
+           progress: Callable[[int, int], None] | None = None) -> Verb[list[str]]:
     """Every queue known: registered, ``declared`` (e.g. an app's queues, even empty ones)
-    and, with ``scan``, discovered by scanning for EchoMQ sorted sets (O(keyspace): for
-    listings, not per-call lookups). Sorted."""
+    and, with ``scan``, discovered by scanning for EchoMQ sorted sets on every primary
+    (``discovery.queues``, O(keyspace): for listings, not per-call lookups). Sorted."""
     found = {keyspace.validate_queue(q) for q in declared}
 
     def calls() -> Verb[list[str]]:
         found.update(text(m) for m in (yield Command(("SMEMBERS", KEY))))
-        cursor: Any = 0
-        while scan:
-            cursor, keys = yield Command(("SCAN", cursor, "MATCH", "emq:{*}:*", "COUNT", 2000,
-                                          "TYPE", "zset"))
-            for key in keys:
-                m = _QUEUE_SET.match(text(key))
-                if m:
-                    found.add(m.group(1))
-            if int(cursor) == 0:
-                break
+        if scan:
+            found.update((yield from discovery.queues.steps(budget, progress)))
         return sorted(found)
 
     return calls()

@@ -60,7 +60,7 @@ class Worker:
         for q in self.queues:
             keyspace.validate_queue(q)
         self.concurrency = guard.positive("concurrency", concurrency)
-        self.beat_ms = guard.positive("beat_ms", beat_ms)
+        self.beat_ms = guard.span("beat_ms", beat_ms, minimum=1)
         if grace_s < 0:
             raise ValueError("grace_s must be >= 0")
         self.grace_s = grace_s

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import re
 import sys
+import time
 from typing import Any
 
 from ..cli import default_url
@@ -186,7 +187,7 @@ def find_queue(conn: Any, job_id: str, declared: list[str] | None = None) -> str
     known: list[str] = registry.queues(conn, scan=False, declared=declared or [])
     found: str | None = registry.locate(conn, job_id, known)
     if found is None:
-        rest = [q for q in registry.queues(conn, scan=True) if q not in known]
+        rest = [q for q in discover_queues(conn) if q not in known]
         found = registry.locate(conn, job_id, rest)
     return found
 
@@ -217,23 +218,30 @@ def run_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def discover_queues(conn: Any, progress: bool = True) -> list[str]:
-    """Every queue: registered and found by scanning for EchoMQ sorted sets (a line on
-    stderr while the scan runs, since it reads the whole keyspace)."""
+def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
+                    ) -> list[str]:
+    """Every queue: registered (``registry``) and found by scanning for EchoMQ sorted sets
+    on every primary (a progress line on stderr when the scan runs longer than a second)."""
     from .. import registry
 
-    if progress:
-        print("scanning for queues...", end="", file=sys.stderr, flush=True)
-    try:
-        found: list[str] = registry.queues(conn, scan=True)
-        return found
-    finally:
-        if progress:
-            print("\r" + " " * 22 + "\r", end="", file=sys.stderr, flush=True)
+    started, shown = time.monotonic(), False
+
+    def report(scanned: int, found: int) -> None:
+        nonlocal shown
+        if progress and time.monotonic() - started > 1.0:
+            print(f"\rscanning... {scanned} sets, {found} queues", end="",
+                  file=sys.stderr, flush=True)
+            shown = True
+
+    names: list[str] = registry.queues(conn, scan=True, declared=declared or [],
+                                       budget=10**12, progress=report)
+    if shown:
+        print(file=sys.stderr)
+    return names
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .. import jobs, registry
+    from .. import jobs
 
     declared: list[str] = []
     if args.app:
@@ -242,7 +250,7 @@ def run_stats(args: argparse.Namespace) -> int:
         declared = load_app(args.app).queues()
     conn, app = _connect(args)
     try:
-        queues = args.queue or registry.queues(conn, scan=True, declared=declared)
+        queues = args.queue or discover_queues(conn, declared=declared)
         table = {q: jobs.counts(conn, q) for q in queues}
     finally:
         app.close()
@@ -260,11 +268,11 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_dead_list(args: argparse.Namespace) -> int:
-    from .. import dead, registry
+    from .. import dead
 
     conn, app = _connect(args)
     try:
-        queues = [args.queue] if args.queue else registry.queues(conn, scan=True)
+        queues = [args.queue] if args.queue else discover_queues(conn)
         rows = [{"queue": q, **row} for q in queues
                 for row in dead.list_dead(conn, q, 0, args.limit)]
     finally:
@@ -288,7 +296,7 @@ def run_dead_list(args: argparse.Namespace) -> int:
 
 
 def run_dead_retry(args: argparse.Namespace) -> int:
-    from .. import dead, errors, registry
+    from .. import dead, errors
     from ..cli import plain
 
     if not args.ids and not args.all:
@@ -299,7 +307,7 @@ def run_dead_retry(args: argparse.Namespace) -> int:
     failed = 0
     try:
         if args.all:
-            queues = [args.queue] if args.queue else registry.queues(conn, scan=True)
+            queues = [args.queue] if args.queue else discover_queues(conn)
             grand = 0
             for q in queues:
                 total = 0

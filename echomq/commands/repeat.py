@@ -115,11 +115,12 @@ def _plain(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from .. import registry, repeat
+    from .. import repeat
+    from .jobs import discover_queues
 
     conn, app = _connect(args)
     try:
-        queues = [args.queue] if args.queue else registry.queues(conn, scan=True)
+        queues = [args.queue] if args.queue else discover_queues(conn)
         entries = [{"queue": q, **e} for q in queues for e in repeat.records(conn, q)]
     finally:
         _close(app)

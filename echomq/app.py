@@ -9,8 +9,9 @@
 >>> app.job(job_id).state
 
 ``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
-persistent under the default data dir; a second process with the same data dir finds the
-running server through its record file instead of starting another. A worker runs the
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
 The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
@@ -27,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import datetime as dt
-import fcntl
 import inspect
 import json
 import logging
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, ids, jobs, keyspace, registry
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -51,8 +50,10 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .server import check_durability
 
 log = logging.getLogger("echomq.app")
 
@@ -77,12 +78,18 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
                          *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
         try:
             json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {exc}"
-            ) from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unencodable(task, where, value, exc) from None
     body = {"task": task, "args": args, "kwargs": kwargs}
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    try:
+        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
+        raise _unencodable(task, "the arguments", body, exc) from None
+
+
+def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
+    why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
+    return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")
 
 
 def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
@@ -90,7 +97,7 @@ def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
     try:
         body = json.loads(payload)
         return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
 
 
@@ -208,21 +215,21 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(), self.queue, job_id, body)
+        jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(), self.queue, job_id, body, ms)
+        jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(), self.queue, job_id, body, at)
+        jobs.enqueue_at(self.app.connector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -230,21 +237,21 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body)
+        await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms)
+        await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at)
+        await jobs.enqueue_at(await self.app.aconnector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -266,7 +273,11 @@ class App:
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
@@ -284,8 +295,12 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        durability: str | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -294,7 +309,8 @@ class App:
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
@@ -313,55 +329,47 @@ class App:
         self._url = value
 
     def _embedded(self) -> str:
-        from .server import EmbeddedServer, default_data_dir
+        from .server import EmbeddedServer
 
         if self.ephemeral:
             srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
             srv.start()
             self._own(srv)
             return srv.url
-        data_dir = self.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        record = data_dir / "echomq-server.json"
-        # one process starts the server for a data dir; the others read its record
-        with open(data_dir / "echomq-server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = _live_record(record)
-            if found is not None:
-                return found
-            srv = EmbeddedServer(data_dir=data_dir)
-            srv.start()
-            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
-            self._own(srv, record)
-            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
-            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
 
-    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+    def _own(self, srv: Any) -> None:
         self.server = srv
 
         def stop() -> None:
-            if record is not None:
-                with contextlib.suppress(OSError):
-                    record.unlink()
             srv.stop()
 
         self._stop_server = stop
         atexit.register(stop)
 
-    def connector(self) -> Connector:
-        """The app's sync connector (made on first use)."""
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use); naming ``queue`` registers it in
+        the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire)
+        if queue is not None:
+            registry.note(self._conn, queue)
         return self._conn
 
-    async def aconnector(self) -> AsyncConnector:
-        """The app's async connector for the running event loop (made on first use)."""
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
             held = (loop, await AsyncConnector.connect(url, wire=self.wire))
             self._aconns[id(loop)] = held
+        if queue is not None:
+            await registry.anote(held[1], queue)
         return held[1]
 
     def close(self) -> None:
@@ -436,8 +444,8 @@ class App:
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         guard.positive("max_attempts", max_attempts)
-        guard.non_negative("retry_delay_ms", retry_delay_ms)
-        guard.positive("lease_ms", lease_ms)
+        guard.span("retry_delay_ms", retry_delay_ms)
+        guard.span("lease_ms", lease_ms, minimum=1)
         if backoff is not None:
             _validate_backoff(backoff)
 
@@ -463,7 +471,7 @@ class App:
         Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
         registration is upserted when a worker starts and fired by the worker's Pump.
         """
-        every_ms = guard.positive("interval", to_ms(interval))
+        every_ms = guard.span("interval", to_ms(interval), minimum=1)
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
@@ -573,14 +581,3 @@ def _validate_backoff(policy: Any) -> None:
     backoff_mod.validate(policy)
 
 
-def _live_record(record: pathlib.Path) -> str | None:
-    """The URL in a server record whose process is alive and answers, else ``None``."""
-    try:
-        data = json.loads(record.read_text())
-        url, pid = str(data["url"]), int(data["pid"])
-        os.kill(pid, 0)
-        conn = Connector.connect(url)
-        conn.close()
-        return url if isinstance(url, str) else None
-    except Exception:
-        return None

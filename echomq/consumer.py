@@ -88,11 +88,11 @@ class Delay(Exception):
             raise TypeError("Delay takes a delay (ms or timedelta) or at=, exactly one")
         if at is not None:
             self.mode = "at"
-            self.value = guard.integer("at", to_epoch_ms(at))
+            self.value = guard.instant("at", to_epoch_ms(at))
         else:
             assert ms is not None
             self.mode = "in"
-            self.value = guard.non_negative("ms", to_ms(ms))
+            self.value = guard.span("ms", to_ms(ms))
         super().__init__(f"delay {self.mode} {self.value}")
 
 
@@ -106,8 +106,13 @@ def to_ms(value: int | dt.timedelta) -> int:
 def to_epoch_ms(value: int | dt.datetime) -> int:
     """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
     if isinstance(value, dt.datetime):
-        return int(value.timestamp() * 1000)
+        # exact integer arithmetic: a float timestamp rounds datetime.max past year 9999
+        aware = value if value.tzinfo is not None else value.astimezone()
+        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)
     return guard.integer("at", value)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(slots=True)
@@ -214,9 +219,9 @@ class Consumer:
         if (handler is None) == (router is None):
             raise TypeError("Consumer takes a handler or a router, exactly one")
         guard.positive("concurrency", concurrency)
-        guard.positive("beat_ms", beat_ms)
-        guard.positive("lease_ms", lease_ms)
-        guard.non_negative("retry_delay_ms", retry_delay_ms)
+        guard.span("beat_ms", beat_ms, minimum=1)
+        guard.span("lease_ms", lease_ms, minimum=1)
+        guard.span("retry_delay_ms", retry_delay_ms)
         guard.positive("max_attempts", max_attempts)
         if backoff is not None:
             _validate_policy(backoff)
@@ -254,6 +259,7 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
 
@@ -652,6 +658,8 @@ class Consumer:
             _done, left = await asyncio.wait(pending, timeout=grace_s)
         else:
             left = set()
+        # named before the cancel, whose done-callbacks drop them from inflight
+        self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
         for task in left:
             task.cancel()
         if left:

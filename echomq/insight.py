@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -343,22 +342,6 @@ def timeline(queue: str, limit: int = 500) -> Verb[Timeline]:
         ))
         return Timeline([(text(m), int(float(s))) for m, s in scored(first)], int(total),
                         _ms(now))
-
-    return calls()
-
-
-@verb
-def find(queues: Sequence[str], job_id: str) -> Verb[list[str]]:
-    """The queues among ``queues`` that hold a row for ``job_id`` (one ``EXISTS`` each)."""
-    guard.string("job_id", job_id)
-    names = [keyspace.validate_queue(q) for q in queues]
-
-    def calls() -> Verb[list[str]]:
-        if not names:
-            return []
-        found = yield Batch(tuple(Command(("EXISTS", keyspace.job_key(q, job_id)))
-                                  for q in names))
-        return [q for q, n in zip(names, found, strict=True) if int(n)]
 
     return calls()
 

@@ -45,9 +45,19 @@ class Eval:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``."""
+    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``.
+
+    ``node`` (a name from a ``Nodes`` reply) sends a keyless command to that cluster
+    primary; ``None`` routes by the command's keys (ignored off a cluster)."""
 
     args: tuple[Arg, ...]
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    """Ask the connector which primaries hold data: their names on a cluster (for
+    ``Command(node=...)``), ``[None]`` for a single server. No I/O of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +80,7 @@ class Batch:
     steps: tuple[Eval | Command | Native, ...]
 
 
-Step: TypeAlias = Eval | Command | Native | Batch
+Step: TypeAlias = Eval | Command | Native | Batch | Nodes
 Verb: TypeAlias = Generator[Step, Any, T]
 Maybe: TypeAlias = T | Awaitable[T]
 
@@ -110,6 +120,11 @@ class VerbFn(Generic[P, T]):
 
     def __call__(self, conn: Any, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         return drive(conn, self._build(*args, **kwargs))
+
+    def steps(self, *args: P.args, **kwargs: P.kwargs) -> Verb[T]:
+        """The generator of this verb's steps, for a verb that runs another inside its own
+        (``found = yield from other.steps(...)``)."""
+        return self._build(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<verb {self._build.__module__}.{self._build.__qualname__}>"

@@ -74,7 +74,7 @@ def test_every_page_costs_a_bounded_number_of_commands(seeded):
     httpd = dashboard.serve(conn, port=0, queues=[QUEUE])
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     now = jobs.server_now_ms(conn)
-    some = "JOB01M8" + "%022d" % 700_123
+    some = f"JOB01M8{700_123:022d}"
     second = None
     pages = {
         "overview": "/",

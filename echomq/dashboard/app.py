@@ -34,7 +34,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
 
-from .. import dead, errors, insight, jobs, keyspace, repeat
+from .. import dead, discovery, errors, insight, jobs, keyspace, registry, repeat
 from ..connector import Connector
 from . import pages, prometheus
 from .access import COOKIE, SECURITY_HEADERS, Access
@@ -48,23 +48,14 @@ BULK_MAX = 500
 
 
 def discover_queues(conn: Connector) -> list[str]:
-    """Queue names: the registry when the runtime keeps one (``jobs.queues``), else a
-    bounded ``SCAN`` for the queues' sorted sets (``SCAN_BUDGET`` keys looked at)."""
-    registry = getattr(jobs, "queues", None)
-    if registry is not None:
-        return sorted(registry(conn))[:MAX_QUEUES]
-    found: set[str] = set()
-    cursor, seen = 0, 0
-    while True:
-        cursor, keys = conn.call("SCAN", cursor, "MATCH", "emq:{*}:*", "COUNT", 1000,
-                                 "TYPE", "zset")
-        for key in keys:
-            k = key.decode() if isinstance(key, bytes) else key
-            if k.startswith("emq:{") and "}:" in k:
-                found.add(k[5 : k.index("}:")])
-        seen += 1000
-        if int(cursor) == 0 or seen >= SCAN_BUDGET:
-            return sorted(found)[:MAX_QUEUES]
+    """Queue names: the registry (``registry.names``: one ``SMEMBERS``, empty queues
+    included), or, while it is empty (queues written only through the low-level verbs), a
+    bounded scan for the queues' sorted sets (``discovery.queues``, ``SCAN_BUDGET`` keys
+    per node)."""
+    names = registry.names(conn)
+    if not names:
+        names = discovery.queues(conn, SCAN_BUDGET)
+    return sorted(names)[:MAX_QUEUES]
 
 
 def _optional(module: str) -> Any:
@@ -241,9 +232,9 @@ class Dashboard:
 
     def _find(self, req: Request, queues: list[str]) -> Response:
         job_id = req.arg("id").strip()
-        where = insight.find(self.conn, queues, job_id) if job_id else []
-        if len(where) == 1:
-            return redirect(req.url(f"/q/{q(where[0])}/job/{q(job_id)}"))
+        where = registry.locate(self.conn, job_id, queues) if job_id else None
+        if where is not None:
+            return redirect(req.url(f"/q/{q(where)}/job/{q(job_id)}"))
         return html_response(404, pages.message(
             req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
 

@@ -301,6 +301,9 @@ class App:
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -321,7 +324,11 @@ class App:
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
         return str(self._url)
 
     @url.setter

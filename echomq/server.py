@@ -443,10 +443,9 @@ class EmbeddedServer:
     def find(cls, data_dir: str | os.PathLike[str] | None = None) -> Record | None:
         """The live server recorded for ``data_dir`` (default: ``default_data_dir()``), or
         ``None``. Refuses (``ConfigError``) a data dir other users can write."""
-        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
-        if not path.exists():
+        path = _existing(data_dir)
+        if path is None:
             return None
-        datadir.secure(path)
         with datadir.locked(path):
             found = datadir.read(path)
             return found if found is not None and answers(found) else None
@@ -497,10 +496,9 @@ class EmbeddedServer:
         """Stop the server recorded for ``data_dir`` (SIGTERM: it flushes its AOF; SIGKILL
         after ``timeout`` s). Returns the record of the server stopped, ``None`` when none
         was running. The record keeps the port and password for the next start."""
-        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
-        if not path.exists():
+        path = _existing(data_dir)
+        if path is None:
             return None
-        datadir.secure(path)
         with datadir.locked(path):
             found = datadir.read(path)
             if found is None or found.pid is None:
@@ -511,6 +509,12 @@ class EmbeddedServer:
                 _terminate(found.pid, timeout)
             datadir.write(path, found.stopped())
             return found if alive else None
+
+
+def _existing(data_dir: str | os.PathLike[str] | None) -> pathlib.Path | None:
+    """The data dir, checked, if it exists (looking for a server never creates one)."""
+    path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
+    return datadir.secure(path) if path.exists() else None
 
 
 def _answers_in_time(found: Record, timeout: float) -> bool:

@@ -463,7 +463,9 @@ class Consumer:
                 outcome = ("ok", value)
             finally:
                 self._held.pop(job.id, None)
-        await self._settle(job, route or Route(_no_handler), outcome, held)
+        # a job no route fits (an unknown task, a payload that is not a task's) fails the
+        # same way on every attempt: dead-letter it at once instead of retrying it 25 times
+        await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
 
     async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
         token = _current.set(job)
@@ -618,7 +620,8 @@ class Consumer:
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
+            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
+                      type(value).__name__, value)
             self._emit("dead", job.id, job.token, tried=priced["tried"],
                        error=f"{type(value).__name__}: {value}")
         else:

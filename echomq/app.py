@@ -41,7 +41,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
-from .connector import AsyncConnector, Connector
+from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -277,6 +277,9 @@ class App:
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days).
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
     """
 
     def __init__(
@@ -290,8 +293,10 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -357,7 +362,8 @@ class App:
     def connector(self) -> Connector:
         """The app's sync connector (made on first use)."""
         if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self.wire)
+            self._conn = Connector.connect(self.url, wire=self.wire,
+                                           max_payload_bytes=self.max_payload_bytes)
         return self._conn
 
     async def aconnector(self) -> AsyncConnector:
@@ -366,7 +372,8 @@ class App:
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
-            held = (loop, await AsyncConnector.connect(url, wire=self.wire))
+            held = (loop, await AsyncConnector.connect(
+                url, wire=self.wire, max_payload_bytes=self.max_payload_bytes))
             self._aconns[id(loop)] = held
         return held[1]
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace, registry
+from . import backoff, durability, ids, jobs, keyspace, registry
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -53,11 +53,13 @@ from .consumer import (
 )
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .steps import VerbFn
 
 log = logging.getLogger("echomq.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 
@@ -214,21 +216,23 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
+        self.app.admit(self.app.connector(self.queue), jobs.enqueue, self.queue, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
+        self.app.admit(self.app.connector(self.queue), jobs.enqueue_in, self.queue, job_id,
+                       body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(self.queue), self.queue, job_id, body, at)
+        self.app.admit(self.app.connector(self.queue), jobs.enqueue_at, self.queue, job_id,
+                       body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -236,21 +240,24 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
+        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue, self.queue,
+                             job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
+        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue_in,
+                             self.queue, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(self.queue), self.queue, job_id, body, at)
+        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue_at,
+                             self.queue, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -277,6 +284,10 @@ class App:
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days).
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
     ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
     by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
     ``ValueError``) naming the size and the limit, before anything is sent.
@@ -294,9 +305,14 @@ class App:
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        wait_replicas: int = 0,
+        wait_local: bool = False,
+        wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.wait = (durability.Wait(wait_replicas, wait_local, wait_timeout_ms)
+                     if wait_replicas or wait_local else None)
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -309,6 +325,13 @@ class App:
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
+        result on a sync connector, an awaitable on an async one)."""
+        if self.wait is None:
+            return verb(conn, *args)
+        return durability.confirmed(conn, verb.steps(*args), self.wait)
 
     # -- the server ----------------------------------------------------------------------
 

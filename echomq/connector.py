@@ -42,7 +42,15 @@ WIRES = (4, 6)
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 MAX_COMMAND_BYTES = 512 * 1024 * 1024
 NATIVE_MODULE = "emq"
-_CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# A reply's first word survives valkey-py only when it is not "ERR" (stripped): these are
+# the codes the server (and our scripts) send that valkey-py keeps. Anything else was an
+# "ERR ..." reply, even when its text opens with an upper-case word ("ERR WAITAOF ...").
+_KEPT_CODES = frozenset({
+    "WRONGTYPE", "BUSY", "BUSYKEY", "BUSYGROUP", "MISCONF", "MASTERDOWN", "NOREPLICAS",
+    "UNKILLABLE", "NOTBUSY", "NOPROTO", "CROSSSLOT", "CLUSTERDOWN", "TRYAGAIN", "MOVED",
+    "ASK", "UNBLOCKED", "NOGROUP", "NOQUORUM", "NOGOODSLAVE", "NOTREADY", "INVALIDOBJ",
+})
+_CODE = re.compile(r"^EMQ[A-Z0-9_]*$")
 _WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError)
 
 
@@ -65,7 +73,8 @@ def _server_error(exc: Exception) -> errors.ServerError:
     for cls, code in _STRIPPED:
         if isinstance(exc, cls):
             return errors.from_server(f"{code} {text}")
-    if not _CODE.match(text.split(" ", 1)[0]):
+    first = text.split(" ", 1)[0]
+    if first not in _KEPT_CODES and not _CODE.match(first):
         text = "ERR " + text
     return errors.from_server(text)
 
@@ -201,6 +210,10 @@ class _Base:
         if missing:
             for name in dict.fromkeys(steps[i].script for i in missing):  # type: ignore[union-attr]
                 yield self._load(name)
+            # a WAIT / WAITAOF counts the writes sent before it on its connection, so it
+            # rides again behind the re-sent ones (durability.confirmed)
+            missing = sorted({*missing, *(i for i, s in enumerate(steps) if isinstance(s, Command)
+                                          and s.args and s.args[0] in ("WAIT", "WAITAOF"))})
             again = yield _Pipe(tuple(self._command(steps[i]) for i in missing))
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply

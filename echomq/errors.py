@@ -111,6 +111,18 @@ _CODES: dict[str, type[CommandError]] = {
 }
 
 
+class NotDurable(EchoMQError):
+    """A write asked to wait (``durability.Wait``) was applied on the primary, but fewer
+    replicas (or no local fsync) acknowledged it in time. ``result`` is the write's own
+    outcome; ``local`` (1/0, -1 when not asked) and ``replicas`` what was acknowledged."""
+
+    def __init__(self, message: str, result: object, local: int, replicas: int) -> None:
+        super().__init__(message)
+        self.result = result
+        self.local = local
+        self.replicas = replicas
+
+
 class WireError(EchoMQError):
     """The server could not be reached or the connection broke; nothing is known to be written."""
 

@@ -9,8 +9,9 @@
 >>> app.job(job_id).state
 
 ``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
-persistent under the default data dir; a second process with the same data dir finds the
-running server through its record file instead of starting another. A worker runs the
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
 The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
@@ -27,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import datetime as dt
-import fcntl
 import inspect
 import json
 import logging
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, durability, ids, jobs, keyspace, registry
+from . import backoff, ids, jobs, keyspace, registry
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -51,8 +50,11 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .durability import Wait, confirmed
+from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .server import check_durability
 from .steps import VerbFn
 
 log = logging.getLogger("echomq.app")
@@ -279,7 +281,11 @@ class App:
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
@@ -304,14 +310,18 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        durability: str | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         wait_replicas: int = 0,
         wait_local: bool = False,
         wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
-        self.wait = (durability.Wait(wait_replicas, wait_local, wait_timeout_ms)
+        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
                      if wait_replicas or wait_local else None)
         self._url = url
         self.wire = wire
@@ -321,7 +331,8 @@ class App:
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
@@ -331,7 +342,7 @@ class App:
         result on a sync connector, an awaitable on an async one)."""
         if self.wait is None:
             return verb(conn, *args)
-        return durability.confirmed(conn, verb.steps(*args), self.wait)
+        return confirmed(conn, verb.steps(*args), self.wait)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -347,36 +358,22 @@ class App:
         self._url = value
 
     def _embedded(self) -> str:
-        from .server import EmbeddedServer, default_data_dir
+        from .server import EmbeddedServer
 
         if self.ephemeral:
             srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
             srv.start()
             self._own(srv)
             return srv.url
-        data_dir = self.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        record = data_dir / "echomq-server.json"
-        # one process starts the server for a data dir; the others read its record
-        with open(data_dir / "echomq-server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = _live_record(record)
-            if found is not None:
-                return found
-            srv = EmbeddedServer(data_dir=data_dir)
-            srv.start()
-            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
-            self._own(srv, record)
-            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
-            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
 
-    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+    def _own(self, srv: Any) -> None:
         self.server = srv
 
         def stop() -> None:
-            if record is not None:
-                with contextlib.suppress(OSError):
-                    record.unlink()
             srv.stop()
 
         self._stop_server = stop
@@ -615,14 +612,3 @@ def _validate_backoff(policy: Any) -> None:
     backoff_mod.validate(policy)
 
 
-def _live_record(record: pathlib.Path) -> str | None:
-    """The URL in a server record whose process is alive and answers, else ``None``."""
-    try:
-        data = json.loads(record.read_text())
-        url, pid = str(data["url"]), int(data["pid"])
-        os.kill(pid, 0)
-        conn = Connector.connect(url)
-        conn.close()
-        return url if isinstance(url, str) else None
-    except Exception:
-        return None

@@ -20,7 +20,7 @@ import valkey
 
 from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace
 from echomq.app import App
-from echomq.server import EmbeddedServer
+from echomq.server import EmbeddedServer, free_port
 
 
 @pytest.fixture
@@ -185,10 +185,12 @@ def test_loading_server(tmp_path: pathlib.Path):
     raw.close()
     srv.stop()
     # a per-key load delay (a server test knob) makes the load last ~1.5 s
-    slow = EmbeddedServer(ephemeral=True, data_dir=tmp_path, port=None, extra_args=[
+    slow = EmbeddedServer(ephemeral=True, data_dir=tmp_path, password="", extra_args=[
         "--key-load-delay", "500", "--loading-process-events-interval-bytes", "1024"])
-    slow.port = __import__("echomq.server", fromlist=["free_port"]).free_port()
-    proc = subprocess.Popen(slow.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    slow.port = free_port()
+    # started by hand: EmbeddedServer.start would wait out the load
+    proc = subprocess.Popen(slow.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         seen = None
         deadline = time.monotonic() + 10

@@ -320,6 +320,9 @@ class App:
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
         self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
                      if wait_replicas or wait_local else None)
@@ -350,7 +353,11 @@ class App:
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
         return str(self._url)
 
     @url.setter
@@ -479,9 +486,13 @@ class App:
         guard.span("lease_ms", lease_ms, minimum=1)
         if backoff is not None:
             _validate_backoff(backoff)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             target = f.fn if isinstance(f, Task) else f
+            if not callable(target):
+                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
             task_name = name or _default_name(target)
             if task_name in self.tasks and self.tasks[task_name].fn is not target:
                 raise ValueError(f"a task named {task_name!r} is already registered")
@@ -520,6 +531,14 @@ class App:
         guard.string("tz", tz)
         if not expr.split():
             raise ValueError("a cron expression must not be empty")
+        # checked here, at declaration, not when a worker starts the Pump
+        from . import cron as cron_mod
+
+        try:
+            cron_mod.validate(expr)
+            cron_mod.zone(tz)
+        except cron_mod.CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
@@ -556,7 +575,9 @@ class App:
             name, args, kwargs = decode(job.payload)
             task = self.tasks.get(name)
             if task is None:
-                raise LookupError(f"no task named {name!r} in this app")
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise LookupError(f"unknown task {name!r}: this app has no task of that "
+                                  f"name (its tasks: {known})")
             return task.route(args, kwargs)
 
         return route

@@ -24,7 +24,7 @@ import valkey
 
 from echomq import App, datadir
 from echomq.errors import ConfigError
-from echomq.server import EmbeddedServer, free_port
+from echomq.server import EmbeddedServer, ServerError, free_port
 
 TASKS = '''
 import os
@@ -148,8 +148,9 @@ def env(tmp_path: Path) -> Iterator[Env]:
 
 def test_a_job_enqueued_by_an_exited_script_runs_when_a_worker_starts_later(env):
     job_id, pid = env.enqueue("first")
-    # the script is gone; the server it started is not
+    # the script is gone; the server it started is not: it leads its own session
     assert alive(pid)
+    assert os.getsid(pid) == pid
     assert env.record().pid == pid
     status = env.echomq("server", "status")
     assert status.returncode == 0, status.stderr
@@ -264,6 +265,40 @@ def test_a_crashed_server_is_replaced_on_the_same_port(env):
     client.close()
 
 
+def test_a_live_pid_that_is_not_the_server_is_not_taken_for_it(env):
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    port = free_port()
+    # a record left by a server whose pid now belongs to another process
+    record = datadir.Record(
+        url=f"valkey://:pw@127.0.0.1:{port}/0", pid=decoy.pid, host="127.0.0.1", port=port,
+        unix_socket=None, password="pw", durability="everysec", started_at=time.time(),
+        data_dir=str(env.data))
+    try:
+        datadir.secure(env.data)
+        datadir.write(env.data, record)
+        assert EmbeddedServer.find(env.data) is None
+        assert env.echomq("server", "stop").stdout.startswith("not running")
+        assert decoy.poll() is None  # stop never signals a pid it could not confirm
+        datadir.write(env.data, record)
+        _, pid = env.enqueue("after-decoy")
+        assert pid != decoy.pid and decoy.poll() is None
+        assert env.record().password == "pw"  # the recorded password is kept
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_a_server_that_runs_but_does_not_answer_is_never_doubled(env):
+    _, pid = env.enqueue("x")
+    os.kill(pid, signal.SIGSTOP)  # busy: a long script, a huge AOF to load
+    try:
+        with pytest.raises(ServerError, match=f"pid {pid} .* runs but does not answer"):
+            EmbeddedServer.find_or_start(env.data, timeout=1.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert EmbeddedServer.find_or_start(env.data).pid == pid
+
+
 def test_foreground_server_is_found_and_refuses_a_second(env):
     fg = env.spawn("server")
     assert fg.stdout is not None
@@ -289,6 +324,8 @@ def test_durability_always_on_the_app_and_the_server(tmp_path):
         App(ephemeral=True, durability="always")
     with pytest.raises(ConfigError, match="ephemeral"):
         EmbeddedServer(ephemeral=True, durability="always")
+    with pytest.raises(ConfigError, match="embedded server"):
+        App("valkey://127.0.0.1:1/0", durability="always")
     data = tmp_path / "d"
     try:
         plain = App(data_dir=data)

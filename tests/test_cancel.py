@@ -109,7 +109,7 @@ def test_cancel_of_finished_or_unknown_ids_is_absent_and_writes_nothing(run, que
 def test_retry_and_reap_end_a_cancel_requested_job_cancelled(run, raw, queue):
     a, b = ids.mint(), ids.mint()
     run(jobs.enqueue_many, queue, [(a, b"x"), (b, b"y")])
-    ca, cb = run(jobs.claim_many, queue, 60_000, 2)
+    ca, _ = run(jobs.claim_many, queue, 60_000, 2)
     assert run(jobs.cancel, queue, a) == "requested"
     assert run(jobs.cancel, queue, b) == "requested"
     assert run(jobs.retry, queue, a, ca.token, 0, 5, "stopped") == Outcome.CANCELLED

@@ -9,8 +9,9 @@
 >>> app.job(job_id).state
 
 ``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
-persistent under the default data dir; a second process with the same data dir finds the
-running server through its record file instead of starting another. A worker runs the
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
 The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
@@ -27,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import datetime as dt
-import fcntl
 import inspect
 import json
 import logging
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, ids, jobs, keyspace, registry
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -51,8 +50,10 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .server import check_durability
 
 log = logging.getLogger("echomq.app")
 
@@ -214,21 +215,21 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(), self.queue, job_id, body)
+        jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(), self.queue, job_id, body, ms)
+        jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(), self.queue, job_id, body, at)
+        jobs.enqueue_at(self.app.connector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -236,21 +237,21 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body)
+        await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms)
+        await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at)
+        await jobs.enqueue_at(await self.app.aconnector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -272,7 +273,11 @@ class App:
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
@@ -290,8 +295,15 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        durability: str | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -300,7 +312,8 @@ class App:
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
@@ -311,7 +324,11 @@ class App:
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
         return str(self._url)
 
     @url.setter
@@ -319,55 +336,47 @@ class App:
         self._url = value
 
     def _embedded(self) -> str:
-        from .server import EmbeddedServer, default_data_dir
+        from .server import EmbeddedServer
 
         if self.ephemeral:
             srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
             srv.start()
             self._own(srv)
             return srv.url
-        data_dir = self.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        record = data_dir / "echomq-server.json"
-        # one process starts the server for a data dir; the others read its record
-        with open(data_dir / "echomq-server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = _live_record(record)
-            if found is not None:
-                return found
-            srv = EmbeddedServer(data_dir=data_dir)
-            srv.start()
-            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
-            self._own(srv, record)
-            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
-            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
 
-    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+    def _own(self, srv: Any) -> None:
         self.server = srv
 
         def stop() -> None:
-            if record is not None:
-                with contextlib.suppress(OSError):
-                    record.unlink()
             srv.stop()
 
         self._stop_server = stop
         atexit.register(stop)
 
-    def connector(self) -> Connector:
-        """The app's sync connector (made on first use)."""
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use); naming ``queue`` registers it in
+        the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire)
+        if queue is not None:
+            registry.note(self._conn, queue)
         return self._conn
 
-    async def aconnector(self) -> AsyncConnector:
-        """The app's async connector for the running event loop (made on first use)."""
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
             held = (loop, await AsyncConnector.connect(url, wire=self.wire))
             self._aconns[id(loop)] = held
+        if queue is not None:
+            await registry.anote(held[1], queue)
         return held[1]
 
     def close(self) -> None:
@@ -446,9 +455,13 @@ class App:
         guard.span("lease_ms", lease_ms, minimum=1)
         if backoff is not None:
             _validate_backoff(backoff)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             target = f.fn if isinstance(f, Task) else f
+            if not callable(target):
+                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
             task_name = name or _default_name(target)
             if task_name in self.tasks and self.tasks[task_name].fn is not target:
                 raise ValueError(f"a task named {task_name!r} is already registered")
@@ -487,6 +500,14 @@ class App:
         guard.string("tz", tz)
         if not expr.split():
             raise ValueError("a cron expression must not be empty")
+        # checked here, at declaration, not when a worker starts the Pump
+        from . import cron as cron_mod
+
+        try:
+            cron_mod.validate(expr)
+            cron_mod.zone(tz)
+        except cron_mod.CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
@@ -523,7 +544,9 @@ class App:
             name, args, kwargs = decode(job.payload)
             task = self.tasks.get(name)
             if task is None:
-                raise LookupError(f"no task named {name!r} in this app")
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise LookupError(f"unknown task {name!r}: this app has no task of that "
+                                  f"name (its tasks: {known})")
             return task.route(args, kwargs)
 
         return route
@@ -579,14 +602,3 @@ def _validate_backoff(policy: Any) -> None:
     backoff_mod.validate(policy)
 
 
-def _live_record(record: pathlib.Path) -> str | None:
-    """The URL in a server record whose process is alive and answers, else ``None``."""
-    try:
-        data = json.loads(record.read_text())
-        url, pid = str(data["url"]), int(data["pid"])
-        os.kill(pid, 0)
-        conn = Connector.connect(url)
-        conn.close()
-        return url if isinstance(url, str) else None
-    except Exception:
-        return None

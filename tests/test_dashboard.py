@@ -184,6 +184,25 @@ def test_job_actions_retry_run_now_delete(board, conn, queue):
     assert jobs.get(conn, queue, held.id)["state"] == "active"
 
 
+def test_pause_and_resume_a_queue(board, conn, queue):
+    assert board.post(f"/q/{queue}/pause") == 303
+    assert jobs.is_paused(conn, queue)
+    code, page = board.get("/")
+    assert code == 200 and "data-k='paused'>paused</span>" in page
+    assert f"/q/{queue}/resume" in page
+    assert board.post(f"/q/{queue}/resume") == 303
+    assert not jobs.is_paused(conn, queue)
+
+
+def test_cancel_a_waiting_job(board, conn, queue):
+    jid = ids.mint()
+    jobs.enqueue_in(conn, queue, jid, b"x", 3_600_000)
+    assert board.post(f"/q/{queue}/job/{jid}/cancel") == 303
+    assert jobs.get(conn, queue, jid)["state"] == "cancelled"
+    code, page = board.get(f"/q/{queue}?state=cancelled")
+    assert code == 200 and jid in page
+
+
 def test_dead_bulk_retry_asks_first(board, conn, queue):
     a, b, c = die(conn, queue), die(conn, queue), die(conn, queue)
     code, _, page = board.request("POST", f"/q/{queue}/bulk", {"op": "retry", "id": [a, b]})
@@ -262,6 +281,10 @@ def test_metrics_scrape_parses_and_reports_the_server_side_numbers(board, conn, 
     assert sample("echomq_beat_duration_seconds", "echomq_beat_duration_seconds_count",
                   queue=queue) == 1
     assert "echomq_jobs_completed" in fams and "echomq_promote_lag_seconds" in fams
+    # totals from the counters the transitions keep on the server (emq:{q}:stats)
+    assert sample("echomq_jobs_dead", "echomq_jobs_dead_total", queue=queue) == 1
+    assert sample("echomq_jobs_failed", "echomq_jobs_failed_total", queue=queue) == 1
+    assert sample("echomq_jobs_enqueued", "echomq_jobs_enqueued_total", queue=queue) == 3
     view = insight.overview(conn, queue)
     assert view.series[-1][1:] == (3, 1)  # this minute: 3 completed, 1 failed
 
@@ -449,3 +472,17 @@ def test_consumer_reports_handler_durations(url, queue):
         await aconn.close()
 
     asyncio.run(main())
+
+
+def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
+    import pathlib
+
+    die(conn, queue)
+    metrics.observe(conn, queue, [0.1], completed=1, beat_s=0.01, degraded=0)
+    _, text = board.get("/metrics")
+    names = set(re.findall(r"^(echomq_\w+?)(?:\{| )", text, re.M))
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "grafana-echomq.json"
+    dash = json.loads(doc.read_text())
+    used = {m for p in dash["panels"] for t in p["targets"]
+            for m in re.findall(r"echomq_\w+", t["expr"])}
+    assert used and used <= names, used - names

@@ -296,7 +296,7 @@ class Dashboard:
                 "retry": lambda: dead.revive(self.conn, queue, job_id),
                 "run": lambda: insight.run_now(self.conn, queue, job_id),
                 "delete": lambda: insight.discard(self.conn, queue, job_id),
-                "cancel": lambda: self._cancel(queue, job_id),
+                "cancel": lambda: jobs.cancel(self.conn, queue, job_id),
             }
             if op not in ops:
                 raise LookupError(op)
@@ -309,11 +309,11 @@ class Dashboard:
         if len(rest) == 3 and rest[0] == "repeat" and rest[2] == "cancel":
             repeat.cancel(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/repeat"))
-        if rest in (["pause"], ["resume"]):
-            verb = getattr(jobs, rest[0], None)
-            if verb is None:
-                raise LookupError("pause needs job control (jobs.pause)")
-            verb(self.conn, queue)
+        if rest == ["pause"]:
+            jobs.pause(self.conn, queue)
+            return redirect(req.url("/"))
+        if rest == ["resume"]:
+            jobs.resume(self.conn, queue)
             return redirect(req.url("/"))
         if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
             groups = _optional("groups")
@@ -322,12 +322,6 @@ class Dashboard:
             getattr(groups, rest[2])(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/groups"))
         raise LookupError(req.path)
-
-    def _cancel(self, queue: str, job_id: str) -> Any:
-        cancel = getattr(jobs, "cancel", None)
-        if cancel is None:
-            raise LookupError("cancel needs job control (jobs.cancel)")
-        return cancel(self.conn, queue, job_id)
 
     def _bulk(self, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
         """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:

@@ -486,3 +486,72 @@ def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
     used = {m for p in dash["panels"] for t in p["targets"]
             for m in re.findall(r"echomq_\w+", t["expr"])}
     assert used and used <= names, used - names
+
+
+def test_an_apps_tasks_show_their_retry_policies(conn, queue):
+    from echomq.app import App
+
+    app = App("valkey://127.0.0.1:1")  # never connected: only its task table is read
+
+    @app.task(queue=queue, max_attempts=5, backoff=("exponential", 1000, 60_000))
+    def send(to: str) -> None: ...
+
+    @app.task(queue=queue + "-other", max_attempts=3)
+    def tidy() -> None: ...
+
+    httpd = dashboard.serve(conn, port=0, tasks=app.tasks)
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get("/tasks")
+        assert code == 200 and "&#x27;exponential&#x27;, 1000, 60000" in page
+        assert "15.0 s" in page and "2.0 s" in page  # 1+2+4+8 s; tidy: 2 x the 1 s default
+        code, page = c.get("/")
+        assert queue + "-other" in page  # the app's queues, listed while empty
+        jid = ids.mint()
+        jobs.enqueue(conn, queue, jid, encode(next(iter(app.tasks)), ["a@b.c"]))
+        code, page = c.get(f"/q/{queue}/job/{jid}")
+        assert "up to 5 attempts: dead-lettered 15.0 s" in page
+        name = next(iter(app.tasks))
+        code, page = c.get(f"/backoff?task={name}")
+        assert "id='backoff-total'>15.0 s<" in page and "own policy" in page
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_valkey_going_away_gives_a_clear_page_and_recovers():
+    """A Valkey restart: a 503 page that says so and reloads itself (never a bare 502), a
+    ``down`` event on the stream, and pages again once the server is back."""
+    from echomq import Connector
+    from echomq.server import EmbeddedServer
+
+    srv = EmbeddedServer(ephemeral=True)
+    srv.start()
+    parts = urllib.parse.urlsplit(srv.url)
+    conn = Connector.connect(srv.url)
+    httpd = dashboard.serve(conn, port=0, queues=["q"])
+    c = Client(httpd.server_address[1])
+    try:
+        assert c.get("/")[0] == 200
+        srv.stop()
+        code, headers, page = c.request("GET", "/")
+        assert code == 503 and "not answering" in page and headers["retry-after"] == "2"
+        assert "http-equiv='refresh'" in page
+        h = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        h.request("GET", "/events", headers={"Host": f"127.0.0.1:{c.port}"})
+        r = h.getresponse()
+        buf = b""
+        while b"event: down" not in buf:
+            buf += r.read1(4096)
+        h.close()
+        srv = EmbeddedServer(ephemeral=True, port=parts.port, password=parts.password)
+        srv.start()
+        deadline = time.monotonic() + 10
+        while c.get("/")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert c.get("/")[0] == 200
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        conn.close()
+        srv.stop()

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace
+from . import backoff, errors, jobs, keyspace, metrics
 from .metronome import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -241,6 +241,7 @@ class Consumer:
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
+        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._held: dict[str, _Held] = {}
         self._checkpointer: asyncio.Task[None] | None = None
@@ -276,6 +277,8 @@ class Consumer:
             await self._claims(stop)
         finally:
             self._running = False
+            if self.meter.durations:
+                await self.meter.flush(self.conn, self.queue, self._streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -319,7 +322,11 @@ class Consumer:
                     counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
                 else:
                     self._beat_no += 1
+                    began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                    self.meter.beat_s = time.monotonic() - began
+                    if self.meter.due():
+                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -454,6 +461,7 @@ class Consumer:
         held = _Held(job, lease_ms, min(lease_ms, self.lease_ms))
         if route is not None:
             self._held[job.id] = held
+            started = time.monotonic()
             try:
                 value = await self._call(route.handler, job)
             except Delay as d:
@@ -467,6 +475,10 @@ class Consumer:
         # a job no route fits (an unknown task, a payload that is not a task's) fails the
         # same way on every attempt: dead-letter it at once instead of retrying it 25 times
         await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
+        if route is not None:
+            self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
+        if self.meter.due():
+            await self.meter.flush(self.conn, self.queue, self._streak)
 
     async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
         token = _current.set(job)

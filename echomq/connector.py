@@ -17,8 +17,10 @@ awaited. Errors: connection failures raise ``errors.WireError``; server refusals
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Generator, Iterable, Sequence
+import traceback
+from collections.abc import Awaitable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,7 +36,10 @@ from .steps import Arg, Batch, Command, Eval, Native, Nodes, Step
 WIRES = (4, 6)
 NATIVE_MODULE = "emq"
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError)
+# a cluster client raises ClusterError / ValkeyClusterException when no node answers for a
+# slot (a primary died and no replica has taken over yet): weather, like a lost connection
+_WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError, vexc.ClusterError,
+                vexc.ValkeyClusterException)
 
 
 def _server_error(exc: vexc.ResponseError) -> errors.ServerError:
@@ -133,6 +138,11 @@ class _Base:
 
     def _plan_batch(self, steps: Sequence[Eval | Command | Native]) -> _Plan:
         replies = list((yield _Pipe(tuple(self._command(s) for s in steps))))
+        # a cluster pipeline reports a lost node in place; the batch is then weather as a
+        # whole (steps on healthy nodes may have run: at least once, never silently)
+        lost = next((r for r in replies if isinstance(r, _WIRE_FAULTS)), None)
+        if lost is not None:
+            raise lost
         missing = [i for i, (s, r) in enumerate(zip(steps, replies, strict=True))
                    if isinstance(s, Eval) and isinstance(r, vexc.NoScriptError)]
         if missing:
@@ -149,8 +159,10 @@ class _Base:
             pipe = self.client.pipeline(transaction=False)
             for args in op.calls:
                 pipe.execute_command(*args)
-            return pipe.execute(raise_on_error=False)
-        return self.client.execute_command(*op.args, **dict(op.kwargs))
+            sent = pipe.execute(raise_on_error=False)
+        else:
+            sent = self.client.execute_command(*op.args, **dict(op.kwargs))
+        return _topology_guard(sent) if self.cluster and self.is_async else sent
 
     def _primaries(self) -> list[str | None]:
         """The names of the cluster's primaries as the client last saw them; ``[None]``
@@ -360,6 +372,20 @@ class AsyncConnector(_Base):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _topology_guard(pending: Awaitable[Any]) -> Any:
+    """Await an async cluster client's call. While it re-learns the topology after a
+    primary died, valkey-py's async cluster client can trip over its own state (a default
+    node or a stream writer that is None: AttributeError inside valkey); that is the same
+    weather as the lost connection behind it, so it is raised as one."""
+    try:
+        return await pending
+    except AttributeError as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames or f"{os.sep}valkey{os.sep}" not in frames[-1].filename:
+            raise  # ours: a bug, not weather
+        raise vexc.ConnectionError(f"cluster topology is being refreshed ({exc})") from exc
 
 
 def _startup(target: urls.Target, node: Any) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, ids, jobs, keyspace, registry
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -214,21 +214,21 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(), self.queue, job_id, body)
+        jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(), self.queue, job_id, body, ms)
+        jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(), self.queue, job_id, body, at)
+        jobs.enqueue_at(self.app.connector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -236,21 +236,21 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body)
+        await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms)
+        await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at)
+        await jobs.enqueue_at(await self.app.aconnector(self.queue), self.queue, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -354,20 +354,26 @@ class App:
         self._stop_server = stop
         atexit.register(stop)
 
-    def connector(self) -> Connector:
-        """The app's sync connector (made on first use)."""
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use); naming ``queue`` registers it in
+        the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire)
+        if queue is not None:
+            registry.note(self._conn, queue)
         return self._conn
 
-    async def aconnector(self) -> AsyncConnector:
-        """The app's async connector for the running event loop (made on first use)."""
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
             held = (loop, await AsyncConnector.connect(url, wire=self.wire))
             self._aconns[id(loop)] = held
+        if queue is not None:
+            await registry.anote(held[1], queue)
         return held[1]
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ keys, as the seed's ``promote`` does).
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
 | ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |
+| ``emq:queues``              | set  | the registry of queue names (no hash tag: see ``registry``) |
 
 Row fields: ``state``, ``attempts`` (the fencing token), ``payload``, and as they arise
 ``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``.
@@ -49,6 +50,20 @@ def validate_queue(queue: str) -> str:
     return queue
 
 
+def validate_group(group: str) -> str:
+    """Return ``group`` if it can name a lane (the rules of a queue name), else raise
+    before any I/O: a non-``str``, the empty name, over 200 UTF-8 bytes, ``{`` or ``}``."""
+    if not isinstance(group, str):
+        raise TypeError(f"group name must be a str, not {type(group).__name__}")
+    if not group:
+        raise ValueError("group name must not be empty")
+    if len(group.encode()) > MAX_QUEUE_BYTES:
+        raise ValueError(f"group name is longer than {MAX_QUEUE_BYTES} bytes")
+    if "{" in group or "}" in group:
+        raise ValueError(f"group name {group!r} must not contain '{{' or '}}' (hash tag)")
+    return group
+
+
 def queue_key(queue: str, suffix: str) -> str:
     """``emq:{queue}:<suffix>``; ``queue_key(q, "")`` is the queue base ``emq:{q}:``."""
     validate_queue(queue)
@@ -73,3 +88,8 @@ def repeat_key(queue: str, name: str) -> str:
 def lane_key(queue: str, group: str) -> str:
     """A group's lane, ``emq:{queue}:g:<group>:pending``."""
     return queue_key(queue, f"g:{group}:pending")
+
+
+def registry_key() -> str:
+    """``emq:queues``: the set of queue names (outside every queue's tag; ``registry``)."""
+    return f"{PREFIX}:queues"

@@ -46,13 +46,24 @@ def _server_error(exc: vexc.ResponseError) -> errors.ServerError:
     # valkey-py strips a leading "ERR " from error replies; the contract keeps texts exact,
     # so a reply whose first word is not an error code gets its "ERR " back.
     text = str(exc)
+    if isinstance(exc, vexc.ClusterCrossSlotError) or text.startswith("CROSSSLOT"):
+        return _cross_slot(text)
     if not _CODE.match(text.split(" ", 1)[0]):
         text = "ERR " + text
     return errors.from_server(text)
 
 
-def _wire_error(exc: BaseException) -> errors.WireError:
+def _wire_error(exc: BaseException) -> errors.EchoMQError:
+    if isinstance(exc, vexc.ValkeyClusterException) and "same key slot" in str(exc):
+        # the cluster client refuses a call whose keys span slots before sending it
+        return _cross_slot(str(exc))
     return errors.WireError(f"{type(exc).__name__}: {exc}")
+
+
+def _cross_slot(detail: str) -> errors.CrossSlotError:
+    return errors.CrossSlotError(
+        f"CROSSSLOT keys of one call span several cluster slots ({detail}); every key of a "
+        "queue must carry its hash tag emq:{q}:")
 
 
 def _check_wire(wire: int) -> int:

@@ -9,8 +9,9 @@
 >>> app.job(job_id).state
 
 ``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
-persistent under the default data dir; a second process with the same data dir finds the
-running server through its record file instead of starting another. A worker runs the
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
 The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
@@ -27,10 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import copy
 import datetime as dt
-import fcntl
 import inspect
 import itertools
 import json
@@ -54,8 +53,10 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .server import check_durability
 
 log = logging.getLogger("echomq.app")
 
@@ -309,7 +310,11 @@ class App:
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
@@ -327,8 +332,15 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        durability: str | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -337,7 +349,8 @@ class App:
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
@@ -348,7 +361,11 @@ class App:
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
         return str(self._url)
 
     @url.setter
@@ -356,36 +373,22 @@ class App:
         self._url = value
 
     def _embedded(self) -> str:
-        from .server import EmbeddedServer, default_data_dir
+        from .server import EmbeddedServer
 
         if self.ephemeral:
             srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
             srv.start()
             self._own(srv)
             return srv.url
-        data_dir = self.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        record = data_dir / "echomq-server.json"
-        # one process starts the server for a data dir; the others read its record
-        with open(data_dir / "echomq-server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = _live_record(record)
-            if found is not None:
-                return found
-            srv = EmbeddedServer(data_dir=data_dir)
-            srv.start()
-            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
-            self._own(srv, record)
-            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
-            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
 
-    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+    def _own(self, srv: Any) -> None:
         self.server = srv
 
         def stop() -> None:
-            if record is not None:
-                with contextlib.suppress(OSError):
-                    record.unlink()
             srv.stop()
 
         self._stop_server = stop
@@ -499,9 +502,13 @@ class App:
         guard.span("lease_ms", lease_ms, minimum=1)
         if backoff is not None:
             _validate_backoff(backoff)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             target = f.fn if isinstance(f, Task) else f
+            if not callable(target):
+                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
             task_name = name or _default_name(target)
             if task_name in self.tasks and self.tasks[task_name].fn is not target:
                 raise ValueError(f"a task named {task_name!r} is already registered")
@@ -541,6 +548,14 @@ class App:
         guard.string("tz", tz)
         if not expr.split():
             raise ValueError("a cron expression must not be empty")
+        # checked here, at declaration, not when a worker starts the Pump
+        from . import cron as cron_mod
+
+        try:
+            cron_mod.validate(expr)
+            cron_mod.zone(tz)
+        except cron_mod.CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
@@ -586,7 +601,9 @@ class App:
             name, args, kwargs = decode(job.payload)
             task = self.tasks.get(name)
             if task is None:
-                raise LookupError(f"no task named {name!r} in this app")
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise LookupError(f"unknown task {name!r}: this app has no task of that "
+                                  f"name (its tasks: {known})")
             return task.route(args, kwargs)
 
         return route
@@ -642,14 +659,3 @@ def _validate_backoff(policy: Any) -> None:
     backoff_mod.validate(policy)
 
 
-def _live_record(record: pathlib.Path) -> str | None:
-    """The URL in a server record whose process is alive and answers, else ``None``."""
-    try:
-        data = json.loads(record.read_text())
-        url, pid = str(data["url"]), int(data["pid"])
-        os.kill(pid, 0)
-        conn = Connector.connect(url)
-        conn.close()
-        return url if isinstance(url, str) else None
-    except Exception:
-        return None

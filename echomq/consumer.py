@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace
+from . import backoff, errors, jobs, keyspace, metrics
 from .metronome import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -240,6 +240,7 @@ class Consumer:
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
+        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._held: dict[str, _Held] = {}
         self._checkpointer: asyncio.Task[None] | None = None
@@ -275,6 +276,8 @@ class Consumer:
             await self._claims(stop)
         finally:
             self._running = False
+            if self.meter.durations:
+                await self.meter.flush(self.conn, self.queue, self._streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -318,7 +321,11 @@ class Consumer:
                     counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
                 else:
                     self._beat_no += 1
+                    began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                    self.meter.beat_s = time.monotonic() - began
+                    if self.meter.due():
+                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -453,6 +460,7 @@ class Consumer:
         held = _Held(job, lease_ms, min(lease_ms, self.lease_ms))
         if route is not None:
             self._held[job.id] = held
+            started = time.monotonic()
             try:
                 value = await self._call(route.handler, job)
             except Delay as d:
@@ -463,7 +471,13 @@ class Consumer:
                 outcome = ("ok", value)
             finally:
                 self._held.pop(job.id, None)
-        await self._settle(job, route or Route(_no_handler), outcome, held)
+        # a job no route fits (an unknown task, a payload that is not a task's) fails the
+        # same way on every attempt: dead-letter it at once instead of retrying it 25 times
+        await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
+        if route is not None:
+            self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
+        if self.meter.due():
+            await self.meter.flush(self.conn, self.queue, self._streak)
 
     async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
         token = _current.set(job)
@@ -618,7 +632,8 @@ class Consumer:
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
+            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
+                      type(value).__name__, value)
             self._emit("dead", job.id, job.token, tried=priced["tried"],
                        error=f"{type(value).__name__}: {value}")
         else:

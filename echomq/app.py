@@ -43,7 +43,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace, registry
 from . import partitions as parts
-from .connector import AsyncConnector, Connector
+from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -53,15 +53,18 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .durability import Wait, confirmed
 from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
+from .steps import VerbFn
 
 log = logging.getLogger("echomq.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 
@@ -247,7 +250,7 @@ class Task(Generic[P, R]):
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        jobs.enqueue(self.app.connector(q), q, job_id, body)
+        self.app.admit(self.app.connector(q), jobs.enqueue, q, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -255,7 +258,8 @@ class Task(Generic[P, R]):
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        jobs.enqueue_in(self.app.connector(q), q, job_id, body, ms)
+        self.app.admit(self.app.connector(q), jobs.enqueue_in, q, job_id,
+                       body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -263,7 +267,8 @@ class Task(Generic[P, R]):
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        jobs.enqueue_at(self.app.connector(q), q, job_id, body, at)
+        self.app.admit(self.app.connector(q), jobs.enqueue_at, q, job_id,
+                       body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -272,7 +277,8 @@ class Task(Generic[P, R]):
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        await jobs.enqueue(await self.app.aconnector(q), q, job_id, body)
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue, q,
+                             job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
@@ -280,7 +286,8 @@ class Task(Generic[P, R]):
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        await jobs.enqueue_in(await self.app.aconnector(q), q, job_id, body, ms)
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_in,
+                             q, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
@@ -288,7 +295,8 @@ class Task(Generic[P, R]):
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
         q = self.target_queue()
-        await jobs.enqueue_at(await self.app.aconnector(q), q, job_id, body, at)
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_at,
+                             q, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -319,6 +327,13 @@ class App:
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days).
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
     """
 
     def __init__(
@@ -333,6 +348,10 @@ class App:
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
         durability: str | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        wait_replicas: int = 0,
+        wait_local: bool = False,
+        wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self.durability = check_durability(durability)
@@ -341,6 +360,9 @@ class App:
         if url is not None and durability is not None:
             raise ConfigError("durability is for the embedded server; the server at the URL "
                               "keeps its own appendfsync setting")
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
+                     if wait_replicas or wait_local else None)
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -354,6 +376,13 @@ class App:
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
+        result on a sync connector, an awaitable on an async one)."""
+        if self.wait is None:
+            return verb(conn, *args)
+        return confirmed(conn, verb.steps(*args), self.wait)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -398,7 +427,8 @@ class App:
         """The app's sync connector (made on first use); naming ``queue`` registers it in
         the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self.wire)
+            self._conn = Connector.connect(self.url, wire=self.wire,
+                                           max_payload_bytes=self.max_payload_bytes)
         if queue is not None:
             registry.note(self._conn, queue)
         return self._conn
@@ -410,7 +440,8 @@ class App:
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
-            held = (loop, await AsyncConnector.connect(url, wire=self.wire))
+            held = (loop, await AsyncConnector.connect(
+                url, wire=self.wire, max_payload_bytes=self.max_payload_bytes))
             self._aconns[id(loop)] = held
         if queue is not None:
             await registry.anote(held[1], queue)

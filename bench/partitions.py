@@ -77,6 +77,8 @@ def run(parts: int, n: int, workers: int, concurrency: int, folder: str) -> dict
                            for q in names)
                 if left == 0:
                     break
+                if all(p.poll() is not None for p in procs):
+                    raise SystemExit("every worker process exited before the drain ended")
                 time.sleep(0.1)
         finally:
             for p in procs:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -79,6 +80,8 @@ def trial(bulk: bool, wait: bool, write_s: float, stall: bool) -> tuple[int, int
 
 
 def main() -> None:
+    # a SIGTERM unwinds the with-blocks, so the loopback cluster's nodes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--write-s", type=float, default=0.5,

@@ -64,7 +64,8 @@ def run(parts: int, n: int, workers: int, concurrency: int, folder: str) -> dict
                                             for _ in range(min(1000, share - lo))])
         cpu0 = {n.port: _cpu(cl, n) for n in cl.primaries()}
         env = {**os.environ, "ECHOMQ_URL": cl.url, "BENCH_QUEUE": queue,
-               "BENCH_PARTITIONS": str(parts), "PYTHONPATH": folder}
+               "BENCH_PARTITIONS": str(parts),
+               "PYTHONPATH": os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))}
         per = max(1, concurrency // parts)
         procs = [subprocess.Popen(
             [sys.executable, "-m", "echomq.cli", "worker", "benchapp:app", "--concurrency",
@@ -107,6 +108,8 @@ def _cpu(cl: LocalCluster, node: object) -> float:
 
 
 def main() -> None:
+    # a SIGTERM unwinds the with-blocks, so the loopback cluster's nodes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=3)

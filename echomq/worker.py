@@ -61,7 +61,8 @@ class Worker:
         log_jobs: bool = True,
     ) -> None:
         self.app = app
-        self.queues = list(dict.fromkeys(queues or app.queues() or [app.default_queue]))
+        # a partitioned queue named by its logical name runs a consumer per partition
+        self.queues = app.expand(queues or app.queues() or [app.default_queue])
         for q in self.queues:
             keyspace.validate_queue(q)
         self.concurrency = guard.positive("concurrency", concurrency)

@@ -92,7 +92,7 @@ def test_every_way_out_of_active_lowers_the_group_count(run, raw, queue, leave):
     elif leave == "dead":
         assert run(jobs.retry, queue, jid, c.token, 0, 1, "e") == "dead"
     elif leave == "delay":
-        run(jobs.delay, queue, jid, c.token, 60_000)  # wire 6: EMQ.DELAY refuses, the verb falls back
+        run(jobs.delay, queue, jid, c.token, 60_000)  # wire 6: refused natively, falls back
         assert raw.hget(keyspace.job_key(queue, jid), "state") == b"scheduled"
     elif leave == "reap":
         raw.zadd(k(queue, "active"), {jid: 1})

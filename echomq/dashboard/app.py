@@ -80,6 +80,7 @@ class Dashboard:
         self.access = access or Access()
         self._lock = threading.Lock()
         self._known: tuple[float, list[str]] = (0.0, [])
+        self.closing = threading.Event()  # set on shutdown: open event streams end
 
     # -- data -----------------------------------------------------------------------------
 
@@ -116,6 +117,8 @@ class Dashboard:
                                                     req.headers.get("host")):
             return html_response(403, pages.message(req, "Forbidden",
                                  "Actions are accepted only from the dashboard's own pages."))
+        if req.path == "/favicon.ico":
+            return self._static("favicon.svg")
         if req.path.startswith("/static/"):
             return self._static(req.path[len("/static/"):])
         if req.path == "/login":
@@ -168,10 +171,10 @@ class Dashboard:
 
     def _static(self, name: str) -> Response:
         kinds = {"dashboard.css": "text/css; charset=utf-8",
-                 "dashboard.js": "text/javascript; charset=utf-8"}
+                 "dashboard.js": "text/javascript; charset=utf-8",
+                 "favicon.svg": "image/svg+xml"}
         if name not in kinds:
-            raise_404 = Response(404, b"not found", [("Content-Type", "text/plain")])
-            return raise_404
+            return Response(404, b"not found", [("Content-Type", "text/plain")])
         data = resources.files(__package__).joinpath("static", name).read_bytes()
         return Response(200, data, [("Content-Type", kinds[name])])
 
@@ -259,7 +262,7 @@ class Dashboard:
         stream ends after ``EVENT_STREAM_S``; the browser's EventSource reconnects."""
         yield b"retry: 2000\n\n"
         last, quiet, started = "", 0.0, time.monotonic()
-        while time.monotonic() - started < EVENT_STREAM_S:
+        while time.monotonic() - started < EVENT_STREAM_S and not self.closing.is_set():
             try:
                 body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
                                   sort_keys=True)
@@ -274,7 +277,7 @@ class Dashboard:
                 if quiet >= 15:
                     yield b": ping\n\n"
                     quiet = 0.0
-            time.sleep(EVENT_EVERY_S)
+            self.closing.wait(EVENT_EVERY_S)
 
     # -- actions --------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | N
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{e(title)} · EchoMQ</title>"
+        f"<link rel='icon' href='{root}/static/favicon.svg' type='image/svg+xml'>"
         f"<link rel='stylesheet' href='{root}/static/dashboard.css'>"
         f"<script src='{root}/static/dashboard.js' defer></script></head>"
         f"<body data-root='{root}'{now_attr}{live_attr}>"
@@ -273,7 +274,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     with contextlib.suppress(ValueError):  # a hand-written id has no mint time
         facts.append(("minted", when(ids.timestamp_ms(job_id), now)))
     for k in ("completed_at", "died_at", "cancelled_at"):
-        if row.get(k):
+        if row.get(k) and int(float(row[k])) != score:  # the set's score, shown above
             facts.append((k.replace("_", " "), when(int(float(row[k])), now)))
     if row.get("progress") is not None:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))

@@ -81,6 +81,11 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
     board: Dashboard
 
+    def shutdown(self) -> None:
+        """Stop serving and end the open event streams (their browsers reconnect)."""
+        self.board.closing.set()
+        super().shutdown()
+
 
 def serve(
     conn: Connector,

@@ -2,12 +2,15 @@
 
 Each tick, for every queue: promote the due scheduled jobs (``jobs.promote``, SERVER clock),
 fire the due recurrences (``repeat.sweep``: HOST clock, one atomic ``fire`` per name) and
-deliver flow completions (a hook: flows do not exist yet). It does not reap: expired leases
-are the Consumer's recovery leg and the Metronome's job.
+carry flow completions (``flows.carry``: the ends of flow children settled in the queue,
+delivered to their parents' slots, where the last one releases the parent). It does not
+reap: expired leases are the Consumer's recovery leg and the Metronome's job.
 
 Any number of Pumps may run against the same queues: ``fire`` checks the score it read, so
 two Pumps that see the same due registration enqueue one occurrence, and a Pump that dies
 mid-tick leaves every registration either fired (and advanced) or untouched, never half.
+The same holds for flow completions: a carry counts each child's end once, however many
+Pumps deliver it and wherever one of them dies.
 A failed tick (``WireError``) is logged and retried after a backoff on the tick interval.
 """
 
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, keyspace, repeat
+from . import backoff, errors, flows, keyspace, repeat
 from .metronome import promote_once
 from .outcomes import Outcome
 
@@ -37,13 +40,13 @@ FlowHook = Callable[[Any, str], Awaitable[int]]
 
 
 class Pump:
-    """Promote, fire due repeats and (once flows exist) deliver completions, every tick.
+    """Promote, fire due repeats and carry flow completions, every tick.
 
     ``conn`` is an ``AsyncConnector``; ``queues`` the queue names it serves; ``tick_ms``
     the pause between ticks; ``promote_batch`` the bound of one promote call (a queue with
     a longer due backlog is promoted again in the same tick until it drains).
-    ``flows``: an optional coroutine ``flows(conn, queue) -> int`` run each tick per queue,
-    the hook flow completions will use.
+    ``flows``: a coroutine ``flows(conn, queue) -> int`` run each tick per queue in place
+    of the built-in flow-completions leg (``carry_flows``).
     """
 
     def __init__(
@@ -87,14 +90,22 @@ class Pump:
                 break
         return out
 
-    async def deliver_flow_completions(self, queue: str) -> int:
-        """Hook: deliver flow completions for ``queue``; the count delivered.
+    async def carry_flows(self, queue: str) -> int:
+        """Carry ``queue``'s flow outbox to the parents' slots until it is empty (bounded
+        per tick); the count of children newly counted."""
+        total = 0
+        for _ in range(MAX_SWEEPS):
+            got = await flows.carry(self.conn, queue, self.sweep_batch)
+            total += got.counted
+            if got.read < self.sweep_batch:
+                break
+        return total
 
-        Flows do not exist yet. When they do, their completion transition goes here (or is
-        passed as ``flows=``), run once per tick after promote and the repeat sweep.
-        """
+    async def deliver_flow_completions(self, queue: str) -> int:
+        """The flow-completions leg for ``queue``, run once per tick after promote and the
+        repeat sweep: ``carry_flows``, or the ``flows=`` hook when one was given."""
         if self.flows is None:
-            return 0
+            return await self.carry_flows(queue)
         return int(await self.flows(self.conn, queue))
 
     async def tick(self) -> dict[str, Any]:

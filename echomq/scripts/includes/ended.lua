@@ -3,13 +3,16 @@
 -- count(p, field, n): the queue's server-side counters emq:{q}:stats (HINCRBY), read by
 -- jobs.stats: enqueued, completed, failed (each retry or death), retried, dead, cancelled.
 --@include now
+--@include flow
 local function count(p, field, n)
   redis.call('HINCRBY', p .. 'stats', field, n or 1)
 end
 -- ended(p, jk, id, how): a job ended 'completed', 'dead' or 'cancelled'; called while its
--- row still exists (an ack that deletes the row calls it first).
+-- row still exists (an ack that deletes the row calls it first). A flow child's end is
+-- recorded on its queue's flow outbox (flow_settled).
 local function ended(p, jk, id, how)
   count(p, how)
+  flow_settled(p, jk, id, how)
 end
 -- cancel_row(p, jk, id, now): end the job of row jk cancelled: state = cancelled,
 -- cancelled_at = SERVER ms (now, or TIME), on the cancelled set scored by that ms (kept

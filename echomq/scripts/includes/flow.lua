@@ -1,0 +1,27 @@
+-- flow_settled(p, jk, id, how): a flow child (its row names a parent) ended 'completed',
+-- 'dead' or 'cancelled'. Its parent lives under another queue's hash tag, so on a cluster
+-- on another shard, and no script may write there; the end is recorded instead on this
+-- queue's flow outbox <base>flow:outbox (a stream on the child's own slot), written by the
+-- same script that settles the child, and the Pump carries it to the parent's slot
+-- (@flow_carry). Each settlement bumps the row's fseq and the entry carries it, so the
+-- carry counts a settlement once however often it is delivered (a Pump killed between
+-- carry and XDEL, two Pumps racing) and ignores an older one delivered late (a child dead,
+-- revived and completed is carried as completed). The result is the one the ack wrote to
+-- <base>result:<id> (if any); a death or cancel carries the row's last error.
+local function flow_settled(p, jk, id, how)
+  local f = redis.call('HMGET', jk, 'parent', 'policy', 'error')
+  if not f[1] then return end
+  local seq = redis.call('HINCRBY', jk, 'fseq', 1)
+  local entry = {'child', id, 'parent', f[1], 'how', how, 'seq', seq, 'policy', f[2] or 'fail'}
+  if how == 'completed' then
+    local r = redis.call('GET', p .. 'result:' .. id)
+    if r then
+      entry[#entry + 1] = 'result'
+      entry[#entry + 1] = r
+    end
+  elseif f[3] then
+    entry[#entry + 1] = 'error'
+    entry[#entry + 1] = f[3]
+  end
+  redis.call('XADD', p .. 'flow:outbox', '*', unpack(entry))
+end

@@ -1,4 +1,5 @@
--- flow_settled(p, jk, id, how): a flow child (its row names a parent) ended 'completed',
+-- flow_settled(p, jk, id, how, parent, policy, err): a flow child (its row jk names a
+-- parent row key; policy and err are the row's, read by ended()) ended 'completed',
 -- 'dead' or 'cancelled'. Its parent lives under another queue's hash tag, so on a cluster
 -- on another shard, and no script may write there; the end is recorded instead on this
 -- queue's flow outbox <base>flow:outbox (a stream on the child's own slot), written by the
@@ -8,20 +9,18 @@
 -- carry and XDEL, two Pumps racing) and ignores an older one delivered late (a child dead,
 -- revived and completed is carried as completed). The result is the one the ack wrote to
 -- <base>result:<id> (if any); a death or cancel carries the row's last error.
-local function flow_settled(p, jk, id, how)
-  local f = redis.call('HMGET', jk, 'parent', 'policy', 'error')
-  if not f[1] then return end
+local function flow_settled(p, jk, id, how, parent, policy, err)
   local seq = redis.call('HINCRBY', jk, 'fseq', 1)
-  local entry = {'child', id, 'parent', f[1], 'how', how, 'seq', seq, 'policy', f[2] or 'fail'}
+  local entry = {'child', id, 'parent', parent, 'how', how, 'seq', seq, 'policy', policy or 'fail'}
   if how == 'completed' then
     local r = redis.call('GET', p .. 'result:' .. id)
     if r then
       entry[#entry + 1] = 'result'
       entry[#entry + 1] = r
     end
-  elseif f[3] then
+  elseif err then
     entry[#entry + 1] = 'error'
-    entry[#entry + 1] = f[3]
+    entry[#entry + 1] = err
   end
   redis.call('XADD', p .. 'flow:outbox', '*', unpack(entry))
 end

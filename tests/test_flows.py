@@ -279,3 +279,17 @@ def test_the_pump_carries_and_releases(url, raw):
     report = asyncio.run(main())
     assert report["flows"] == 3 and report["queues"][cq]["flows"] == 3
     assert state(raw, pq, root.id) == "pending"
+
+
+def test_children_results_reach_the_parent(conn, raw):
+    pq, cq = qname(), qname()
+    kids = tuple(leaf(cq) for _ in range(3))
+    root = Node(pq, ids.mint(), b"p", children=kids)
+    flows.admit(conn, root)
+    while (c := jobs.claim(conn, cq, 60_000)) is not None:
+        jobs.ack(conn, cq, c.id, c.token, False, result=f'{{"id":"{c.id}"}}',
+                 keep_result_ms=60_000)
+    carry_all(conn, [cq])
+    seen = flows.children(conn, pq, root.id)
+    assert [c.result for c in seen] == [f'{{"id":"{k.id}"}}'.encode() for k in kids]
+    assert all(raw.exists(keyspace.job_key(cq, k.id)) == 0 for k in kids)  # rows deleted

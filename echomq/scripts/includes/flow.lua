@@ -11,7 +11,8 @@
 -- <base>result:<id> (if any); a death or cancel carries the row's last error.
 local function flow_settled(p, jk, id, how, parent, policy, err)
   local seq = redis.call('HINCRBY', jk, 'fseq', 1)
-  local entry = {'child', id, 'parent', parent, 'how', how, 'seq', seq, 'policy', policy or 'fail'}
+  local entry = {'child', id, 'parent', parent, 'how', how, 'seq', seq,
+    'policy', policy or 'fail'}
   if how == 'completed' then
     local r = redis.call('GET', p .. 'result:' .. id)
     if r then

@@ -77,7 +77,11 @@ def test_a_parent_waits_for_every_child_then_is_released(conn, raw):
     assert flows.outbox_size(conn, cq) == 0
     seen = flows.children(conn, pq, root.id)
     assert [(c.queue, c.id, c.state) for c in seen] == [(cq, k.id, "completed") for k in kids]
+    kids_key = keyspace.queue_key(pq, f"kids:{root.id}")
+    assert raw.pttl(kids_key) == -1  # kept while the flow is open
     assert run_all(conn, pq) == [root.id]
+    # the bookkeeping outlives the parent by a week, then goes
+    assert 0 < raw.pttl(kids_key) <= 7 * 24 * 3600 * 1000
 
 
 def test_a_replayed_entry_counts_once(conn, raw):

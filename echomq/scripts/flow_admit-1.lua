@@ -9,7 +9,7 @@
 -- Reply: an array with one entry per node, 1 admitted or 0 duplicate (the id has a row:
 -- nothing written for it).
 -- A leaf is admitted as @enqueue / @schedule admit it. A node with kids is written
--- state = waiting-children, on KEYS[1] scored by SERVER ms, with <base>deps:<id> (the SET
+-- state = waiting-children (and flow = 1), on KEYS[1] scored by SERVER ms, with <base>deps:<id> (the SET
 -- of kids not yet settled, each removed exactly once by @flow_carry) and <base>kids:<id>
 -- (the LIST of kids in order, for children()) filled here, before any kid exists: the
 -- caller admits a tree level by level, parents first, so no kid can end before its
@@ -36,7 +36,8 @@ for i = 2, #ARGV, 9 do
   elseif redis.call('EXISTS', jk) == 1 then
     r = 0
   else
-    redis.call('HSET', jk, 'state', 'waiting-children', 'attempts', '0', 'payload', ARGV[i + 1])
+    redis.call('HSET', jk, 'state', 'waiting-children', 'attempts', '0', 'payload', ARGV[i + 1],
+      'flow', '1')
     local pri = tonumber(ARGV[i + 4]) or 0
     if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
     if ARGV[i + 5] ~= '' then redis.call('HSET', jk, 'group', ARGV[i + 5]) end

@@ -28,6 +28,7 @@ local function release(jk, pid, state)
   if state == 'dead' then
     redis.call('ZREM', p .. 'dead', pid)
     redis.call('HDEL', jk, 'died_at', 'flow_failed')
+    flow_kept(p, pid)
   else
     redis.call('ZREM', KEYS[1], pid)
   end

@@ -25,3 +25,17 @@ local function flow_settled(p, jk, id, how, parent, policy, err)
   end
   redis.call('XADD', p .. 'flow:outbox', '*', unpack(entry))
 end
+-- A flow parent's bookkeeping (<base>deps:<id>, kids:<id>, flow:<id>, failed:<id>) outlives
+-- the parent by FLOW_KEEP_MS once it ends (children() and `echomq job` read it), and no
+-- longer: flow_ended(p, id) sets that expiry, flow_kept(p, id) lifts it again (a parent
+-- failed by its children and brought back by a revived child).
+local FLOW_KEEP_MS = 7 * 24 * 3600 * 1000
+local function flow_keys(p, id)
+  return {p .. 'deps:' .. id, p .. 'kids:' .. id, p .. 'flow:' .. id, p .. 'failed:' .. id}
+end
+local function flow_ended(p, id)
+  for _, k in ipairs(flow_keys(p, id)) do redis.call('PEXPIRE', k, FLOW_KEEP_MS) end
+end
+local function flow_kept(p, id)
+  for _, k in ipairs(flow_keys(p, id)) do redis.call('PERSIST', k) end
+end

@@ -23,7 +23,8 @@ if not all_jobs(2, 9) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
-local out = {}
+-- leaves' ZADDs are collected per set and flushed variadic at the end (admit's batch)
+local out, batch, leaves = {}, {}, 0
 for i = 2, #ARGV, 9 do
   local id, kids = ARGV[i], ARGV[i + 8]
   local jk = p .. 'job:' .. id
@@ -32,7 +33,8 @@ for i = 2, #ARGV, 9 do
     local mode = ARGV[i + 2]
     if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
     r = admit(p, id, ARGV[i + 1], mode, ARGV[i + 3],
-      {priority = ARGV[i + 4], group = ARGV[i + 5], now = now})
+      {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
+    if r == 1 then leaves = leaves + 1 end
   elseif redis.call('EXISTS', jk) == 1 then
     r = 0
   else
@@ -55,4 +57,9 @@ for i = 2, #ARGV, 9 do
   end
   out[#out + 1] = r
 end
+for key, list in pairs(batch) do
+  in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+end
+if leaves > 0 then count(p, 'enqueued', leaves) end
+if batch[p .. 'pending'] then wake(p .. 'wake') end
 return out

@@ -34,25 +34,31 @@ local function release(jk, pid, state)
   end
   readmit(p, jk, pid)
 end
+-- parents' states read in this call (a fan-in brings hundreds of entries per parent)
+local states = {}
 local function carry(pid, ref, seq, how, policy, result, err)
   local jk = p .. 'job:' .. pid
-  local state = redis.call('HGET', jk, 'state')
+  local state = states[pid]
+  if state == nil then
+    state = redis.call('HGET', jk, 'state') or false
+    states[pid] = state
+  end
   if not state then return 3 end
   local fk = p .. 'flow:' .. pid
   seq = tonumber(seq)
   if seq <= tonumber(redis.call('HGET', fk, 'n:' .. ref) or '0') then return 0 end
   redis.call('HSET', fk, 'n:' .. ref, seq, 's:' .. ref, how)
   local deps, failed = p .. 'deps:' .. pid, p .. 'failed:' .. pid
+  local moved = 0
   if how == 'completed' then
     if result ~= '' then redis.call('HSET', fk, 'r:' .. ref, result) end
     redis.call('HDEL', fk, 'e:' .. ref)
-    redis.call('SREM', failed, ref)
-    redis.call('SREM', deps, ref)
+    moved = redis.call('SREM', failed, ref) + redis.call('SREM', deps, ref)
   else
     if err ~= '' then redis.call('HSET', fk, 'e:' .. ref, err) end
     if policy == 'ignore' or policy == 'drop' then
       if policy == 'drop' then redis.call('HSET', fk, 's:' .. ref, 'dropped') end
-      redis.call('SREM', deps, ref)
+      moved = redis.call('SREM', deps, ref)
     else
       redis.call('SADD', failed, ref)
       if state ~= 'waiting-children' then return 1 end
@@ -63,15 +69,19 @@ local function carry(pid, ref, seq, how, policy, result, err)
       redis.call('HSET', jk, 'state', 'dead', 'died_at', now, 'flow_failed', '1',
         'error', 'child ' .. cid .. ' ' .. why .. (err ~= '' and (': ' .. err) or ''))
       redis.call('ZADD', p .. 'dead', now, pid)
+      states[pid] = 'dead'
       count(p, 'failed')
       ended(p, jk, pid, 'dead')
       return 4
     end
   end
+  -- only a child leaving deps or failed can open the gate
+  if moved == 0 then return 1 end
   local waiting = state == 'waiting-children'
     or (state == 'dead' and redis.call('HGET', jk, 'flow_failed'))
   if waiting and redis.call('SCARD', deps) == 0 and redis.call('SCARD', failed) == 0 then
     release(jk, pid, state)
+    states[pid] = 'pending'
     return 2
   end
   return 1

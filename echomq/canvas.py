@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import flows, ids
+from . import flows, ids, registry
 from .flows import Node
 
 #: how long a flow child's return value is kept on its own queue (it is carried to the
@@ -112,13 +112,19 @@ class Flow:
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
         root = self.node()
-        flows.admit(self.parent.task.app.connector(root.queue), root)
+        conn = self.parent.task.app.connector(root.queue)
+        for q in dict.fromkeys(n.queue for n in root.walk()):
+            registry.note(conn, q)
+        flows.admit(conn, root)
         return root.id
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
         root = self.node()
-        await flows.admit(await self.parent.task.app.aconnector(root.queue), root)
+        conn = await self.parent.task.app.aconnector(root.queue)
+        for q in dict.fromkeys(n.queue for n in root.walk()):
+            await registry.anote(conn, q)
+        await flows.admit(conn, root)
         return root.id
 
 

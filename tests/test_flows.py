@@ -297,3 +297,38 @@ def test_children_results_reach_the_parent(conn, raw):
     seen = flows.children(conn, pq, root.id)
     assert [c.result for c in seen] == [f'{{"id":"{k.id}"}}'.encode() for k in kids]
     assert all(raw.exists(keyspace.job_key(cq, k.id)) == 0 for k in kids)  # rows deleted
+
+
+def test_echomq_job_shows_the_tree(server, raw_single):
+    from cli_support import echomq
+
+    conn, raw = raw_single
+    qs = [qname() for _ in range(3)]
+    mid = Node(qs[1], ids.mint(), b'{"task":"m","args":[],"kwargs":{}}',
+               children=tuple(Node(qs[2], ids.mint(), b'{"task":"l","args":[],"kwargs":{}}')
+                              for _ in range(25)))
+    bad = Node(qs[1], ids.mint(), b'{"task":"b","args":[],"kwargs":{}}', policy="ignore")
+    root = Node(qs[0], ids.mint(), b'{"task":"r","args":[],"kwargs":{}}', children=(mid, bad))
+    flows.admit(conn, root)
+    run_all(conn, qs[1], fail={bad.id})
+    carry_all(conn, qs)
+    got = echomq("job", root.id, "--queue", qs[0], url=server.url)
+    assert got.returncode == 0, got.stderr
+    out = got.stdout
+    assert "waiting-children" in out and "children  2 (1 dead, 1 waiting-children)" in out
+    assert f"├── {mid.id}  {qs[1]}  waiting-children" in out
+    assert f"└── {bad.id}  {qs[1]}  dead  (boom)" in out
+    assert "... and 5 more (5 pending)" in out
+    child = echomq("job", mid.children[0].id, "--queue", qs[2], url=server.url)
+    assert child.returncode == 0, child.stderr
+    assert f"parent    {mid.id} (queue {qs[1]}, policy fail)" in child.stdout
+    assert "Traceback" not in got.stderr + child.stderr
+
+
+@pytest.fixture
+def raw_single(server):
+    from echomq import Connector
+
+    conn = Connector.connect(server.url)
+    yield conn, valkey.Valkey.from_url(server.url)
+    conn.close()

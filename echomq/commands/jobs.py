@@ -201,6 +201,7 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
+        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
     finally:
         app.close()
     if info is None:
@@ -212,7 +213,16 @@ def run_job(args: argparse.Namespace) -> int:
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
+    for line in flow:
+        print(line)
     return 0
+
+
+def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+    from .. import jobs
+    from .flowview import show
+
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None

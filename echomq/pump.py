@@ -37,6 +37,7 @@ SWEEP_BATCH = 1000
 MAX_SWEEPS = 100
 
 FlowHook = Callable[[Any, str], Awaitable[int]]
+LEGS = ("promote", "repeats", "flows")
 
 
 class Pump:
@@ -46,7 +47,9 @@ class Pump:
     the pause between ticks; ``promote_batch`` the bound of one promote call (a queue with
     a longer due backlog is promoted again in the same tick until it drains).
     ``flows``: a coroutine ``flows(conn, queue) -> int`` run each tick per queue in place
-    of the built-in flow-completions leg (``carry_flows``).
+    of the built-in flow-completions leg (``carry_flows``). ``legs``: which of
+    ``"promote"``, ``"repeats"``, ``"flows"`` a tick runs (all three by default; a worker
+    whose Metronome promotes runs a flows-only Pump on its queues).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class Pump:
         tick_ms: int = 1000,
         promote_batch: int = 1000,
         flows: FlowHook | None = None,
+        legs: tuple[str, ...] = LEGS,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
@@ -68,6 +72,11 @@ class Pump:
         self.tick_ms = guard.span("tick_ms", tick_ms, minimum=1)
         self.promote_batch = guard.positive("promote_batch", promote_batch)
         self.flows = flows
+        unknown = set(legs) - set(LEGS)
+        if unknown:
+            raise ValueError(f"unknown Pump legs: {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(LEGS)})")
+        self.legs = tuple(legs)
         self.sweep_batch = SWEEP_BATCH
         self.ticks = 0
 
@@ -122,9 +131,9 @@ class Pump:
             "queues": {},
         }  # fmt: skip
         for queue in self.queues:
-            promoted = await self._promote(queue)
-            results = await self._sweep(queue)
-            flows = await self.deliver_flow_completions(queue)
+            promoted = await self._promote(queue) if "promote" in self.legs else 0
+            results = await self._sweep(queue) if "repeats" in self.legs else []
+            flows = await self.deliver_flow_completions(queue) if "flows" in self.legs else 0
             ids = [i for r in results for i in r.ids]
             reasons: dict[str, int] = {}
             for r in results:

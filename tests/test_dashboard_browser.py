@@ -231,6 +231,23 @@ def test_retry_a_dead_job_from_the_ui(browser, site, conn, queue):
     assert problems == [], problems
 
 
+def test_cancel_a_scheduled_job_from_the_ui(browser, site, conn, queue):
+    jid = ids.mint()
+    jobs.enqueue_in(conn, queue, jid, encode("report.build", [1], {}), 3_600_000)
+    page, problems = open_page(browser)
+    page.on("dialog", lambda d: d.accept())
+    page.goto(f"{site.base}/q/{queue}?state=scheduled")
+    page.locator(f"a:has-text('{jid}')").click()
+    expect(page.locator("table.facts .badge")).to_have_text("scheduled")
+    page.locator("button", has_text="cancel").click()
+    expect(page.locator("table.facts .badge")).to_have_text("cancelled")
+    assert jobs.get(conn, queue, jid)["state"] == "cancelled"
+    counts = jobs.counts(conn, queue)
+    assert counts["scheduled"] == 0 and counts["cancelled"] == 1
+    shot(page, "job-cancelled")
+    assert problems == [], problems
+
+
 def test_bulk_retry_asks_in_the_browser(browser, site, conn, queue):
     dead_ids = []
     for _ in range(3):

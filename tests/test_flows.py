@@ -302,7 +302,7 @@ def test_children_results_reach_the_parent(conn, raw):
 def test_echomq_job_shows_the_tree(server, raw_single):
     from cli_support import echomq
 
-    conn, raw = raw_single
+    conn, _raw = raw_single
     qs = [qname() for _ in range(3)]
     mid = Node(qs[1], ids.mint(), b'{"task":"m","args":[],"kwargs":{}}',
                children=tuple(Node(qs[2], ids.mint(), b'{"task":"l","args":[],"kwargs":{}}')
@@ -332,3 +332,15 @@ def raw_single(server):
     conn = Connector.connect(server.url)
     yield conn, valkey.Valkey.from_url(server.url)
     conn.close()
+
+
+def test_a_grouped_parent_is_released_to_its_lane_and_claimed(conn, raw):
+    pq, cq = qname(), qname()
+    kids = (leaf(cq, group="tenant-a"), leaf(cq))
+    root = Node(pq, ids.mint(), b"p", children=kids, group="tenant-b")
+    flows.admit(conn, root)
+    assert jobs.stats(conn, cq)["enqueued"] == 2 and jobs.stats(conn, pq)["enqueued"] == 1
+    assert sorted(run_all(conn, cq)) == sorted(k.id for k in kids)
+    assert carry_all(conn, [cq]).released == 1
+    assert raw.zscore(keyspace.lane_key(pq, "tenant-b"), root.id) is not None
+    assert run_all(conn, pq) == [root.id]

@@ -24,7 +24,7 @@ if not all_jobs(2, 9) then
 end
 local now = now_ms()
 -- leaves' ZADDs are collected per set and flushed variadic at the end (admit's batch)
-local out, batch, leaves = {}, {}, 0
+local out, batch = {}, {}
 for i = 2, #ARGV, 9 do
   local id, kids = ARGV[i], ARGV[i + 8]
   local jk = p .. 'job:' .. id
@@ -34,7 +34,6 @@ for i = 2, #ARGV, 9 do
     if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
     r = admit(p, id, ARGV[i + 1], mode, ARGV[i + 3],
       {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
-    if r == 1 then leaves = leaves + 1 end
   elseif redis.call('EXISTS', jk) == 1 then
     r = 0
   else
@@ -57,9 +56,12 @@ for i = 2, #ARGV, 9 do
   end
   out[#out + 1] = r
 end
+-- admit() counted the lane admissions it did not batch; the batched ones are counted here
+local n = 0
 for key, list in pairs(batch) do
   in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+  n = n + #list / 2
 end
-if leaves > 0 then count(p, 'enqueued', leaves) end
+if n > 0 then count(p, 'enqueued', n) end
 if batch[p .. 'pending'] then wake(p .. 'wake') end
 return out

@@ -119,10 +119,7 @@ def _checked(args: argparse.Namespace) -> None:
 
     keyspace.validate_queue(args.queue)
     if getattr(args, "group", None) is not None:
-        try:
-            keyspace.validate_queue(args.group)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace("queue", "group")) from None
+        keyspace.validate_group(args.group)
 
 
 def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:
@@ -242,3 +239,16 @@ def run_queue_rate(args: argparse.Namespace) -> int:
     _one(args, act)
     print(f"queue {args.queue}: {'no rate' if rate is None else 'rate ' + show_rate(rate)}")
     return 0
+
+
+def totals(conn: Any, queue: str) -> dict[str, int] | None:
+    """``{"groups", "waiting", "active", "paused"}`` summed over ``queue``'s groups (for
+    ``echomq stats``), or ``None`` when the queue has none."""
+    from .. import groups
+
+    stats = groups.stats(conn, queue)
+    if not stats:
+        return None
+    return {"groups": len(stats), "waiting": sum(s.waiting for s in stats.values()),
+            "active": sum(s.active for s in stats.values()),
+            "paused": sum(1 for s in stats.values() if s.paused)}

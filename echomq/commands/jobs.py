@@ -239,6 +239,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 def run_stats(args: argparse.Namespace) -> int:
     from .. import jobs
+    from .groups import totals as group_totals
 
     declared: list[str] = []
     if args.app:
@@ -248,10 +249,13 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table = {q: jobs.counts(conn, q) for q in queues}
+        table: dict[str, dict[str, Any]] = {q: jobs.counts(conn, q) for q in queues}
+        grouped = {q: t for q in queues if (t := group_totals(conn, q)) is not None}
     finally:
         app.close()
     if args.json:
+        for q, t in grouped.items():
+            table[q]["groups"] = t
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
@@ -261,6 +265,10 @@ def run_stats(args: argparse.Namespace) -> int:
         print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
     if not queues:
         print("(no queues)")
+    for q, t in grouped.items():
+        # grouped jobs wait in their lanes, not in pending: say how many, and where to look
+        print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "
+              f"{t['active']} active, {t['paused']} paused (echomq group list --queue {q})")
     return 0
 
 

@@ -9,6 +9,7 @@ the clock the rate limit itself reads."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 import sys
@@ -143,11 +144,11 @@ def test_a_group_limit_of_one_holds_across_two_workers_of_twenty(app, workers, r
     wait_for(lambda: raw.llen(f"{queue}:spans") == 65, 60, "65 completions")
     solo = sorted((s for s in spans(raw, queue) if s.tenant == "solo"), key=lambda s: s.began)
     assert len(solo) == 25
-    for before, after in zip(solo, solo[1:], strict=False):
+    for before, after in itertools.pairwise(solo):
         assert after.began >= before.ended, "two 'solo' jobs ran at once"
     # the limit is the group's, not the queue's: 'free' jobs overlapped each other
     free = sorted((s for s in spans(raw, queue) if s.tenant == "free"), key=lambda s: s.began)
-    assert any(b.began < a.ended for a, b in zip(free, free[1:], strict=False))
+    assert any(b.began < a.ended for a, b in itertools.pairwise(free))
     st = groups.stats(conn, queue)["solo"]
     assert (st.waiting, st.active, st.limit) == (0, 0, 1)
 

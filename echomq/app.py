@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import copy
 import datetime as dt
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -40,7 +42,8 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace, registry
-from .connector import AsyncConnector, Connector
+from . import partitions as parts
+from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -50,15 +53,18 @@ from .consumer import (
     to_epoch_ms,
     to_ms,
 )
+from .durability import Wait, confirmed
 from .errors import ConfigError
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
+from .steps import VerbFn
 
 log = logging.getLogger("echomq.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 
@@ -187,11 +193,18 @@ class Task(Generic[P, R]):
         backoff: backoff.Policy | None,
         retry_delay_ms: int,
         lease_ms: int,
+        partitions: int = 1,
     ) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.queue = queue
+        #: the queues this task's jobs live on: ``[queue]``, or ``queue#0`` ... for a
+        #: partitioned queue (see ``echomq.partitions``)
+        self.partitions = parts.validate(queue, partitions)
+        self.queues = parts.names(queue, partitions)
+        self._round = itertools.count()  # round robin over partitions, shared by options()
+        self._partition_key: str | bytes | int | None = None
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.retry_delay_ms = retry_delay_ms
@@ -206,6 +219,27 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.queue}>"
 
+    def options(self, *, partition_key: str | bytes | int | None = None) -> Task[P, R]:
+        """This task bound to enqueue options: ``partition_key`` picks the partition of a
+        partitioned queue by the key's hash, so jobs with the same key land in the same
+        partition (their order and any per-key uniqueness hold there); without a key, jobs
+        go round robin. ``task.options(partition_key=user_id).enqueue(...)``."""
+        if partition_key is not None:
+            parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
+        bound = copy.copy(self)
+        bound._partition_key = partition_key
+        return bound
+
+    def target_queue(self) -> str:
+        """The queue the next enqueue writes to: the task's queue, or for a partitioned one
+        the key's partition (``options(partition_key=...)``) or the next one round robin."""
+        if self.partitions == 1:
+            return self.queue
+        key = self._partition_key
+        index = (next(self._round) % self.partitions if key is None
+                 else parts.key_index(key, self.partitions))
+        return self.queues[index]
+
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""
         return encode(self.name, args, kwargs)
@@ -215,21 +249,26 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
+        q = self.target_queue()
+        self.app.admit(self.app.connector(q), jobs.enqueue, q, job_id, body)
         return job_id
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(self.queue), self.queue, job_id, body, ms)
+        q = self.target_queue()
+        self.app.admit(self.app.connector(q), jobs.enqueue_in, q, job_id,
+                       body, ms)
         return job_id
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(self.queue), self.queue, job_id, body, at)
+        q = self.target_queue()
+        self.app.admit(self.app.connector(q), jobs.enqueue_at, q, job_id,
+                       body, at)
         return job_id
 
     # async enqueue -----------------------------------------------------------------------
@@ -237,21 +276,27 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
+        q = self.target_queue()
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue, q,
+                             job_id, body)
         return job_id
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(self.queue), self.queue, job_id, body, ms)
+        q = self.target_queue()
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_in,
+                             q, job_id, body, ms)
         return job_id
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
         job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(self.queue), self.queue, job_id, body, at)
+        q = self.target_queue()
+        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_at,
+                             q, job_id, body, at)
         return job_id
 
     # running -----------------------------------------------------------------------------
@@ -266,7 +311,7 @@ class Task(Generic[P, R]):
             def handler(_job: Job) -> Any:  # type: ignore[misc]
                 return fn(*args, **kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms)
+                     self.lease_ms, name=self.name)
 
 
 class App:
@@ -282,6 +327,13 @@ class App:
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days).
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
     """
 
     def __init__(
@@ -296,6 +348,10 @@ class App:
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
         durability: str | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        wait_replicas: int = 0,
+        wait_local: bool = False,
+        wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self.durability = check_durability(durability)
@@ -304,6 +360,9 @@ class App:
         if url is not None and durability is not None:
             raise ConfigError("durability is for the embedded server; the server at the URL "
                               "keeps its own appendfsync setting")
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
+                     if wait_replicas or wait_local else None)
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -317,6 +376,13 @@ class App:
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
+        result on a sync connector, an awaitable on an async one)."""
+        if self.wait is None:
+            return verb(conn, *args)
+        return confirmed(conn, verb.steps(*args), self.wait)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -361,7 +427,8 @@ class App:
         """The app's sync connector (made on first use); naming ``queue`` registers it in
         the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self.wire)
+            self._conn = Connector.connect(self.url, wire=self.wire,
+                                           max_payload_bytes=self.max_payload_bytes)
         if queue is not None:
             registry.note(self._conn, queue)
         return self._conn
@@ -373,7 +440,8 @@ class App:
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
-            held = (loop, await AsyncConnector.connect(url, wire=self.wire))
+            held = (loop, await AsyncConnector.connect(
+                url, wire=self.wire, max_payload_bytes=self.max_payload_bytes))
             self._aconns[id(loop)] = held
         if queue is not None:
             await registry.anote(held[1], queue)
@@ -416,6 +484,7 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        partitions: int = 1,
     ) -> Task[P, R]: ...
 
     @overload
@@ -429,6 +498,7 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        partitions: int = 1,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -441,15 +511,23 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        partitions: int = 1,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
         ``max_attempts`` (default 25) runs before dead-lettering; a failure is retried after
         ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
         ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
-        running job holds, checkpointed every third of it.
+        running job holds, checkpointed every third of it. ``partitions=8`` spreads the
+        queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
+        them over its primaries; see ``echomq.partitions`` and ``Task.options``).
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
+        parts.validate(queue, partitions)
+        for other in self.tasks.values():
+            if other.queue == queue and other.partitions != partitions:
+                raise ValueError(f"queue {queue!r} has {other.partitions} partition(s) "
+                                 f"(task {other.name}); every task on it must say the same")
         guard.positive("max_attempts", max_attempts)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.span("lease_ms", lease_ms, minimum=1)
@@ -468,6 +546,7 @@ class App:
             t: Task[Any, Any] = Task(
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
+                partitions=partitions,
             )
             self.tasks[task_name] = t
             return t
@@ -519,22 +598,31 @@ class App:
     def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
                kwargs: dict[str, Any] | None, **how: Any) -> None:
         reg_name = name or task.name
-        if any(r.queue == task.queue and r.name == reg_name for r in self.recurrences):
+        if any(r.queue == task.queues[0] and r.name == reg_name for r in self.recurrences):
             raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
                              f"{task.queue!r}; pass name=")
         template = encode(task.name, args, kwargs)
-        self.recurrences.append(Recurrence(task.name, task.queue, reg_name, template, **how))
+        # a partitioned queue's recurrence lives on (and fires into) its first partition
+        self.recurrences.append(Recurrence(task.name, task.queues[0], reg_name, template,
+                                           **how))
 
     # -- what workers need ---------------------------------------------------------------
 
     def queues(self) -> list[str]:
-        """Every queue a task of this app lives on (declaration order)."""
-        return list(dict.fromkeys(t.queue for t in self.tasks.values()))
+        """Every queue a task of this app lives on (declaration order; a partitioned
+        queue as its partitions, ``mail#0`` ...)."""
+        return list(dict.fromkeys(q for t in self.tasks.values() for q in t.queues))
+
+    def expand(self, queues: Iterable[str]) -> list[str]:
+        """Queue names with each partitioned queue of this app (``mail``) replaced by its
+        partitions (``mail#0`` ...); other names as given."""
+        split = {t.queue: t.queues for t in self.tasks.values()}
+        return list(dict.fromkeys(p for q in queues for p in split.get(q, [q])))
 
     def lease_for(self, queue: str) -> int:
         """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
         task is reaped on time if its worker dies before the first checkpoint."""
-        leases = [t.lease_ms for t in self.tasks.values() if t.queue == queue]
+        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
         return min(leases) if leases else DEFAULT_LEASE_MS
 
     def router(self, queue: str) -> Callable[[Job], Route]:

@@ -149,6 +149,7 @@ class Route:
     backoff: backoff.Policy | None = None
     retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
     lease_ms: int | None = None
+    name: str | None = None  # the task's name, for logs and the started event
 
     def retry_delay(self, attempts: int) -> int:
         """The delay before the next run after failed attempt number ``attempts``."""
@@ -161,7 +162,7 @@ class Route:
 class Event:
     """A line of the consumer's timeline, for ``on_event`` (HOST wall-clock ``at``)."""
 
-    kind: str  # started completed retrying dead delayed lost degraded recovered
+    kind: str  # started completed retrying dead delayed lost settled degraded recovered
     queue: str
     job_id: str | None
     attempts: int
@@ -177,6 +178,9 @@ class ConsumerStats:
     dead: int = 0
     delayed: int = 0
     lost: int = 0
+    # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
+    # restart): not lost, and counted in completed/retried/... as well when known
+    already_settled: int = 0
     reaped: int = 0
     promoted: int = 0
     degraded_sleeps: list[int] = field(default_factory=list)
@@ -453,7 +457,7 @@ class Consumer:
             route = self.router(job)
         except Exception as exc:
             outcome: tuple[str, Any] = ("fail", exc)
-        self._emit("started", job.id, job.token)
+        self._emit("started", job.id, job.token, task=route.name if route else None)
         # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
         # of the way into the shorter of that and the route's lease
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
@@ -609,7 +613,9 @@ class Consumer:
             try:
                 result = await verb()
                 break
-            except errors.WireError as exc:
+            except (errors.WireError, errors.Unavailable) as exc:
+                # Unavailable too: a restarted server answers LOADING, a full one OOM, a
+                # demoted one READONLY, and each wrote nothing: the same weather
                 if deadline.lapsed():
                     log.warning("job %s: outcome %s not recorded before its lease lapsed "
                                 "(%s); the reaper will return it", job.id, kind, exc)
@@ -619,6 +625,8 @@ class Consumer:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
             except errors.ServerError as exc:
+                if await self._landed_before(job, kind, exc):
+                    return
                 log.warning("job %s: %s refused (%s); another holder owns it now",
                             job.id, kind, exc)
                 self.stats.lost += 1
@@ -642,6 +650,23 @@ class Consumer:
                         priced["tried"], priced["delay_ms"], type(value).__name__, value)
             self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
                        tried=priced["tried"], error=f"{type(value).__name__}: {value}")
+
+    async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
+        """True (and counted) when a refused outcome only found its own earlier try: the
+        row is gone or settled at this job's token (see ``jobs.fate``)."""
+        try:
+            fate = await jobs.fate(self.conn, self.queue, job.id, job.token)
+        except errors.EchoMQError:
+            return False
+        if fate == "moved":
+            return False
+        self.stats.already_settled += 1
+        if kind == "ok":
+            self.stats.completed += 1
+        log.info("job %s: %s already settled (%s; row %s at token %d): an earlier try "
+                 "landed", job.id, kind, exc, fate, job.token)
+        self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
+        return True
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         if self.on_event is None:

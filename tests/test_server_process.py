@@ -213,6 +213,12 @@ def test_dashboard_and_worker_restarted_in_any_order_keep_working(env):
     after = env.record()
     assert after.pid != before.pid and after.port == before.port
     assert get(port) == 200
+    # and a worker that keeps running across a server stop and start carries on
+    assert env.echomq("server", "stop").returncode == 0
+    assert env.echomq("server", "start").returncode == 0
+    env.enqueue("e")
+    env.wait_ran("e")
+    assert get(port) == 200
     stop(board)
     assert stop(worker) is not None and worker.returncode == 0
 
@@ -222,7 +228,16 @@ def test_status_stop_and_url_as_commands(env):
     assert status.returncode == 3 and "not running" in status.stdout
     started = env.echomq("server", "start", "--fsync", "always")
     assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("started\n")
+    again = env.echomq("server", "start")
+    assert again.returncode == 0 and again.stdout.startswith("already running\n")
     rec = env.record()
+    as_json = env.echomq("server", "status", "--json")
+    body = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and body["running"] is True and body["pid"] == rec.pid
+    assert body["appendfsync"] == "always" and body["uptime_s"] >= 0
+    assert body["url"] == f"valkey://127.0.0.1:{rec.port}/0"
+    assert rec.password not in as_json.stdout
     assert rec.pid is not None and alive(rec.pid)
     status = env.echomq("server", "status")
     assert status.returncode == 0, status.stderr
@@ -244,6 +259,7 @@ def test_status_stop_and_url_as_commands(env):
     again = env.echomq("server", "stop")
     assert again.returncode == 0 and "not running" in again.stdout
     assert env.echomq("server", "status").returncode == 3
+    assert json.loads(env.echomq("server", "status", "--json").stdout)["running"] is False
     assert env.echomq("server", "url").returncode == 3
     env.echomq("server", "start")
     client = valkey.Valkey.from_url(env.record().url)

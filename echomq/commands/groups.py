@@ -107,8 +107,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("rate", help="a queue-wide rate: at most MAX starts per DURATION")
     p.add_argument("queue", help="the queue")
-    p.add_argument("rate", type=parse_rate, nargs="?", default=argparse.SUPPRESS,
-                   help="MAX/DURATION (10/1s, 600/1m), or none; leave out to show it")
+    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
     _common(p)
     p.set_defaults(func=run_queue_rate)
 
@@ -128,7 +127,7 @@ def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:
     rows = []
     for q in queues:
         for name, st in sorted(groups.stats(conn, q).items()):
-            rate = (st.rate_max, st.rate_ms) if st.rate_max and st.rate_ms else None
+            rate = (st.rate_max, st.rate_per_ms) if st.rate_max and st.rate_per_ms else None
             rows.append({"queue": q, "group": name, "waiting": st.waiting,
                          "active": st.active, "limit": st.limit, "rate": show_rate(rate),
                          "paused": bool(st.paused)})
@@ -218,17 +217,7 @@ def run_group_rate(args: argparse.Namespace) -> int:
 def run_queue_rate(args: argparse.Namespace) -> int:
     from .. import jobs
 
-    rate: tuple[int, int] | None
-    if not hasattr(args, "rate"):  # show it
-        _checked(args)
-        conn, app = _connect(args)
-        try:
-            rate = jobs.get_rate(conn, args.queue)
-        finally:
-            app.close()
-        print(f"queue {args.queue}: {'no rate' if rate is None else 'rate ' + show_rate(rate)}")
-        return 0
-    rate = args.rate
+    rate: tuple[int, int] | None = args.rate
 
     def act(conn: Any) -> None:
         if rate is None:

@@ -238,7 +238,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .. import jobs
+    from .. import jobs, partitions
     from .groups import totals as group_totals
 
     declared: list[str] = []
@@ -249,8 +249,16 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table: dict[str, dict[str, Any]] = {q: jobs.counts(conn, q) for q in queues}
-        grouped = {q: t for q in queues if (t := group_totals(conn, q)) is not None}
+        table: dict[str, dict[str, Any]] = {}
+        grouped: dict[str, dict[str, int]] = {}
+        # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
+        for base, members in partitions.fold(queues).items():
+            table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
+            if members != [base]:
+                table[base]["partitions"] = len(members)
+            found = [t for q in members if (t := group_totals(conn, q)) is not None]
+            if found:
+                grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
     finally:
         app.close()
     if args.json:
@@ -259,10 +267,12 @@ def run_stats(args: argparse.Namespace) -> int:
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
-    width = max([5, *(len(q) for q in queues)])
+    labels = {q: f"{q} [{c['partitions']}]" if "partitions" in c else q
+              for q, c in table.items()}
+    width = max([5, *(len(label) for label in labels.values())])
     print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols))
     for q, counts in table.items():
-        print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
+        print(f"{labels[q]:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
     if not queues:
         print("(no queues)")
     for q, t in grouped.items():

@@ -346,8 +346,8 @@ class Consumer:
         beat_s = self.beat_ms / 1000
         while not stop.is_set():
             try:
-                if self.meter.due():  # at most once a second, busy or idle
-                    await self.meter.flush(self.conn, self.queue, self._streak)
+                if self.meter.due():  # at most once a second, busy or idle, in the background
+                    self.meter.flush_soon(self.conn, self.queue, self._streak)
                 free = self._free()
                 got = 0
                 if free > 0:

@@ -208,7 +208,7 @@ class Metronome:
             meter = self.meters.setdefault(q, metrics.Meter())
             meter.beat_s = time.monotonic() - began
             if meter.due():  # the beat time, folded into the server's metrics once a second
-                await meter.flush(self.conn, q, 0)
+                meter.flush_soon(self.conn, q, 0)
             self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted

@@ -626,3 +626,27 @@ def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
 
     asyncio.run(main())
     app.close()
+
+
+def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
+    from echomq import flows
+    from echomq.flows import Node
+
+    other = queue + "-kids"
+    grand = Node(other, ids.mint(), b"{}")
+    mid = Node(other, ids.mint(), b"{}", children=(grand,))
+    leaf = Node(other, ids.mint(), b"{}")
+    root = Node(queue, ids.mint(), encode("report.merge", [], {}), children=(mid, leaf))
+    flows.admit(conn, root)
+    code, page = board.get(f"/q/{queue}/job/{root.id}")
+    assert code == 200 and "<ul class='tree'>" in page
+    tree = page.split("<ul class='tree'>")[1]
+    for node in (root, mid, leaf, grand):
+        assert f"/q/{node.queue}/job/{node.id}" in tree
+    assert tree.index(mid.id) < tree.index(grand.id) < tree.index(leaf.id)  # depth first
+    assert "waiting-children</span>" in tree and f"/q/{queue}/job/{root.id}/delete" not in page
+    code, page = board.get(f"/q/{other}/job/{grand.id}")
+    assert f"its parent is <a href='/q/{other}/job/{mid.id}'>" in page
+    code, page = board.get(f"/q/{queue}?state=waiting-children")
+    assert code == 200 and root.id in page
+    assert board.post(f"/q/{queue}/job/{root.id}/delete") == 409  # cancel it, never delete

@@ -344,3 +344,22 @@ def test_a_grouped_parent_is_released_to_its_lane_and_claimed(conn, raw):
     assert carry_all(conn, [cq]).released == 1
     assert raw.zscore(keyspace.lane_key(pq, "tenant-b"), root.id) is not None
     assert run_all(conn, pq) == [root.id]
+
+
+def test_a_child_deleted_before_it_ran_does_not_leave_its_parent_waiting(conn, raw):
+    from echomq import insight
+
+    pq, cq = qname(), qname()
+    kids = (leaf(cq), leaf(cq, policy="drop"))
+    root = Node(pq, ids.mint(), b"p", children=kids)
+    flows.admit(conn, root)
+    assert insight.discard(conn, cq, kids[1].id)
+    run_all(conn, cq)
+    assert carry_all(conn, [cq]).released == 1
+    assert [c.id for c in flows.children(conn, pq, root.id)] == [kids[0].id]
+    # under the default policy the deletion fails the parent instead
+    root2 = Node(pq, ids.mint(), b"p", children=(leaf(cq),))
+    flows.admit(conn, root2)
+    assert insight.discard(conn, cq, root2.children[0].id)
+    assert carry_all(conn, [cq]).failed == 1
+    assert "discarded" in raw.hget(keyspace.job_key(pq, root2.id), "error").decode()

@@ -15,25 +15,13 @@ from typing import Any
 
 import pytest
 import valkey
+from flow_support import spread_queues
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from echomq import Connector, dead, flows, ids, jobs, keyspace
 from echomq.flows import Node
-
-
-def spread_queues(cluster: Any, n: int) -> list[str]:
-    """``n`` fresh queue names whose slots live on ``n`` different primaries."""
-    out: list[str] = []
-    owners: set[int] = set()
-    while len(out) < n:
-        q = "fx-" + uuid.uuid4().hex[:8]
-        port = cluster.owner(keyspace.queue_key(q, "pending")).port
-        if port not in owners:
-            owners.add(port)
-            out.append(q)
-    return out
 
 
 def big_tree(qs: list[str], width: int) -> Node:

@@ -210,3 +210,28 @@ def test_a_key_outside_the_tag_is_a_cross_slot_error_not_weather(cluster):
         direct.call("MGET", keyspace.queue_key(q1, "pending"), keyspace.queue_key("zz", "x"))
     direct.close()
     conn.close()
+
+
+def test_the_dashboard_shows_a_partitioned_queue_as_one_row(cluster, app):
+    import http.client
+    import re
+
+    from echomq import dashboard
+
+    base = "pdash" + ids.mint()[-6:]
+    t = app.task(lambda: None, queue=base, name=f"{base}.t", partitions=4)
+    for _ in range(10):
+        t.enqueue()
+    httpd = dashboard.serve(app.connector(), port=0)  # discovers every primary's queues
+    try:
+        port = httpd.server_address[1]
+        http_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        http_conn.request("GET", "/", headers={"Host": f"127.0.0.1:{port}"})
+        page = http_conn.getresponse().read().decode()
+        http_conn.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    row = re.search(rf"<tr class='partitioned' data-queue='{base}'>(.*?)</tr>", page, re.S)
+    assert row is not None and "4 partitions" in row.group(1)
+    assert "<td class='n'>10</td>" in row.group(1)  # pending summed over the partitions

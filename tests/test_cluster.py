@@ -230,3 +230,16 @@ def _alive(pid: int) -> bool:
     from echomq.cluster import node_alive
 
     return node_alive(pid)
+
+
+def test_wire_6_on_a_cluster_needs_the_module_on_every_node():
+    with LocalCluster(masters=1, replicas=0, native=False) as bare:
+        with pytest.raises(errors.NativeUnavailable, match="emq"):
+            Connector.connect(bare.url, wire=6)
+
+        async def via_async() -> None:
+            await AsyncConnector.connect(bare.url, wire=6)
+
+        with pytest.raises(errors.NativeUnavailable):
+            asyncio.run(via_async())
+        Connector.connect(bare.url, wire=4).close()  # scripts need nothing loaded

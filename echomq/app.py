@@ -311,7 +311,7 @@ class Task(Generic[P, R]):
             def handler(_job: Job) -> Any:  # type: ignore[misc]
                 return fn(*args, **kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms)
+                     self.lease_ms, name=self.name)
 
 
 class App:

@@ -155,8 +155,9 @@ def test_two_workers_by_twenty_count_five_thousand_effects_once(workers, conn, r
     items = [(ids.mint(), encode("count", [i])) for i in range(n)]
     for i in range(0, n, 1000):
         jobs.enqueue_many(conn, queue, items[i:i + 1000])
-    a = workers.start("--concurrency", "20")
-    b = workers.start("--concurrency", "20")
+    # warnings only: 5,000 job lines would fill the unread stdout pipe and stall the workers
+    a = workers.start("--concurrency", "20", "--log-level", "warning")
+    b = workers.start("--concurrency", "20", "--log-level", "warning")
     wait_for(lambda: raw.hlen(f"{queue}:effects") == n
              and jobs.counts(conn, queue)["active"] == 0, 90, "every effect")
     effects = raw.hgetall(f"{queue}:effects")

@@ -235,3 +235,20 @@ def test_the_dashboard_shows_a_partitioned_queue_as_one_row(cluster, app):
     row = re.search(rf"<tr class='partitioned' data-queue='{base}'>(.*?)</tr>", page, re.S)
     assert row is not None and "4 partitions" in row.group(1)
     assert "<td class='n'>10</td>" in row.group(1)  # pending summed over the partitions
+
+
+def test_cli_enqueue_of_a_partitioned_task_lands_on_a_partition(cluster, tmp_path):
+    base = "pcli" + ids.mint()[-6:]
+    (tmp_path / "papp.py").write_text(
+        "from echomq.app import App\napp = App()\n"
+        f"@app.task(queue={base!r}, name='send', partitions=4)\ndef send(to): pass\n")
+    env = {**os.environ, "ECHOMQ_URL": cluster.url, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "echomq.cli", "enqueue", "send", "a@b.c",
+                           "--app", "papp:app"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id, outcome, queue = done.stdout.split()
+    assert outcome == "enqueued" and partitions.split(queue)[0] == base
+    conn = Connector.connect(cluster.url)
+    assert jobs.get(conn, queue, job_id) is not None
+    conn.close()

@@ -81,6 +81,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("finish_cancelled", ("active",), "cancelled", "server", "token-fenced: the holder stopped the handler"),
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX", "-", "EMQ.RESCHEDULE"),
     Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0, at its priority"),
+    Transition("revive", ("dead",), "waiting-children", "server", "a flow parent failed by a child: it waits for its children again"),
     Transition("trim", ("completed", "dead", "cancelled"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("flow_admit", (), "waiting-children", "server", "a flow parent, before its children exist (leaves are admitted like enqueue / enqueue_in)"),
     Transition("flow_carry", ("waiting-children",), "pending", "server", "the carry of its last child's end (exactly once per child) releases it at its priority"),

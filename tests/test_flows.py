@@ -344,3 +344,41 @@ def test_a_grouped_parent_is_released_to_its_lane_and_claimed(conn, raw):
     assert carry_all(conn, [cq]).released == 1
     assert raw.zscore(keyspace.lane_key(pq, "tenant-b"), root.id) is not None
     assert run_all(conn, pq) == [root.id]
+
+
+def test_a_child_deleted_before_it_ran_does_not_leave_its_parent_waiting(conn, raw):
+    from echomq import insight
+
+    pq, cq = qname(), qname()
+    kids = (leaf(cq), leaf(cq, policy="drop"))
+    root = Node(pq, ids.mint(), b"p", children=kids)
+    flows.admit(conn, root)
+    assert insight.discard(conn, cq, kids[1].id)
+    run_all(conn, cq)
+    assert carry_all(conn, [cq]).released == 1
+    assert [c.id for c in flows.children(conn, pq, root.id)] == [kids[0].id]
+    # under the default policy the deletion fails the parent instead
+    root2 = Node(pq, ids.mint(), b"p", children=(leaf(cq),))
+    flows.admit(conn, root2)
+    assert insight.discard(conn, cq, root2.children[0].id)
+    assert carry_all(conn, [cq]).failed == 1
+    assert "discarded" in raw.hget(keyspace.job_key(pq, root2.id), "error").decode()
+
+
+def test_reviving_a_parent_failed_by_a_child_waits_for_its_children_again(conn, raw):
+    from echomq import dead
+
+    pq, cq = qname(), qname()
+    kids = (leaf(cq), leaf(cq))
+    root = Node(pq, ids.mint(), b"p", children=kids)
+    flows.admit(conn, root)
+    run_all(conn, cq, fail={kids[0].id})
+    carry_all(conn, [cq])
+    assert state(raw, pq, root.id) == "dead"
+    dead.revive(conn, pq, root.id)  # the operator revives the parent first
+    assert state(raw, pq, root.id) == "waiting-children"
+    assert jobs.claim(conn, pq, 60_000) is None  # not before its failed child completes
+    dead.revive(conn, cq, kids[0].id)
+    run_all(conn, cq)
+    assert carry_all(conn, [cq]).released == 1
+    assert run_all(conn, pq) == [root.id]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace, registry
+from . import backoff, ids, jobs, keyspace, registry, tracing
 from . import partitions as parts
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
@@ -73,8 +73,10 @@ DEFAULT_QUEUE = "default"
 # -- the payload ---------------------------------------------------------------------------
 
 
-def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
-    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
+def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+           trace: dict[str, str] | None = None) -> bytes:
+    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes
+    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``echomq.tracing``).
 
     Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
     """
@@ -87,7 +89,9 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise _unencodable(task, where, value, exc) from None
-    body = {"task": task, "args": args, "kwargs": kwargs}
+    body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
+    if trace:
+        body["trace"] = trace
     try:
         return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
     except RecursionError as exc:  # an argument just under the limit, two levels deeper here
@@ -247,11 +251,19 @@ class Task(Generic[P, R]):
         """The payload ``enqueue`` would write for these arguments."""
         return encode(self.name, args, kwargs)
 
+    def _sent(self, *args: Any, **kwargs: Any) -> bytes:
+        """The payload of one enqueue: with OpenTelemetry installed, built inside an
+        ``echomq enqueue`` span whose context it carries (``echomq.tracing``)."""
+        if not tracing.ENABLED:
+            return encode(self.name, args, kwargs)
+        with tracing.enqueue_span(self.name, self.queue) as carrier:
+            return encode(self.name, args, kwargs, trace=carrier)
+
     # sync enqueue ------------------------------------------------------------------------
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         self.app.admit(self.app.connector(q), jobs.enqueue, q, job_id, body)
         return job_id
@@ -259,7 +271,7 @@ class Task(Generic[P, R]):
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         self.app.admit(self.app.connector(q), jobs.enqueue_in, q, job_id,
                        body, ms)
@@ -268,7 +280,7 @@ class Task(Generic[P, R]):
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         self.app.admit(self.app.connector(q), jobs.enqueue_at, q, job_id,
                        body, at)
@@ -278,7 +290,7 @@ class Task(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         await self.app.admit(await self.app.aconnector(q), jobs.enqueue, q,
                              job_id, body)
@@ -287,7 +299,7 @@ class Task(Generic[P, R]):
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         await self.app.admit(await self.app.aconnector(q), jobs.enqueue_in,
                              q, job_id, body, ms)
@@ -296,7 +308,7 @@ class Task(Generic[P, R]):
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
+        job_id, body = ids.mint(), self._sent(*args, **kwargs)
         q = self.target_queue()
         await self.app.admit(await self.app.aconnector(q), jobs.enqueue_at,
                              q, job_id, body, at)
@@ -304,15 +316,24 @@ class Task(Generic[P, R]):
 
     # running -----------------------------------------------------------------------------
 
-    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
-        """How a consumer runs one job of this task with these decoded arguments."""
+    def route(self, args: list[Any], kwargs: dict[str, Any],
+              trace: dict[str, str] | None = None) -> Route:
+        """How a consumer runs one job of this task with these decoded arguments (inside
+        an ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
         fn: Callable[..., Any] = self.fn
+        traced = tracing.ENABLED
         if inspect.iscoroutinefunction(fn):
-            async def handler(_job: Job) -> Any:
-                return await fn(*args, **kwargs)
+            async def handler(job: Job) -> Any:
+                if not traced:
+                    return await fn(*args, **kwargs)
+                with tracing.run_span(self.name, job.queue, job.id, trace, job.token):
+                    return await fn(*args, **kwargs)
         else:
-            def handler(_job: Job) -> Any:  # type: ignore[misc]
-                return fn(*args, **kwargs)
+            def handler(job: Job) -> Any:  # type: ignore[misc]
+                if not traced:
+                    return fn(*args, **kwargs)
+                with tracing.run_span(self.name, job.queue, job.id, trace, job.token):
+                    return fn(*args, **kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
                      self.lease_ms, name=self.name)
 
@@ -638,7 +659,7 @@ class App:
                 known = ", ".join(sorted(self.tasks)) or "none"
                 raise LookupError(f"unknown task {name!r}: this app has no task of that "
                                   f"name (its tasks: {known})")
-            return task.route(args, kwargs)
+            return task.route(args, kwargs, tracing.carrier_of(job.payload))
 
         return route
 

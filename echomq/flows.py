@@ -331,14 +331,16 @@ def _hash(reply: Any) -> dict[str, Any]:
 
 
 @verb
-def tree(queue: str, job_id: str, depth: int = 10) -> Verb[Tree]:
-    """The flow below ``job_id``: each node's current state, ``depth`` levels down.
+def tree(queue: str, job_id: str, depth: int = 10, width: int | None = None) -> Verb[Tree]:
+    """The flow below ``job_id``: each node's current state, ``depth`` levels down (and,
+    with ``width``, at most that many children per node: a bounded read for a page).
 
     One round trip per level (the rows' states, the child lists and what the carries
     recorded, pipelined; on a cluster each read goes to its own shard).
     """
     guard.string("job_id", job_id)
     guard.non_negative("depth", depth)
+    last = -1 if width is None else guard.positive("width", width) - 1
     root = Tree(queue, job_id)
 
     def calls() -> Verb[Tree]:
@@ -349,7 +351,7 @@ def tree(queue: str, job_id: str, depth: int = 10) -> Verb[Tree]:
                 reads.append(Command(("HMGET", keyspace.job_key(n.queue, n.id),
                                       "state", "error")))
                 reads.append(Command(("LRANGE", keyspace.queue_key(n.queue, f"kids:{n.id}"),
-                                      0, -1)))
+                                      0, last)))
                 reads.append(Command(("HGETALL", keyspace.queue_key(n.queue, f"flow:{n.id}"))))
             replies = yield Batch(tuple(reads))
             nxt: list[Tree] = []

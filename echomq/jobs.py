@@ -775,13 +775,34 @@ def cancel(queue: str, job_id: str) -> Verb[Outcome]:
     first completes it. An unknown, completed, dead or already cancelled id: ``"absent"``,
     nothing written. ``cancelled_at`` is SERVER ms.
     """
+    return single(_cancel_step(queue, job_id), lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+def _cancel_step(queue: str, job_id: str) -> Eval:
     guard.string("job_id", job_id)
-    step = Eval(
+    return Eval(
         "cancel",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "cancelled")),
         (job_id, keyspace.base(queue)),
     )
-    return single(step, lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+@verb
+def cancel_many(queue: str, job_ids: Iterable[str]) -> Verb[list[Outcome]]:
+    """``cancel`` for many ids in one round trip (each its own atomic transition):
+    outcomes in input order. Every id is checked before anything is sent."""
+    steps = tuple(_cancel_step(queue, _bulk_id(j)) for j in job_ids)
+
+    def calls() -> Verb[list[Outcome]]:
+        if not steps:
+            return []
+        replies = yield Batch(steps)
+        for r in replies:
+            if isinstance(r, errors.ServerError):
+                raise r
+        return [_CANCEL_OUTCOMES[int(r)] for r in replies]
+
+    return calls()
 
 
 @verb

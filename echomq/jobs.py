@@ -988,7 +988,7 @@ def next_due_ms(queue: str) -> Verb[int | None]:
             Command(("PTTL", base + "blocked_until")),
             Command(("HMGET", base + "rate", "max", "ms")),
             Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
-            Command(("ZCARD", base + "starts")),
+            Command(("HGET", base + "starts:n", "total")),
             Command(("TIME",)),
         ))
         now = int(secs) * 1000 + int(micros) // 1000
@@ -996,7 +996,7 @@ def next_due_ms(queue: str) -> Verb[int | None]:
         if int(blocked) > 0:
             due.append(int(blocked))
         oldest = scored(log)
-        if rate[0] is not None and oldest and int(size) >= int(rate[0]):
+        if rate[0] is not None and oldest and int(size or 0) >= int(rate[0]):
             due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
         return min(due) if due else None
 
@@ -1033,5 +1033,6 @@ def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
 @verb
 def clear_rate(queue: str) -> Verb[None]:
     """Remove the queue's rate cap (and its log of starts)."""
-    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"))
+    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"),
+            keyspace.queue_key(queue, "starts:n"))
     return single(Command(("DEL", *keys)), lambda _: None)

@@ -13,10 +13,8 @@ persistent under the default data dir; a second process with the same data dir f
 running server through its record file instead of starting another. A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
-The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
-bytes): ``{"args": [...], "kwargs": {...}, "task": "<name>"}``. An argument JSON cannot
-carry raises ``TypeError`` naming it, before anything is written. A recurring
-registration's template is exactly this payload (the Pump enqueues it verbatim).
+The payload is JSON (``echomq.payload``); ``Task`` lives in ``echomq.task``; waiting for
+a job's end and its kept result in ``echomq.results``.
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
 ``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
@@ -30,17 +28,16 @@ import atexit
 import contextlib
 import datetime as dt
 import fcntl
-import inspect
 import json
 import logging
 import os
 import pathlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, jobs, keyspace, results
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -48,11 +45,16 @@ from .consumer import (
     DEFAULT_RETRY_DELAY_MS,
     Job,
     Route,
-    to_epoch_ms,
-    to_ms,
 )
+from .events import Observer
+from .handler import seconds_to_ms, to_ms
+from .outcomes import Outcome
+from .payload import decode, encode
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .task import Task
+
+__all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
 
 log = logging.getLogger("echomq.app")
 
@@ -60,38 +62,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
-
-
-# -- the payload ---------------------------------------------------------------------------
-
-
-def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
-    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
-
-    Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
-    """
-    guard.string("task", task)
-    args = list(args)
-    kwargs = dict(kwargs or {})
-    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
-                         *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {exc}"
-            ) from None
-    body = {"task": task, "args": args, "kwargs": kwargs}
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
-
-
-def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``(task, args, kwargs)`` from a payload ``encode`` wrote (``ValueError`` otherwise)."""
-    try:
-        body = json.loads(payload)
-        return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
 
 
 # -- job status ----------------------------------------------------------------------------
@@ -119,6 +89,11 @@ class JobInfo:
     died_at_ms: int | None = None
     completed_at_ms: int | None = None
     row: dict[str, Any] = field(default_factory=dict, repr=False)
+    priority: int = 0
+    group: str | None = None
+    progress: Any = None  # the last ``job.progress(value)``, decoded
+    result: Any = None  # the kept return value (``keep_result``), decoded; None if none
+    cancel_requested: bool = False  # a cancel was requested while it ran
 
     @property
     def run_at(self) -> dt.datetime | None:
@@ -128,7 +103,10 @@ class JobInfo:
         return dt.datetime.fromtimestamp(self.run_at_ms / 1000, tz=dt.UTC)
 
 
-def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any) -> JobInfo:
+def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
+          result: bytes | None = None) -> JobInfo:
+    if not row:  # the row was deleted on ack; the kept result says it completed
+        row = {"state": "completed"}
     try:
         task, args, kwargs = decode(row.get("payload", b""))
     except ValueError:
@@ -143,8 +121,19 @@ def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any) -> JobInfo:
         error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
         task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
         stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=num("died_at"),
-        completed_at_ms=num("completed_at"), row=row,
+        completed_at_ms=num("completed_at"), row=row, priority=num("priority") or 0,
+        group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
+        result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
     )
+
+
+def _json_or_text(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 # -- recurrence specs ----------------------------------------------------------------------
@@ -163,105 +152,6 @@ class Recurrence:
     tz: str | None = None
 
 
-# -- tasks ---------------------------------------------------------------------------------
-
-
-class Task(Generic[P, R]):
-    """A function registered with an ``App``; calling it runs it here, ``enqueue`` queues it."""
-
-    def __init__(
-        self,
-        app: App,
-        fn: Callable[P, R],
-        *,
-        name: str,
-        queue: str,
-        max_attempts: int,
-        backoff: backoff.Policy | None,
-        retry_delay_ms: int,
-        lease_ms: int,
-    ) -> None:
-        self.app = app
-        self.fn = fn
-        self.name = name
-        self.queue = queue
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.retry_delay_ms = retry_delay_ms
-        self.lease_ms = lease_ms
-        self.__doc__ = fn.__doc__
-        self.__name__ = getattr(fn, "__name__", name)
-        self.__wrapped__ = fn
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<Task {self.name} queue={self.queue}>"
-
-    def payload(self, *args: Any, **kwargs: Any) -> bytes:
-        """The payload ``enqueue`` would write for these arguments."""
-        return encode(self.name, args, kwargs)
-
-    # sync enqueue ------------------------------------------------------------------------
-
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run now; the job id."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue(self.app.connector(), self.queue, job_id, body)
-        return job_id
-
-    def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
-        ms = guard.non_negative("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_in(self.app.connector(), self.queue, job_id, body, ms)
-        return job_id
-
-    def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
-        at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        jobs.enqueue_at(self.app.connector(), self.queue, job_id, body, at)
-        return job_id
-
-    # async enqueue -----------------------------------------------------------------------
-
-    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue(await self.app.aconnector(), self.queue, job_id, body)
-        return job_id
-
-    async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
-                          **kwargs: P.kwargs) -> str:
-        ms = guard.non_negative("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_in(await self.app.aconnector(), self.queue, job_id, body, ms)
-        return job_id
-
-    async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
-                          **kwargs: P.kwargs) -> str:
-        at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        await jobs.enqueue_at(await self.app.aconnector(), self.queue, job_id, body, at)
-        return job_id
-
-    # running -----------------------------------------------------------------------------
-
-    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
-        """How a consumer runs one job of this task with these decoded arguments."""
-        fn: Callable[..., Any] = self.fn
-        if inspect.iscoroutinefunction(fn):
-            async def handler(_job: Job) -> Any:
-                return await fn(*args, **kwargs)
-        else:
-            def handler(_job: Job) -> Any:  # type: ignore[misc]
-                return fn(*args, **kwargs)
-        return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms)
-
-
 class App:
     """A registry of tasks bound to one server.
 
@@ -270,7 +160,8 @@ class App:
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
-    deleted on ack by default, dead ones kept 30 days).
+    deleted on ack by default, dead ones kept 30 days). ``on_event``: an observer every
+    worker of this app hands its timeline to (``echomq.events``).
     """
 
     def __init__(
@@ -284,6 +175,7 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        on_event: Observer | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self._url = url
@@ -292,6 +184,7 @@ class App:
         self.ephemeral = ephemeral
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        self.on_event = on_event  # the workers' observer (``echomq.events``) unless they get one
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
         self.server: Any = None  # the EmbeddedServer this app started, if any
@@ -401,6 +294,8 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
     ) -> Task[P, R]: ...
 
     @overload
@@ -414,6 +309,8 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -426,6 +323,8 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -433,11 +332,19 @@ class App:
         ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
         ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
         running job holds, checkpointed every third of it.
+
+        ``timeout`` (seconds or ``timedelta``; default: the worker's, off unless set): an
+        async handler is cancelled at the deadline, a plain function is abandoned in its
+        thread and its slot freed; the attempt fails with a ``TimeoutError`` text and
+        retries like any failure. ``keep_result`` (seconds or ``timedelta``): keep the JSON
+        return value that long (``app.job(id).result``, ``app.result(id)``).
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         guard.positive("max_attempts", max_attempts)
         guard.non_negative("retry_delay_ms", retry_delay_ms)
         guard.positive("lease_ms", lease_ms)
+        timeout_ms = seconds_to_ms("timeout", timeout)
+        keep_result_ms = seconds_to_ms("keep_result", keep_result)
         if backoff is not None:
             _validate_backoff(backoff)
 
@@ -449,6 +356,7 @@ class App:
             t: Task[Any, Any] = Task(
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
+                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms,
             )
             self.tasks[task_name] = t
             return t
@@ -536,29 +444,75 @@ class App:
                 f"no task named {task!r}; known: {', '.join(sorted(self.tasks)) or 'none'}"
             ) from None
 
+    def _lookup(self, queue: str | None) -> list[str]:
+        return [keyspace.validate_queue(queue)] if queue else (
+            self.queues() or [self.default_queue])
+
     def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
-        """A job's status (state, attempts, last error, run-at), looked up on ``queue`` or on
-        every queue of this app; ``None`` when no row exists (never enqueued, or deleted
-        after completion under the default retention)."""
+        """A job's status (state, attempts, last error, run-at, progress, kept result),
+        looked up on ``queue`` or on every queue of this app; ``None`` when neither a row
+        nor a kept result exists (never enqueued, or deleted after completion under the
+        default retention and no result kept)."""
         guard.string("job_id", job_id)
         conn = self.connector()
-        for q in [queue] if queue else (self.queues() or [self.default_queue]):
-            row = jobs.get(conn, q, job_id)
-            if row:
-                score = conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
-                return _info(q, job_id, row, score)
-        return None
+        found = results.run(conn, results.locate(self._lookup(queue), job_id))
+        if found is None:
+            return None
+        score = conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
+        return _info(found.queue, job_id, found.row or {}, score, found.result)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
         conn = await self.aconnector()
-        for q in [queue] if queue else (self.queues() or [self.default_queue]):
-            row: dict[str, Any] | None = await jobs.get(conn, q, job_id)
-            if row:
-                score = await conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
-                return _info(q, job_id, row, score)
-        return None
+        found = await results.arun(conn, results.locate(self._lookup(queue), job_id))
+        if found is None:
+            return None
+        score = await conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
+        return _info(found.queue, job_id, found.row or {}, score, found.result)
+
+    # -- results and cancel --------------------------------------------------------------
+
+    def result(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+               queue: str | None = None) -> Any:
+        """Wait for the job to end and return its kept value (``None`` when its task keeps
+        none). Blocks on the job's end token (no tight polling; see ``echomq.results``).
+        Raises ``errors.JobFailed`` if it died, ``errors.JobCancelled`` if it was
+        cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
+        ``errors.JobNotFound`` if no queue of this app knows it."""
+        guard.string("job_id", job_id)
+        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
+        return results.run(self.connector(), plan)
+
+    async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+                      queue: str | None = None) -> Any:
+        """``result``, awaited."""
+        guard.string("job_id", job_id)
+        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
+        return await results.arun(await self.aconnector(), plan)
+
+    def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is
+        running: its holder stops it at its next lease checkpoint and it ends
+        ``cancelled``) or ``"absent"`` (unknown, finished or dead). Tries ``queue`` or
+        each of this app's queues until one knows the id."""
+        guard.string("job_id", job_id)
+        conn = self.connector()
+        for q in self._lookup(queue):
+            outcome = jobs.cancel(conn, q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
+
+    async def acancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """``cancel``, awaited."""
+        guard.string("job_id", job_id)
+        conn = await self.aconnector()
+        for q in self._lookup(queue):
+            outcome = await jobs.cancel(conn, q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-GROUPS = ("server", "demo", "worker", "jobs", "repeat", "dashboard")
+GROUPS = ("server", "demo", "worker", "jobs", "control", "repeat", "dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:

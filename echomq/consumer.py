@@ -40,15 +40,18 @@ import contextlib
 import contextvars
 import datetime as dt
 import inspect
+import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace
+from . import backoff, errors, handler, jobs, keyspace
+from .events import Event, emit
+from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
+from .leases import Checkpoints, Held, tick_for
 from .metronome import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -69,71 +72,9 @@ DEFAULT_RETRY_DELAY_MS = 1_000
 DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
 
-_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
-
-
-class Delay(Exception):
-    """Raised by a handler to send its job back to the schedule without a failure.
-
-    ``Delay(ms)`` runs it again ``ms`` after SERVER now; ``Delay(at=run_at_ms)`` at an
-    absolute run-at (caller's clock); a ``timedelta`` / aware ``datetime`` works too.
-    Attempts are untouched by the delay itself (the next claim increments them, as after
-    any retry) and a delay never dead-letters; the consumer counts delays on the row
-    (``delays``) and keeps them out of the retry budget, so a delay spends no attempt.
-    """
-
-    def __init__(self, ms: int | dt.timedelta | None = None, *,
-                 at: int | dt.datetime | None = None) -> None:
-        if (ms is None) == (at is None):
-            raise TypeError("Delay takes a delay (ms or timedelta) or at=, exactly one")
-        if at is not None:
-            self.mode = "at"
-            self.value = guard.integer("at", to_epoch_ms(at))
-        else:
-            assert ms is not None
-            self.mode = "in"
-            self.value = guard.non_negative("ms", to_ms(ms))
-        super().__init__(f"delay {self.mode} {self.value}")
-
-
-def to_ms(value: int | dt.timedelta) -> int:
-    """A duration in ms from an int (ms) or a ``timedelta``."""
-    if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
-    return guard.integer("ms", value)
-
-
-def to_epoch_ms(value: int | dt.datetime) -> int:
-    """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
-    if isinstance(value, dt.datetime):
-        return int(value.timestamp() * 1000)
-    return guard.integer("at", value)
-
-
-@dataclass(slots=True)
-class Job:
-    """A job in hand: what a handler receives (and what ``current_job()`` returns)."""
-
-    queue: str
-    id: str
-    token: int
-    payload: bytes
-
-    @property
-    def attempts(self) -> int:
-        """How many times this job has been claimed, this run included (the token)."""
-        return self.token
-
-    def delay(self, ms: int | dt.timedelta | None = None, *,
-              at: int | dt.datetime | None = None) -> NoReturn:
-        """Send this job back to the schedule (raises ``Delay``; the consumer does the rest)."""
-        raise Delay(ms, at=at)
-
-
-def current_job() -> Job | None:
-    """The job the calling handler is running, or ``None`` outside a handler."""
-    return _current.get()
-
+# re-exported: handlers and the acceptance tests import these from here
+__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "Route", "current_job",
+           "to_epoch_ms", "to_ms"]
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -144,24 +85,14 @@ class Route:
     backoff: backoff.Policy | None = None
     retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
     lease_ms: int | None = None
+    timeout_ms: int | None = None  # None: the consumer's default (off unless set)
+    keep_result_ms: int | None = None  # keep the JSON return value this long
 
     def retry_delay(self, attempts: int) -> int:
         """The delay before the next run after failed attempt number ``attempts``."""
         if self.backoff is not None:
             return backoff.delay_ms(self.backoff, max(1, attempts))
         return self.retry_delay_ms
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A line of the consumer's timeline, for ``on_event`` (HOST wall-clock ``at``)."""
-
-    kind: str  # started completed retrying dead delayed lost degraded recovered
-    queue: str
-    job_id: str | None
-    attempts: int
-    info: dict[str, Any]
-    at: float
 
 
 @dataclass(slots=True)
@@ -171,6 +102,9 @@ class ConsumerStats:
     retried: int = 0
     dead: int = 0
     delayed: int = 0
+    cancelled: int = 0
+    timed_out: int = 0
+    abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
     lost: int = 0
     reaped: int = 0
     promoted: int = 0
@@ -184,7 +118,11 @@ class Consumer:
     ``router`` that picks a ``Route`` per job. Completed rows are deleted by their ack
     unless ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) or a
     ``retention`` keeps them. ``pooled=True`` skips the recovery and
-    promote legs (a Metronome runs them).
+    promote legs (a Metronome runs them). ``timeout_ms`` is the default handler timeout
+    for routes without their own (off when ``None``): an ``async`` handler is cancelled at
+    its deadline; a plain function is abandoned in its thread (it cannot be interrupted)
+    and its slot freed. Either way the attempt fails with a ``TimeoutError`` text and
+    retries by policy.
     """
 
     def __init__(
@@ -209,6 +147,7 @@ class Consumer:
         max_stalled: int = jobs.DEFAULT_MAX_STALLED,
         on_event: Callable[[Event], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
+        timeout_ms: int | None = None,
     ) -> None:
         keyspace.validate_queue(queue)
         if (handler is None) == (router is None):
@@ -218,29 +157,33 @@ class Consumer:
         guard.positive("lease_ms", lease_ms)
         guard.non_negative("retry_delay_ms", retry_delay_ms)
         guard.positive("max_attempts", max_attempts)
+        if timeout_ms is not None:
+            guard.positive("timeout_ms", timeout_ms)
         if backoff is not None:
             _validate_policy(backoff)
         self.conn = conn
         self.queue = queue
         if router is None:
             assert handler is not None
-            route = Route(handler, max_attempts, backoff, retry_delay_ms)
+            route = Route(handler, max_attempts, backoff, retry_delay_ms, timeout_ms=timeout_ms)
             router = lambda _job: route  # noqa: E731
         self.router = router
         self.concurrency = concurrency
         self.beat_ms = beat_ms
         self.lease_ms = lease_ms
+        self.timeout_ms = timeout_ms
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.pooled = pooled
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
         self.inflight: dict[str, asyncio.Task[None]] = {}
-        self._held: dict[str, _Held] = {}
+        self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
+                                   self._cancel_requested)
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
         self._beat_no = 0
-        self._acks: list[tuple[Job, asyncio.Future[errors.ServerError | None]]] = []
+        self._acks: list[tuple[tuple[Any, ...], asyncio.Future[errors.ServerError | None]]] = []
         self._ack_flush: asyncio.Task[None] | None = None
         # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
         # so the two never claim the same free slot twice
@@ -423,7 +366,8 @@ class Consumer:
 
     def _start(self, claim: jobs.Claim) -> None:
         self.stats.claimed += 1
-        job = Job(self.queue, claim.id, claim.token, claim.payload)
+        job = Job(self.queue, claim.id, claim.token, claim.payload, self.conn,
+                  asyncio.get_running_loop())
         task = asyncio.ensure_future(self._process(job))
         self.inflight[claim.id] = task
 
@@ -444,78 +388,110 @@ class Consumer:
         # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
         # of the way into the shorter of that and the route's lease
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
-        held = _Held(job, lease_ms, min(lease_ms, self.lease_ms))
+        held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
         if route is not None:
-            self._held[job.id] = held
-            try:
-                value = await self._call(route.handler, job)
-            except Delay as d:
-                outcome = ("delay", d)
-            except Exception as exc:
-                outcome = ("fail", exc)
-            else:
-                outcome = ("ok", value)
-            finally:
-                self._held.pop(job.id, None)
+            outcome = await self._handle(route, job, held)
         await self._settle(job, route or Route(_no_handler), outcome, held)
 
-    async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
-        token = _current.set(job)
+    async def _handle(self, route: Route, job: Job, held: Held) -> tuple[str, Any]:
+        """Run the handler while its lease is checkpointed; the outcome as (kind, value):
+        ok, delay, fail, timeout or cancelled."""
+        fn = route.handler
+        is_async = self._is_async.get(fn)
+        if is_async is None:
+            is_async = self._is_async[fn] = inspect.iscoroutinefunction(fn)
+        # a cancel request stops an async handler by cancelling this task (at an await)
+        held.task = asyncio.current_task() if is_async else None
+        self._leases.held[job.id] = held
+        timeout_ms = route.timeout_ms or self.timeout_ms
+        clock: asyncio.Timeout | None = None
         try:
-            is_async = self._is_async.get(handler)
-            if is_async is None:
-                is_async = self._is_async[handler] = inspect.iscoroutinefunction(handler)
+            if timeout_ms is None:
+                value = await self._call(fn, job, is_async)
+            else:
+                async with asyncio.timeout(timeout_ms / 1000) as clock:
+                    value = await self._call(fn, job, is_async)
+        except Delay as d:
+            return ("delay", d)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not job._cancelled or task is None:
+                raise  # a drain or shutdown, not a cancel request
+            task.uncancel()
+            return ("cancelled", None)
+        except TimeoutError as exc:
+            if clock is None or not clock.expired():
+                return ("fail", exc)  # the handler's own timeout, an ordinary failure
+            if not is_async:
+                self._abandon(job)
+            return ("timeout", TimeoutError(
+                f"job exceeded its timeout of {(timeout_ms or 0) / 1000:g} s"))
+        except Exception as exc:
+            return ("fail", exc)
+        finally:
+            self._leases.held.pop(job.id, None)
+        if job._cancelled:  # a plain function saw .cancelled and returned
+            return ("cancelled", None)
+        if route.keep_result_ms is None:
+            return ("ok", None)
+        try:
+            return ("ok", json.dumps(value, separators=(",", ":"), allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            return ("fail", TypeError(f"return value is not JSON-serializable (the task "
+                                      f"keeps its result): {exc}"))
+
+    async def _call(self, fn: Callable[[Job], Any], job: Job, is_async: bool) -> Any:
+        token = handler.enter(job)
+        try:
             if is_async:
-                return await handler(job)
+                return await fn(job)
             ctx = contextvars.copy_context()
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._pool(), ctx.run, handler, job)
+            result = await loop.run_in_executor(self._pool(), ctx.run, fn, job)
             if inspect.isawaitable(result):
                 return await result
             return result
         finally:
-            _current.reset(token)
+            handler.leave(token)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
         return self._executor
 
+    def _abandon(self, job: Job) -> None:
+        """A plain-function handler ran past its timeout: Python cannot stop a thread, so
+        it is left to finish on its own (its return is ignored; its job was failed) and new
+        jobs get a fresh pool, so the slot it held is free at once."""
+        self.stats.abandoned += 1
+        log.warning("job %s: plain-function handler abandoned in its thread at its timeout "
+                    "(%d abandoned so far)", job.id, self.stats.abandoned)
+        if self._own_executor and self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    def _cancel_requested(self, held: Held) -> None:
+        """A checkpoint saw a cancel request for a running job: stop an async handler as
+        ``task.cancel()`` would; a plain function reads ``job.cancelled``."""
+        log.info("job %s: cancel requested", held.job.id)
+        if held.task is not None:
+            held.task.cancel()
+
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
-            self._checkpointer = asyncio.ensure_future(self._checkpoints())
+            self._checkpointer = asyncio.ensure_future(
+                self._leases.run(lambda: self._running or bool(self.inflight)))
 
-    async def _checkpoints(self) -> None:
-        """One loop for every running handler: extend each lease a third of the way into
-        it (SERVER-clock expiry), so a long job is never reaped while its worker lives.
-        Runs while the consumer runs or any handler does."""
-        tick = min(self.beat_ms, self.lease_ms // 6 or 1) / 1000
-        while self._running or self.inflight:
-            await asyncio.sleep(tick)
-            now = time.monotonic()
-            due = [h for h in self._held.values() if h.extend_at <= now]
-            if due:
-                await asyncio.gather(*(self._extend(h) for h in due))
-
-    async def _extend(self, held: _Held) -> None:
-        job = held.job
-        try:
-            await jobs.extend(self.conn, self.queue, job.id, job.token, held.lease_ms)
-            held.renewed()
-        except errors.WireError as exc:
-            log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
-            held.extend_at = time.monotonic() + self.beat_ms / 1000
-        except errors.ServerError as exc:
-            held.extend_at = float("inf")
-            if job.id in self._held:  # not a race with its own ack
-                log.warning("job %s lost its lease while running: %s", job.id, exc)
-
-    async def _ack(self, job: Job) -> None:
+    async def _ack(self, job: Job, result: str | None = None,
+                   keep_result_ms: int | None = None) -> None:
         """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its slot:
-        jobs finishing in the same loop turn share one round trip."""
+        jobs finishing in the same loop turn share one round trip. With ``result`` the
+        ack stores it for ``keep_result_ms``."""
         fut: asyncio.Future[errors.ServerError | None] = (
             asyncio.get_running_loop().create_future())
-        self._acks.append((job, fut))
+        held: tuple[Any, ...] = ((job.id, job.token) if result is None else
+                                 (job.id, job.token, result, keep_result_ms))
+        self._acks.append((held, fut))
         if self._ack_flush is None or self._ack_flush.done():
             self._ack_flush = asyncio.ensure_future(self._flush_acks())
         refused = await fut
@@ -534,7 +510,7 @@ class Consumer:
             self._reserved += want
             try:
                 replies, claims = await (jobs.ack_and_claim(
-                    self.conn, self.queue, [(j.id, j.token) for j, _ in batch],
+                    self.conn, self.queue, [held for held, _ in batch],
                     self.lease_ms, want, keep=self.retention.keeps_completed))
             except Exception as exc:
                 for _, fut in batch:
@@ -550,21 +526,28 @@ class Consumer:
                 self._start(claim)
 
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                      deadline: _Held) -> None:
+                      deadline: Held) -> None:
         kind, value = outcome
         priced: dict[str, int] = {}
+        keep_ms = route.keep_result_ms
         if kind == "ok":
             try:  # the hot path: no closure, no row key, one shared ack round trip
-                await self._ack(job)
+                await self._ack(job, value, keep_ms)
             except errors.EchoMQError:
                 pass  # a refusal or a wire error: the patient loop below settles it
             else:
                 self.stats.completed += 1
                 self._emit("completed", job.id, job.token)
                 return
+        if kind == "timeout":
+            self.stats.timed_out += 1
+            self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
         row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
-            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
+            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
+        elif kind == "cancelled":
+            verb = lambda: jobs.finish_cancelled(  # noqa: E731
+                self.conn, self.queue, job.id, job.token)
         elif kind == "delay":
             async def verb() -> Any:
                 await (jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
@@ -610,6 +593,10 @@ class Consumer:
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
+        elif kind == "cancelled" or result == "cancelled":
+            # a failure of a cancel-marked row ends it cancelled too (retry's CANCELLED)
+            self.stats.cancelled += 1
+            self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
             log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
@@ -623,12 +610,7 @@ class Consumer:
                        tried=priced["tried"], error=f"{type(value).__name__}: {value}")
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(Event(kind, self.queue, job_id, attempts, info, time.time()))
-        except Exception:  # a broken observer must not break the loop
-            log.exception("on_event observer failed")
+        emit(self.on_event, kind, self.queue, job_id, attempts, info)
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -663,26 +645,3 @@ _validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter 
 
 def _no_handler(job: Job) -> None:  # pragma: no cover - never called
     raise LookupError(f"no handler for job {job.id}")
-
-
-class _Held:
-    """A running job's lease as this process sees it, on the HOST monotonic clock: when to
-    checkpoint next and when the lease lapses (a conservative guess of the SERVER-clock
-    expiry: it starts after the server priced it)."""
-
-    __slots__ = ("extend_at", "job", "lapses_at", "lease_ms")
-
-    def __init__(self, job: Job, lease_ms: int, first_ms: int) -> None:
-        now = time.monotonic()
-        self.job = job
-        self.lease_ms = lease_ms
-        self.lapses_at = now + first_ms / 1000
-        self.extend_at = now + first_ms / 3000
-
-    def renewed(self) -> None:
-        now = time.monotonic()
-        self.lapses_at = now + self.lease_ms / 1000
-        self.extend_at = now + self.lease_ms / 3000
-
-    def lapsed(self) -> bool:
-        return time.monotonic() >= self.lapses_at

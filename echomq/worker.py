@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ from . import _guards as guard
 from . import keyspace
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
+from .handler import seconds_to_ms
 from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
 
 if TYPE_CHECKING:
@@ -41,6 +43,8 @@ class Worker:
 
     ``concurrency`` is per queue. ``metronome=False`` makes each consumer run its own
     recovery and promote legs (a lone consumer's beat) instead of pool mode.
+    ``timeout`` (seconds or ``timedelta``) is the handler timeout for tasks declared
+    without one (off unless set). ``on_event`` defaults to the app's observer.
     """
 
     def __init__(
@@ -54,6 +58,7 @@ class Worker:
         metronome: bool = True,
         pump: bool = True,
         on_event: Callable[[Event], None] | None = None,
+        timeout: float | dt.timedelta | None = None,
     ) -> None:
         self.app = app
         self.queues = list(dict.fromkeys(queues or app.queues() or [app.default_queue]))
@@ -66,7 +71,8 @@ class Worker:
         self.grace_s = grace_s
         self.use_metronome = metronome
         self.use_pump = pump
-        self.on_event = on_event
+        self.on_event = on_event if on_event is not None else app.on_event
+        self.timeout_ms = seconds_to_ms("timeout", timeout)
         self.consumers: list[Consumer] = []
         self.metronome: Metronome | None = None
         self.pump: Any = None
@@ -90,7 +96,7 @@ class Worker:
             Consumer(
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=self.on_event,
+                pooled=self.use_metronome, on_event=self.on_event, timeout_ms=self.timeout_ms,
             )
             for q in self.queues
         ]

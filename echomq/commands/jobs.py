@@ -58,6 +58,12 @@ def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", default=None, help="the queue (default: the task's, or default)")
     p.add_argument("--app", default=None, help="module:attribute of the App (for queue lookup)")
     p.add_argument("--id", default=None, help="the job id (default: a fresh JOB id)")
+    p.add_argument("--priority", type=int, default=0,
+                   help="0..1000000, lower runs first (default 0)")
+    p.add_argument("--group", default=None, help="the group lane the job waits in")
+    p.add_argument("--unique", default=None, metavar="KEY",
+                   help="a unique key: while its owner waits or runs, print the owner's id "
+                        "and write nothing")
     _common(p)
 
 
@@ -132,14 +138,37 @@ def run_enqueue(args: argparse.Namespace) -> int:
     except TypeError as exc:
         raise SystemExit(f"echomq: {exc}") from None
     job_id = args.id or ids.mint()
+    opts: dict[str, Any] = {}
+    try:
+        if args.priority:
+            from ..task import check_priority
+
+            opts["priority"] = check_priority(args.priority)
+        if args.group is not None:
+            from .. import keyspace
+
+            opts["group"] = keyspace.validate_queue(args.group)
+        if args.unique is not None:
+            from ..task import check_unique
+
+            check_unique(args.unique)
+    except ValueError as exc:
+        raise SystemExit(f"echomq: {exc}") from None
     conn, app = _connect(args)
     try:
-        if getattr(args, "in_ms", None) is not None:
-            outcome = jobs.enqueue_in(conn, queue, job_id, payload, args.in_ms)
+        if args.unique is not None:
+            mode, value = (("in", args.in_ms) if getattr(args, "in_ms", None) is not None
+                           else ("at", args.at_ms) if getattr(args, "at_ms", None) is not None
+                           else ("now", 0))
+            admitted = jobs.admit(conn, queue, job_id, payload, mode=mode, value=value,
+                                  unique=args.unique, **opts)
+            outcome, job_id = admitted.outcome, admitted.id
+        elif getattr(args, "in_ms", None) is not None:
+            outcome = jobs.enqueue_in(conn, queue, job_id, payload, args.in_ms, **opts)
         elif getattr(args, "at_ms", None) is not None:
-            outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms)
+            outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms, **opts)
         else:
-            outcome = jobs.enqueue(conn, queue, job_id, payload)
+            outcome = jobs.enqueue(conn, queue, job_id, payload, **opts)
     finally:
         app.close()
     print(f"{job_id} {outcome} {queue}")
@@ -158,7 +187,17 @@ def run_job(args: argparse.Namespace) -> int:
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
+    extra = [("priority", info.priority if info.priority else None), ("group", info.group),
+             ("progress", _shown(info.progress)), ("result", _shown(info.result)),
+             ("cancel", "requested" if info.cancel_requested else None)]
+    for label, value in extra:
+        if value is not None:
+            print(f"{label:<9} {value}")
     return 0
+
+
+def _shown(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
 
 
 def discover_queues(conn: Any, progress: bool = True) -> list[str]:
@@ -194,16 +233,20 @@ def run_stats(args: argparse.Namespace) -> int:
     try:
         queues = args.queue or discover_queues(conn)
         table = {q: jobs.counts(conn, q) for q in queues}
+        paused = {q for q in queues if jobs.is_paused(conn, q)}
     finally:
         app.close()
+    for q in queues:
+        table[q]["paused"] = int(q in paused)
     if args.json:
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
     width = max([5, *(len(q) for q in queues)])
-    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols))
+    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols) + "  status")
     for q, counts in table.items():
-        print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
+        print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols)
+              + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
     return 0

@@ -341,8 +341,8 @@ class App:
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         guard.positive("max_attempts", max_attempts)
-        guard.non_negative("retry_delay_ms", retry_delay_ms)
-        guard.positive("lease_ms", lease_ms)
+        guard.span("retry_delay_ms", retry_delay_ms)
+        guard.span("lease_ms", lease_ms, minimum=1)
         timeout_ms = seconds_to_ms("timeout", timeout)
         keep_result_ms = seconds_to_ms("keep_result", keep_result)
         if backoff is not None:
@@ -371,7 +371,7 @@ class App:
         Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
         registration is upserted when a worker starts and fired by the worker's Pump.
         """
-        every_ms = guard.positive("interval", to_ms(interval))
+        every_ms = guard.span("interval", to_ms(interval), minimum=1)
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)

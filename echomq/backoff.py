@@ -26,6 +26,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+# the longest delay a policy may price: 9999-12-31T23:59:59.999Z in epoch ms (as
+# ``_guards.MAX_TIME_MS``; ``jobs.retry`` bounds the sum with now before any I/O)
+MAX_MS = 253_402_300_799_999
+
 Policy = tuple[Any, ...]
 
 _rng = random.SystemRandom()
@@ -41,13 +45,13 @@ def validate(policy: Policy) -> Policy:
         raise TypeError(f"a backoff policy is a tuple, not {policy!r}")
     kind = policy[0]
     if kind == "fixed" and len(policy) == 2:
-        if not _int(policy[1]) or policy[1] < 0:
-            raise ValueError("fixed backoff needs a non-negative int ms")
+        if not _int(policy[1]) or not 0 <= policy[1] <= MAX_MS:
+            raise ValueError(f"fixed backoff needs an int ms in 0..{MAX_MS}")
         return policy
     if kind == "exponential" and len(policy) == 3:
         base, cap = policy[1], policy[2]
-        if not (_int(base) and base >= 1 and _int(cap) and cap >= 1):
-            raise ValueError("exponential backoff needs int base >= 1 and int cap >= 1")
+        if not (_int(base) and 1 <= base <= MAX_MS and _int(cap) and 1 <= cap <= MAX_MS):
+            raise ValueError(f"exponential backoff needs int base and cap in 1..{MAX_MS}")
         return policy
     if kind == "jitter" and len(policy) == 2:
         validate(policy[1])

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-GROUPS = ("server", "demo", "worker", "jobs", "control", "repeat", "dashboard")
+GROUPS = ("server", "demo", "worker", "jobs", "control", "repeat", "dashboard", "cluster")
 
 
 def build_parser() -> argparse.ArgumentParser:

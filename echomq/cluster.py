@@ -11,15 +11,21 @@ explicit bus ports (ephemeral ports are often above 55535, where ``port+10000`` 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import pathlib
+import signal
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import valkey
 
+from . import urls
 from .server import EmbeddedServer, ServerError, free_port
 
 SLOTS = 16384
+STATE_FILE = "cluster.json"
 
 
 class LocalCluster:
@@ -32,6 +38,8 @@ class LocalCluster:
         *,
         native: bool = True,
         node_timeout_ms: int = 1000,
+        password: str = "",
+        data_dir: str | os.PathLike[str] | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
         if masters < 1 or replicas < 0:
@@ -40,22 +48,30 @@ class LocalCluster:
         self.replicas = replicas
         self.native = native
         self.node_timeout_ms = node_timeout_ms
+        self.password = password
+        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
         self.extra_args = list(extra_args)
         self.nodes: list[EmbeddedServer] = []
 
     @property
     def url(self) -> str:
-        """A startup-node URL (the cluster client discovers the rest)."""
-        return self.nodes[0].url
+        """The cluster URL, ``valkey+cluster://[:password@]h:p,h:p,...`` naming every node
+        (any one that answers is enough; the client discovers the rest)."""
+        if not self.nodes:
+            raise ServerError("the cluster is not started")
+        return urls.cluster_url([(n.host, int(n.port or 0)) for n in self.nodes],
+                                password=self.password or None)
 
     def start(self, timeout: float = 30.0) -> LocalCluster:
         total = self.masters * (1 + self.replicas)
+        auth = ["--masterauth", self.password] if self.password else []
         try:
-            for _ in range(total):
+            for i in range(total):
                 bus = free_port()
                 node = EmbeddedServer(
                     ephemeral=True,
-                    password="",
+                    data_dir=(self.data_dir / f"node{i}") if self.data_dir else None,
+                    password=self.password,
                     native=self.native,
                     extra_args=[
                         "--cluster-enabled", "yes",
@@ -63,6 +79,7 @@ class LocalCluster:
                         "--cluster-node-timeout", str(self.node_timeout_ms),
                         "--cluster-port", str(bus),
                         "--repl-diskless-sync-delay", "0",
+                        *auth,
                         *self.extra_args,
                     ],
                 )
@@ -75,7 +92,19 @@ class LocalCluster:
         return self
 
     def client(self, node: EmbeddedServer) -> Any:
-        return valkey.Valkey(host=node.host, port=node.port, decode_responses=True)
+        """A plain client on one node (str replies)."""
+        return valkey.Valkey(host=node.host, port=node.port, password=self.password or None,
+                             decode_responses=True)
+
+    def primaries(self) -> list[EmbeddedServer]:
+        """The live nodes that are primaries now (a failover changes the set)."""
+        out = []
+        for node in self.nodes:
+            if node.running():
+                with contextlib.suppress(valkey.exceptions.ValkeyError):
+                    if self.client(node).info("replication").get("role") == "master":
+                        out.append(node)
+        return out
 
     def _form(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -145,8 +174,78 @@ class LocalCluster:
             node.stop()
         self.nodes = []
 
+    # -- a cluster that outlives this process (``echomq cluster up`` / ``down``) ----------
+
+    def state(self) -> dict[str, Any]:
+        """What ``down`` needs: the URL and every node's pid, port and data dir."""
+        return {
+            "url": self.url, "masters": self.masters, "replicas": self.replicas,
+            "nodes": [{"pid": n.pid, "port": n.port, "dir": str(n.data_dir)}
+                      for n in self.nodes],
+        }
+
+    def detach(self, state_dir: str | os.PathLike[str]) -> pathlib.Path:
+        """Write the state file under ``state_dir`` and let the nodes outlive this object
+        (they run in their own sessions); ``stop_detached`` stops them by pid."""
+        path = pathlib.Path(state_dir) / STATE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        # the URL carries the password: the state file is for its owner only
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(self.state(), indent=2))
+        tmp.replace(path)
+        for node in self.nodes:
+            node.process = None  # no stop at garbage collection: the state file owns them
+        self.nodes = []
+        return path
+
     def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def read_state(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The state ``detach`` wrote under ``state_dir``, or ``None``."""
+    try:
+        data = json.loads((pathlib.Path(state_dir) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def node_alive(pid: int) -> bool:
+    """``pid`` is alive and is a valkey-server (a recycled pid is left alone)."""
+    try:
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True  # no /proc: trust the state file
+    return b"valkey-server" in cmdline or b"redis-server" in cmdline
+
+
+def stop_detached(state_dir: str | os.PathLike[str], timeout: float = 10.0) -> int:
+    """Stop the nodes a detached cluster recorded under ``state_dir`` by pid (SIGTERM,
+    then SIGKILL after ``timeout``), remove the state file; how many were running."""
+    state = read_state(state_dir)
+    if state is None:
+        return 0
+    pids = [int(n["pid"]) for n in state.get("nodes", []) if n.get("pid")]
+    live = [p for p in pids if node_alive(p)]
+    for pid in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(node_alive(p) for p in live) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in live:
+        if node_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    (pathlib.Path(state_dir) / STATE_FILE).unlink(missing_ok=True)
+    return len(live)

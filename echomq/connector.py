@@ -28,8 +28,8 @@ import valkey.asyncio.cluster as avcluster
 import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
-from . import errors, native, scripts
-from .steps import Arg, Batch, Command, Eval, Native, Step
+from . import errors, native, scripts, urls
+from .steps import Arg, Batch, Command, Eval, Native, Nodes, Step
 
 WIRES = (4, 6)
 NATIVE_MODULE = "emq"
@@ -119,6 +119,10 @@ class _Base:
     def _plan(self, step: Step) -> _Plan:
         if isinstance(step, Batch):
             return (yield from self._plan_batch(step.steps))
+        if isinstance(step, Nodes):
+            return self._primaries()
+        if isinstance(step, Command) and step.node is not None and self.cluster:
+            return (yield _Call(step.args, (("target_nodes", self._node(step.node)),)))
         call = _Call(self._command(step))
         try:
             return (yield call)
@@ -147,6 +151,19 @@ class _Base:
                 pipe.execute_command(*args)
             return pipe.execute(raise_on_error=False)
         return self.client.execute_command(*op.args, **dict(op.kwargs))
+
+    def _primaries(self) -> list[str | None]:
+        """The names of the cluster's primaries as the client last saw them; ``[None]``
+        for a single server."""
+        if not self.cluster:
+            return [None]
+        return [*sorted(str(n.name) for n in self.client.get_primaries())]
+
+    def _node(self, name: str) -> Any:
+        node = self.client.get_node(node_name=name)
+        if node is None:  # a failover or a reshard since the Nodes step
+            raise vexc.ConnectionError(f"cluster node {name} is gone")
+        return node
 
     def _modules_plan(self) -> _Plan:
         if not self.cluster:
@@ -189,10 +206,18 @@ class Connector(_Base):
         discovers the rest and routes every step to the node owning its keys' slot (one
         queue = one hash tag = one slot)."""
         _check_wire(wire)
-        factory = vcluster.ValkeyCluster if cluster else valkey.Valkey
+        target = urls.parse(url)
+        cluster = cluster or target.cluster
         try:
-            client = factory.from_url(_normalize(url), **options)
+            if cluster:
+                factory: Any = vcluster.ValkeyCluster
+                client = factory.from_url(
+                    target.url, **_startup(target, vcluster.ClusterNode), **options)
+            else:
+                client = valkey.Valkey.from_url(target.url, **options)
         except _WIRE_FAULTS as exc:
+            raise _wire_error(exc) from exc
+        except vexc.ValkeyClusterException as exc:  # no startup node answered
             raise _wire_error(exc) from exc
         conn = cls(client, wire=wire, cluster=cluster)
         try:
@@ -265,14 +290,20 @@ class AsyncConnector(_Base):
     ) -> AsyncConnector:
         """Connect to ``url``; see ``Connector.connect``."""
         _check_wire(wire)
-        factory = avcluster.ValkeyCluster if cluster else avalkey.Valkey
-        client = factory.from_url(_normalize(url), **options)
+        target = urls.parse(url)
+        cluster = cluster or target.cluster
+        client: Any
+        if cluster:
+            client = avcluster.ValkeyCluster.from_url(
+                target.url, **_startup(target, avcluster.ClusterNode), **options)
+        else:
+            client = avalkey.Valkey.from_url(target.url, **options)
         conn = cls(client, wire=wire, cluster=cluster)
         try:
             if cluster:
                 try:
                     await client.initialize()
-                except _WIRE_FAULTS as exc:
+                except (*_WIRE_FAULTS, vexc.ValkeyClusterException) as exc:
                     raise _wire_error(exc) from exc
             await conn.ping()
             if wire == 6:
@@ -331,11 +362,7 @@ class AsyncConnector(_Base):
         await self.close()
 
 
-def _normalize(url: str) -> str:
-    """valkey-py knows valkey://, valkeys://, redis://, rediss:// and unix://."""
-    if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"not a server URL: {url!r} (expected valkey://host:port/db)")
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in ("valkey", "valkeys", "redis", "rediss", "unix"):
-        raise ValueError(f"unsupported URL scheme {scheme!r}")
-    return url
+def _startup(target: urls.Target, node: Any) -> dict[str, Any]:
+    """The startup nodes beyond the URL's first (a cluster URL may list several)."""
+    rest = target.nodes[1:]
+    return {"startup_nodes": [node(h, p) for h, p in rest]} if rest else {}

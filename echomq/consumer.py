@@ -153,9 +153,9 @@ class Consumer:
         if (handler is None) == (router is None):
             raise TypeError("Consumer takes a handler or a router, exactly one")
         guard.positive("concurrency", concurrency)
-        guard.positive("beat_ms", beat_ms)
-        guard.positive("lease_ms", lease_ms)
-        guard.non_negative("retry_delay_ms", retry_delay_ms)
+        guard.span("beat_ms", beat_ms, minimum=1)
+        guard.span("lease_ms", lease_ms, minimum=1)
+        guard.span("retry_delay_ms", retry_delay_ms)
         guard.positive("max_attempts", max_attempts)
         if timeout_ms is not None:
             guard.positive("timeout_ms", timeout_ms)
@@ -196,6 +196,7 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
 
@@ -622,6 +623,8 @@ class Consumer:
             _done, left = await asyncio.wait(pending, timeout=grace_s)
         else:
             left = set()
+        # named before the cancel, whose done-callbacks drop them from inflight
+        self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
         for task in left:
             task.cancel()
         if left:

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from . import dead, errors, jobs, keyspace, repeat, states
+from . import dead, discovery, errors, jobs, keyspace, repeat, states
 from .connector import Connector
 
 SCAN_BUDGET = 200_000  # keys looked at per queue discovery; a dashboard must not stall the server
@@ -30,20 +30,9 @@ PAGE = 50
 
 
 def discover_queues(conn: Connector) -> list[str]:
-    """Queue names found by scanning for their sorted sets (``SCAN ... TYPE zset``)."""
-    found: set[str] = set()
-    cursor, seen = 0, 0
-    while True:
-        cursor, keys = conn.call(
-            "SCAN", cursor, "MATCH", "emq:{*}:*", "COUNT", 1000, "TYPE", "zset"
-        )
-        for key in keys:
-            k = key.decode() if isinstance(key, bytes) else key
-            if k.startswith("emq:{") and "}:" in k:
-                found.add(k[5 : k.index("}:")])
-        seen += 1000
-        if int(cursor) == 0 or seen >= SCAN_BUDGET:
-            return sorted(found)
+    """Queue names found by their sorted sets, on every primary of a cluster
+    (``discovery.queues``, bounded by ``SCAN_BUDGET`` keys per node)."""
+    return discovery.queues(conn, SCAN_BUDGET)
 
 
 def _when(ms: int | None) -> str:

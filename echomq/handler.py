@@ -47,11 +47,11 @@ class Delay(Exception):
             raise TypeError("Delay takes a delay (ms or timedelta) or at=, exactly one")
         if at is not None:
             self.mode = "at"
-            self.value = guard.integer("at", to_epoch_ms(at))
+            self.value = guard.instant("at", to_epoch_ms(at))
         else:
             assert ms is not None
             self.mode = "in"
-            self.value = guard.non_negative("ms", to_ms(ms))
+            self.value = guard.span("ms", to_ms(ms))
         super().__init__(f"delay {self.mode} {self.value}")
 
 
@@ -82,8 +82,13 @@ def seconds_to_ms(name: str, value: float | dt.timedelta | None) -> int | None:
 def to_epoch_ms(value: int | dt.datetime) -> int:
     """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
     if isinstance(value, dt.datetime):
-        return int(value.timestamp() * 1000)
+        # exact integer arithmetic: a float timestamp rounds datetime.max past year 9999
+        aware = value if value.tzinfo is not None else value.astimezone()
+        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)
     return guard.integer("at", value)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(slots=True)

@@ -77,10 +77,11 @@ def enqueue_at(
 ) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
-    Guards only that ``run_at_ms`` is an int (as the seed): a past or negative run-at is
-    due at the next promote. ``"scheduled"`` or ``"duplicate"``.
+    Guards that ``run_at_ms`` is an int (as the seed) within year 9999 (``ValueError``
+    beyond ``guard.MAX_TIME_MS``): a past or negative run-at is due at the next promote.
+    ``"scheduled"`` or ``"duplicate"``.
     """
-    guard.integer("run_at_ms", run_at_ms)
+    guard.instant("run_at_ms", run_at_ms)
     step = _schedule_step(queue, job_id, payload, "at", run_at_ms, via)
     return single(step, _admission(Outcome.SCHEDULED))
 
@@ -91,9 +92,10 @@ def enqueue_in(
 ) -> Verb[Outcome]:
     """Admit a job due ``delay_ms`` from now on the SERVER clock (``TIME`` in the script).
 
-    ``delay_ms`` must be a non-negative int. ``"scheduled"`` or ``"duplicate"``.
+    ``delay_ms`` must be a non-negative int that keeps now + it within year 9999 (priced
+    on the HOST clock before any I/O). ``"scheduled"`` or ``"duplicate"``.
     """
-    guard.non_negative("delay_ms", delay_ms)
+    guard.span("delay_ms", delay_ms)
     step = _schedule_step(queue, job_id, payload, "in", delay_ms, via)
     return single(step, _admission(Outcome.SCHEDULED))
 
@@ -161,7 +163,7 @@ def schedule_many(
     flat: list[Any] = []
     for job_id, payload, mode, value in items:
         guard.mode(mode)
-        (guard.non_negative if mode == "in" else guard.integer)("value", value)
+        guard.span("value", value) if mode == "in" else guard.instant("value", value)
         flat += (_bulk_id(job_id), guard.payload(payload), mode, str(value))
     return _bulk_admissions(
         "schedule_many", keyspace.queue_key(queue, "schedule"), queue, flat, 4,
@@ -194,7 +196,7 @@ def _claims(reply: Sequence[Any]) -> list[Claim]:
 
 
 def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
-    guard.positive("lease_ms", lease_ms)
+    guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
     return Eval(
         "claim",
@@ -325,7 +327,7 @@ def retry(
     reach ``max_attempts``. The error text is kept on the row either way.
     """
     row, active = _held(queue, job_id, token)
-    guard.non_negative("delay_ms", delay_ms)
+    guard.span("delay_ms", delay_ms)
     guard.positive("max_attempts", max_attempts)
     guard.string("error", error)
     step = Eval(
@@ -343,11 +345,12 @@ def delay(
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
-    absolute run-at. Never dead-letters. Guards only that the value is an int (the seed).
+    absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
+    that the run-at it makes lies within year 9999.
     """
     row, active = _held(queue, job_id, token)
-    guard.integer("delay_ms", delay_ms)
     guard.mode(mode)
+    guard.at_mode("delay_ms", mode, delay_ms)
     step = Eval(
         "delay",
         (row, active, keyspace.queue_key(queue, "schedule")),
@@ -365,7 +368,7 @@ def reschedule(queue: str, job_id: str, mode: str, due: int) -> Verb[int]:
     """
     guard.string("job_id", job_id)
     guard.mode(mode)
-    guard.integer("due", due)
+    guard.at_mode("due", mode, due)
     step = Native(
         "EMQ.RESCHEDULE",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
@@ -398,7 +401,7 @@ def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb
 def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     """Checkpoint a lease: expiry becomes SERVER now + ``lease_ms``; returns that ms."""
     row, active = _held(queue, job_id, token)
-    guard.positive("lease_ms", lease_ms)
+    guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
     return single(step, int)
 

@@ -122,7 +122,7 @@ def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False
     The lease expires on the SERVER clock.
     """
     guard.string("owner", owner)
-    guard.positive("lease_ms", lease_ms)
+    guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval(
         "metronome",
         (keyspace.queue_key(queue, "metronome"),),
@@ -168,7 +168,7 @@ class Metronome:
             keyspace.validate_queue(q)
         self.conn = conn
         self.queues = list(dict.fromkeys(queues))
-        self.beat_ms = guard.positive("beat_ms", beat_ms)
+        self.beat_ms = guard.span("beat_ms", beat_ms, minimum=1)
         self.lease_ms = 2 * beat_ms
         self.owner = owner or default_owner()
         self.legs = legs or Legs()

@@ -27,12 +27,18 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
                          *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
         try:
             json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {exc}"
-            ) from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unencodable(task, where, value, exc) from None
     body = {"task": task, "args": args, "kwargs": kwargs}
-    return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    try:
+        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
+        raise _unencodable(task, "the arguments", body, exc) from None
+
+
+def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
+    why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
+    return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")
 
 
 def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
@@ -40,7 +46,5 @@ def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
     try:
         body = json.loads(payload)
         return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
-
-

@@ -62,7 +62,7 @@ class Pump:
         self.queues = list(queues)
         for q in self.queues:
             keyspace.validate_queue(q)
-        self.tick_ms = guard.positive("tick_ms", tick_ms)
+        self.tick_ms = guard.span("tick_ms", tick_ms, minimum=1)
         self.promote_batch = guard.positive("promote_batch", promote_batch)
         self.flows = flows
         self.sweep_batch = SWEEP_BATCH

@@ -63,9 +63,9 @@ def register(
     ``"registered"``, or ``"exists"`` when a live record has that name (nothing written).
     """
     keys = _keys(queue, name)
-    guard.positive("every_ms", every_ms)
+    guard.span("every_ms", every_ms, minimum=1)
     guard.payload(template, "template")
-    guard.non_negative("first_in_ms", first_in_ms)
+    guard.span("first_in_ms", first_in_ms)
     first_at = now_ms() + first_in_ms
     step = Eval("register", keys, (name, str(every_ms), template, str(first_at)))
     return single(step, lambda r: Outcome.REGISTERED if int(r) == 1 else Outcome.EXISTS)
@@ -93,7 +93,7 @@ def due(queue: str, now: int | None = None) -> Verb[list[dict[str, Any]]]:
     is gone is still listed (with no ``every_ms``) so a sweep can drop it.
     """
     keyspace.validate_queue(queue)
-    at = now_ms() if now is None else guard.integer("now", now)
+    at = now_ms() if now is None else guard.instant("now", now)
     return due_verb(queue, at)
 
 
@@ -129,7 +129,7 @@ def advance(queue: str, name: str, every_ms: int) -> Verb[Outcome]:
     """Set ``name``'s next run to HOST now + ``every_ms``: ``"advanced"``, or ``"absent"``
     (the record was cancelled mid-sweep; the dangling member is removed)."""
     keys = _keys(queue, name)
-    guard.positive("every_ms", every_ms)
+    guard.span("every_ms", every_ms, minimum=1)
     step = Eval("advance", keys, (name, str(now_ms() + every_ms)))
     return single(step, lambda r: Outcome.ADVANCED if int(r) == 1 else Outcome.ABSENT)
 
@@ -216,8 +216,8 @@ def _instant_ms(label: str, value: object, tz: str) -> int:
     """``value`` as epoch ms: an int is taken as ms; a naive datetime is read in ``tz``."""
     if isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=cronlib.zone(tz))
-        return int(aware.timestamp() * 1000)
-    return guard.integer(label, value)
+        return guard.instant(label, int(aware.timestamp() * 1000))
+    return guard.instant(label, value)
 
 
 def _definition(
@@ -242,7 +242,7 @@ def _definition(
     d: dict[str, bytes | str] = dict.fromkeys(DEFINITION, "")
     d["template"] = template
     if every_ms is not None:
-        d["every_ms"] = str(guard.positive("every_ms", every_ms))
+        d["every_ms"] = str(guard.span("every_ms", every_ms, minimum=1))
     else:
         guard.string("cron", cron)
         assert cron is not None
@@ -374,7 +374,7 @@ def upsert(
     scheduled (retrying) or active.
     """
     _keys(queue, name)
-    guard.non_negative("first_in_ms", first_in_ms)
+    guard.span("first_in_ms", first_in_ms)
     if cron is not None and first_in_ms:
         raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")
     d = _definition(
@@ -520,7 +520,7 @@ def fire(queue: str, entry: dict[str, Any], now: int | None = None) -> Verb[Fire
     script enqueues only if the name's score is still ``entry["next_at"]``, so a second
     caller with the same entry gets ``skipped``/``raced`` and writes nothing.
     """
-    at = now_ms() if now is None else guard.integer("now", now)
+    at = now_ms() if now is None else guard.instant("now", now)
     step, minted = fire_step(queue, entry, at)
     return single(step, lambda r: _fired(entry["name"], minted, r))
 
@@ -535,7 +535,7 @@ def sweep(queue: str, now: int | None = None, batch: int | None = None) -> Verb[
     database) is reported ``skipped``/``invalid`` and left as it is.
     """
     keyspace.validate_queue(queue)
-    at = now_ms() if now is None else guard.integer("now", now)
+    at = now_ms() if now is None else guard.instant("now", now)
     if batch is not None:
         guard.positive("batch", batch)
 
@@ -575,7 +575,7 @@ def next_runs(
     occurrence ``limit``. A finished record has none.
     """
     guard.positive("count", count)
-    start = now_ms() if after is None else guard.integer("after", after)
+    start = now_ms() if after is None else guard.instant("after", after)
     if isinstance(record_or_expression, str):
         zi = cronlib.zone(tz)
         first = datetime.fromtimestamp(start / 1000, UTC)

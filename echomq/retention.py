@@ -28,8 +28,8 @@ def _ms(name: str, value: int | timedelta | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, timedelta):
-        return guard.non_negative(name, int(value.total_seconds() * 1000))
-    return guard.non_negative(name, value)
+        return guard.span(name, value // timedelta(milliseconds=1))
+    return guard.span(name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +111,7 @@ def trim(
     if which not in ("completed", "dead"):
         raise ValueError(f"which must be 'completed' or 'dead', not {which!r}")
     keep_arg = -1 if keep is None else guard.non_negative("keep", keep)
-    age_arg = -1 if keep_for_ms is None else guard.non_negative("keep_for_ms", keep_for_ms)
+    age_arg = -1 if keep_for_ms is None else guard.span("keep_for_ms", keep_for_ms)
     guard.positive("batch", batch)
     step = Eval(
         "trim",

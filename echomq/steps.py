@@ -45,9 +45,19 @@ class Eval:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``."""
+    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``.
+
+    ``node`` (a name from a ``Nodes`` reply) sends a keyless command to that cluster
+    primary; ``None`` routes by the command's keys (ignored off a cluster)."""
 
     args: tuple[Arg, ...]
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    """Ask the connector which primaries hold data: their names on a cluster (for
+    ``Command(node=...)``), ``[None]`` for a single server. No I/O of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +80,7 @@ class Batch:
     steps: tuple[Eval | Command | Native, ...]
 
 
-Step: TypeAlias = Eval | Command | Native | Batch
+Step: TypeAlias = Eval | Command | Native | Batch | Nodes
 Verb: TypeAlias = Generator[Step, Any, T]
 Maybe: TypeAlias = T | Awaitable[T]
 

@@ -175,7 +175,7 @@ class Task(Generic[P, R]):
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         return self._enqueue("in", ms, self.payload(*args, **kwargs))
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -207,7 +207,7 @@ class Task(Generic[P, R]):
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
-        ms = guard.non_negative("delay", to_ms(delay))
+        ms = guard.span("delay", to_ms(delay))
         return await self._aenqueue("in", ms, self.payload(*args, **kwargs))
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,

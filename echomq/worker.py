@@ -65,7 +65,7 @@ class Worker:
         for q in self.queues:
             keyspace.validate_queue(q)
         self.concurrency = guard.positive("concurrency", concurrency)
-        self.beat_ms = guard.positive("beat_ms", beat_ms)
+        self.beat_ms = guard.span("beat_ms", beat_ms, minimum=1)
         if grace_s < 0:
             raise ValueError("grace_s must be >= 0")
         self.grace_s = grace_s
@@ -77,6 +77,7 @@ class Worker:
         self.metronome: Metronome | None = None
         self.pump: Any = None
         self.unfinished = 0
+        self.abandoned: list[str] = []  # the ids the drain left to the reaper
         self.force = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -102,36 +103,26 @@ class Worker:
         ]
         background = asyncio.Event()  # the metronome and pump outlive the drain
         helpers: list[asyncio.Task[Any]] = []
-        if self.use_metronome:
-            self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
-                                       legs=Legs(retention=retention))
-            helpers.append(asyncio.ensure_future(self.metronome.run(background)))
-        recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
-        if recurrences and self.use_pump:
-            pump = await _start_pump(conn, recurrences, background, self.beat_ms)
-            if pump is not None:
-                self.pump, task = pump
-                helpers.append(task)
-        log.info("worker serving %s (concurrency %d per queue, beat %d ms%s)",
-                 ", ".join(self.queues), self.concurrency, self.beat_ms,
-                 ", metronome" if self.use_metronome else "")
-        runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
+        runs: list[asyncio.Task[None]] = []
         try:
+            # inside the try: a start that fails (a refused registration, a lost server)
+            # stops what already runs instead of leaving it to die with the connection
+            if self.use_metronome:
+                self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
+                                           legs=Legs(retention=retention))
+                helpers.append(asyncio.ensure_future(self.metronome.run(background)))
+            recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
+            if recurrences and self.use_pump:
+                pump = await _start_pump(conn, recurrences, background, self.beat_ms)
+                if pump is not None:
+                    self.pump, task = pump
+                    helpers.append(task)
+            log.info("worker serving %s (concurrency %d per queue, beat %d ms%s)",
+                     ", ".join(self.queues), self.concurrency, self.beat_ms,
+                     ", metronome" if self.use_metronome else "")
+            runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
             await asyncio.gather(*runs)
-            inflight = sum(len(c.inflight) for c in self.consumers)
-            if inflight:
-                log.info("stopping: %d jobs in flight, grace %.1f s", inflight, self.grace_s)
-            drains = [asyncio.ensure_future(c.drain(self.grace_s)) for c in self.consumers]
-            forced = asyncio.ensure_future(self.force.wait())
-            await asyncio.wait([*drains, forced], return_when=asyncio.FIRST_COMPLETED)
-            if not all(d.done() for d in drains):
-                # a forced stop: drain again with no grace (abandon the rest to the reaper)
-                for d in drains:
-                    d.cancel()
-                drains = [asyncio.ensure_future(c.drain(0)) for c in self.consumers]
-                await asyncio.wait(drains)
-            forced.cancel()
-            self.unfinished = sum(d.result() for d in drains if not d.cancelled())
+            self.unfinished = await self._drain()
         finally:
             for r in runs:
                 r.cancel()
@@ -140,12 +131,37 @@ class Worker:
                 await asyncio.wait(helpers, timeout=2.0)
             for h in helpers:
                 h.cancel()
+            if helpers:
+                await asyncio.wait(helpers, timeout=1.0)
         if self.unfinished:
-            log.warning("%d jobs unfinished at exit; the reaper returns them after their "
-                        "leases", self.unfinished)
+            log.warning("%d jobs unfinished at exit (%s); the reaper returns them after "
+                        "their leases", self.unfinished, ", ".join(self.abandoned))
         else:
             log.info("worker stopped cleanly")
         return self.unfinished
+
+    async def _drain(self) -> int:
+        """Every queue's in-flight jobs get the whole grace, together: the drain ends when
+        the last queue's jobs have settled (an idle queue is done at once, and must not end
+        the others' wait), at the end of the grace, or on a forced stop."""
+        inflight = sum(len(c.inflight) for c in self.consumers)
+        if inflight:
+            log.info("stopping: %d jobs in flight, grace %.1f s", inflight, self.grace_s)
+        drains = [asyncio.ensure_future(c.drain(self.grace_s)) for c in self.consumers]
+        every = asyncio.ensure_future(asyncio.wait(drains))
+        forced = asyncio.ensure_future(self.force.wait())
+        await asyncio.wait([every, forced], return_when=asyncio.FIRST_COMPLETED)
+        forced.cancel()
+        if not every.done():
+            # a forced stop: drain again with no grace (abandon the rest to the reaper)
+            every.cancel()
+            for d in drains:
+                d.cancel()
+            await asyncio.wait(drains)
+            drains = [asyncio.ensure_future(c.drain(0)) for c in self.consumers]
+            await asyncio.wait(drains)
+        self.abandoned = [jid for c in self.consumers for jid in c.abandoned]
+        return sum(d.result() for d in drains if not d.cancelled())
 
 
 async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
@@ -171,10 +187,15 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
 def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) -> int:
     """Run a ``Worker(app, queues, **options)`` in this process until SIGTERM/SIGINT; the
     count of jobs left unfinished (abandoned to the reaper)."""
-    worker = Worker(app, queues, **options)
+    return serve(Worker(app, queues, **options)).unfinished
+
+
+def serve(worker: Worker) -> Worker:
+    """Run ``worker`` in this process until SIGTERM/SIGINT (or, in burst mode, until its
+    queues have nothing due); the worker, with ``unfinished`` and ``abandoned`` set."""
     grace_s = worker.grace_s
 
-    async def main() -> int:
+    async def main() -> None:
         stop = asyncio.Event()
         worker.force = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -192,10 +213,11 @@ def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) ->
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
         try:
-            return await worker.run(stop)
+            await worker.run(stop)
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
 
-    return asyncio.run(main())
+    asyncio.run(main())
+    return worker

@@ -33,14 +33,53 @@ def server() -> Iterator[EmbeddedServer]:
 
 
 @pytest.fixture(scope="session")
-def url(server: EmbeddedServer) -> str:
+def cluster() -> Iterator[Any]:
+    """One real Valkey Cluster for the session: 3 primaries with a replica each, a password,
+    the native module loaded on every node (``echomq.cluster.LocalCluster``, the code
+    ``echomq cluster up`` runs)."""
+    from echomq.cluster import LocalCluster
+
+    with LocalCluster(masters=3, replicas=1, password="cl-" + uuid.uuid4().hex[:10]) as cl:
+        yield cl
+
+
+@pytest.fixture(scope="session")
+def url(request: pytest.FixtureRequest, server: EmbeddedServer) -> str:
+    """The server URL. A test marked ``@pytest.mark.topologies`` runs twice: on the single
+    server and on the session's cluster (``valkey+cluster://...``)."""
+    if getattr(request, "param", "single") == "cluster":
+        return str(request.getfixturevalue("cluster").url)
     return server.url
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "topologies: run the test on the single server and on a 3-primary cluster")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("topologies") and "url" in metafunc.fixturenames:
+        metafunc.parametrize("url", ["single", "cluster"], indirect=True, scope="session")
+
+
+def client_for(url: str) -> Any:
+    """A plain client for ``url``: ``Valkey``, or ``ValkeyCluster`` for a cluster URL
+    (it routes each key to its slot's owner and scans every primary)."""
+    from valkey.cluster import ClusterNode, ValkeyCluster
+
+    from echomq import urls
+
+    target = urls.parse(url)
+    if not target.cluster:
+        return valkey.Valkey.from_url(url)
+    nodes = [ClusterNode(h, p) for h, p in target.nodes[1:]]
+    return ValkeyCluster.from_url(target.url, startup_nodes=nodes)
 
 
 @pytest.fixture
 def raw(url: str) -> Iterator[valkey.Valkey]:
     """A plain client for checking writes key by key (bytes in, bytes out)."""
-    client = valkey.Valkey.from_url(url)
+    client = client_for(url)
     yield client
     client.close()
 

@@ -5,21 +5,18 @@ reloads its scripts on the promoted replica (NOSCRIPT) without being recreated."
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace, native
+from echomq import AsyncConnector, Connector, discovery, errors, ids, jobs, keyspace, native, urls
+from echomq.app import App
 from echomq.cluster import LocalCluster
 
 WIRES = [4, 6] if native.available() else [4]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(masters=3, replicas=0) as cl:
-        yield cl
 
 
 def lifecycle(conn, queue: str) -> dict[str, int]:
@@ -40,7 +37,7 @@ def lifecycle(conn, queue: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_transitions_route_to_each_queues_slot(cluster, wire):
-    conn = Connector.connect(cluster.url, wire=wire, cluster=True)
+    conn = Connector.connect(cluster.url, wire=wire)
     queues = [f"c{wire}-{i}" for i in range(12)]
     owners = {cluster.owner(keyspace.queue_key(q, "pending")).port for q in queues}
     assert len(owners) > 1  # the queues really spread over several nodes
@@ -54,7 +51,7 @@ def test_transitions_route_to_each_queues_slot(cluster, wire):
 @pytest.mark.parametrize("wire", WIRES)
 def test_async_connector_on_a_cluster(cluster, wire):
     async def main() -> dict[str, int]:
-        conn = await AsyncConnector.connect(cluster.url, wire=wire, cluster=True)
+        conn = await AsyncConnector.connect(cluster.url, wire=wire)
         try:
             q = f"ac{wire}"
             jid = ids.mint()
@@ -93,3 +90,142 @@ def test_failover_keeps_data_and_scripts_reload():
         assert jobs.get(conn, q, jid)["payload"] == b"kept"
         assert cl.owner(keyspace.queue_key(q, "schedule")).port != owner.port
         conn.close()
+
+
+# -- one URL for a cluster ---------------------------------------------------------------
+
+
+def test_cluster_url_forms_parse_before_any_io():
+    t = urls.parse("valkey+cluster://:p%40ss@127.0.0.1:7000,127.0.0.1:7001/0?socket_timeout=5")
+    assert t.cluster and not t.tls
+    assert t.nodes == (("127.0.0.1", 7000), ("127.0.0.1", 7001))
+    assert t.url == "valkey://:p%40ss@127.0.0.1:7000?socket_timeout=5"
+    t = urls.parse("valkeys+cluster://u:pw@[::1]:7000")
+    assert t.cluster and t.tls and t.nodes == (("::1", 7000),)
+    assert t.url == "valkeys://u:pw@[::1]:7000"
+    assert not urls.parse("valkey://127.0.0.1:6379/0").cluster
+    assert urls.cluster_url([("127.0.0.1", 1), ("127.0.0.1", 2)], password="a b") == (
+        "valkey+cluster://:a%20b@127.0.0.1:1,127.0.0.1:2")
+    assert urls.redact("valkey+cluster://:secret@h:1,h:2") == "valkey+cluster://:***@h:1,h:2"
+    for bad in ("valkey+cluster://", "valkey+cluster://h:1/3", "valkey+cluster://h:port",
+                "memcached://h:1", "valkey+cluster://h:70000", "127.0.0.1:6379"):
+        with pytest.raises(ValueError):
+            Connector.connect(bad)
+
+
+def test_local_cluster_url_is_the_cluster_form(cluster):
+    assert cluster.url.startswith("valkey+cluster://:")  # the session cluster has a password
+    assert len(urls.parse(cluster.url).nodes) == 6
+    with pytest.raises(errors.WireError):  # a wrong password is a clear failure at connect
+        Connector.connect(cluster.url.replace(cluster.password, "wrong"))
+
+
+def test_any_listed_node_is_enough_to_reach_the_cluster(cluster):
+    last = cluster.nodes[-1]
+    conn = Connector.connect(f"valkey+cluster://:{cluster.password}@127.0.0.1:1,"
+                             f"{last.host}:{last.port}")
+    try:
+        assert len(conn._primaries()) == 3
+        q = "any-node"
+        assert jobs.enqueue(conn, q, ids.mint(), b"x") == "enqueued"
+        assert jobs.counts(conn, q)["pending"] == 1
+    finally:
+        conn.close()
+
+
+def test_app_on_a_cluster_url_enqueues_to_each_queues_shard(cluster):
+    app = App(cluster.url)
+    try:
+        queues = [f"app-{i}" for i in range(6)]
+        for q in queues:
+            app.task(lambda: None, queue=q, name=f"noop-{q}")
+        made = {q: app.enqueue(f"noop-{q}") for q in queues}
+        for q, jid in made.items():
+            assert app.job(jid).state == "pending"
+            owner = cluster.owner(keyspace.job_key(q, jid))
+            assert cluster.client(owner).exists(keyspace.job_key(q, jid)) == 1
+        assert len({cluster.owner(keyspace.queue_key(q, "pending")).port for q in queues}) > 1
+        assert set(queues) <= set(discovery.queues(app.connector()))
+    finally:
+        app.close()
+
+
+def test_discovery_scans_every_primary(cluster):
+    conn = Connector.connect(cluster.url)
+    try:
+        queues = [f"disc-{i}" for i in range(9)]
+        for q in queues:
+            jobs.enqueue_in(conn, q, ids.mint(), b"x", 60_000)
+        owners = {cluster.owner(keyspace.queue_key(q, "schedule")).port for q in queues}
+        assert len(owners) == 3
+        assert set(queues) <= set(discovery.queues(conn))
+
+        async def via_async() -> list[str]:
+            aconn = await AsyncConnector.connect(cluster.url)
+            try:
+                return await discovery.queues(aconn)
+            finally:
+                await aconn.close()
+
+        assert set(queues) <= set(asyncio.run(via_async()))
+    finally:
+        conn.close()
+
+
+def test_cli_stats_over_echomq_url_reads_every_shard(cluster):
+    conn = Connector.connect(cluster.url)
+    queues = [f"cli-{i}" for i in range(6)]
+    for i, q in enumerate(queues):
+        jobs.enqueue_many(conn, q, [(ids.mint(), b"x") for _ in range(i + 1)])
+    conn.close()
+    env = {**os.environ, "ECHOMQ_URL": cluster.url}
+    done = subprocess.run([sys.executable, "-m", "echomq.cli", "stats", "--json"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    table = json.loads(done.stdout)
+    assert {q: table[q]["pending"] for q in queues} == {q: i + 1 for i, q in enumerate(queues)}
+
+
+# -- echomq cluster up / down ------------------------------------------------------------
+
+
+def echomq(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echomq.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cluster_up_prints_a_url_and_down_stops_the_nodes_by_pid(tmp_path):
+    up = echomq("cluster", "up", "--masters", "3", "--replicas", "1", "--dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    url = up.stdout.strip().splitlines()[-1]
+    assert url.startswith("valkey+cluster://:") and "Traceback" not in up.stderr
+    import json
+
+    state = json.loads((tmp_path / "cluster.json").read_text())
+    assert (tmp_path / "cluster.json").stat().st_mode & 0o077 == 0  # it holds the password
+    pids = [n["pid"] for n in state["nodes"]]
+    assert len(pids) == 6 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    try:
+        conn = Connector.connect(url)  # the nodes outlived the `up` process
+        assert jobs.enqueue(conn, "up-down", ids.mint(), b"x") == "enqueued"
+        conn.close()
+        again = echomq("cluster", "up", "--dir", str(tmp_path))
+        assert again.returncode == 1 and "already up" in again.stderr
+        assert echomq("cluster", "status", "--dir", str(tmp_path)).stdout.strip() == url
+    finally:
+        down = echomq("cluster", "down", "--dir", str(tmp_path))
+    assert down.returncode == 0 and "stopped 6 node(s)" in down.stdout
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    status = echomq("cluster", "status", "--dir", str(tmp_path))
+    assert status.returncode == 1 and "no cluster" in status.stderr
+
+
+def _alive(pid: int) -> bool:
+    from echomq.cluster import node_alive
+
+    return node_alive(pid)

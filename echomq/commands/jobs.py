@@ -201,29 +201,23 @@ def _shown(value: Any) -> str | None:
 
 
 def discover_queues(conn: Any, progress: bool = True) -> list[str]:
-    """Queue names found by scanning for EchoMQ sorted sets (a progress line on stderr
-    when the scan runs longer than a second)."""
-    found: set[str] = set()
-    cursor: Any = 0
-    scanned, started, shown = 0, time.monotonic(), False
-    pattern = re.compile(rb"^emq:\{(.+)\}:[a-z]+$")
-    while True:
-        cursor, keys = conn.call("SCAN", cursor, "MATCH", "emq:{*}:*", "COUNT", 2000,
-                                 "TYPE", "zset")
-        scanned += len(keys)
-        for key in keys:
-            m = pattern.match(key)
-            if m:
-                found.add(m.group(1).decode())
+    """Queue names found by scanning for EchoMQ sorted sets on every primary (a progress
+    line on stderr when the scan runs longer than a second)."""
+    from .. import discovery
+
+    started, shown = time.monotonic(), False
+
+    def report(scanned: int, found: int) -> None:
+        nonlocal shown
         if progress and time.monotonic() - started > 1.0:
-            print(f"\rscanning... {scanned} sets, {len(found)} queues", end="",
+            print(f"\rscanning... {scanned} sets, {found} queues", end="",
                   file=sys.stderr, flush=True)
             shown = True
-        if int(cursor) == 0:
-            break
+
+    names: list[str] = discovery.queues(conn, 10**12, report)
     if shown:
         print(file=sys.stderr)
-    return sorted(found)
+    return names
 
 
 def run_stats(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """``echomq worker myapp.tasks:app --queues a,b --concurrency 50``: run an app's tasks.
 
-SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within ``--grace`` seconds, exit;
-a second signal abandons them to the reaper at once.
+SIGTERM/SIGINT: stop claiming, let in-flight jobs (on every queue) finish within ``--grace``
+seconds, exit 0; a second signal, or the end of the grace, abandons what is left to the
+reaper, and the worker names those job ids and exits 3.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 from typing import Any
 
 from ..cli import default_url
+
+ABANDONED = 3  # the exit code of a worker that left running jobs to the reaper
 
 
 def register(sub: Any) -> None:
@@ -57,7 +60,7 @@ def load_app(spec: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..worker import run_worker
+    from ..worker import Worker, serve
 
     if not args.verbose:
         logging.getLogger("echomq").setLevel(logging.INFO)
@@ -79,17 +82,20 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit("echomq: --timeout must be > 0 seconds")
         extra["timeout"] = args.timeout
     try:
-        unfinished = run_worker(app, queues, concurrency=args.concurrency,
-                                beat_ms=args.beat_ms, grace_s=args.grace,
-                                metronome=not args.no_metronome, **extra)
+        worker = serve(Worker(app, queues, concurrency=args.concurrency, beat_ms=args.beat_ms,
+                              grace_s=args.grace, metronome=not args.no_metronome, **extra))
     finally:
         app.close()
-    if unfinished and threading.active_count() > 1:
+    if not worker.unfinished:
+        return 0
+    # a deploy that cut jobs short must not look clean: name them, exit non-zero
+    print(f"echomq: abandoned {worker.unfinished} running jobs to the reaper (they run again "
+          f"once their leases lapse): {', '.join(worker.abandoned)}", file=sys.stderr,
+          flush=True)
+    if threading.active_count() > 1:
         # a plain-function handler still running in its thread cannot be interrupted; its
         # lease lapses and the reaper returns the job, so leave without joining it
-        logging.getLogger("echomq.worker").warning("exiting with %d handlers still running",
-                                                    unfinished)
         logging.shutdown()
         sys.stdout.flush()
-        os._exit(0)
-    return 0
+        os._exit(ABANDONED)
+    return ABANDONED

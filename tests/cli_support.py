@@ -1,0 +1,32 @@
+"""Running ``echomq`` as a user does: the console script installed beside this Python (so
+the test needs no PATH set up), with the environment a test chooses."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+_SCRIPT = pathlib.Path(sys.executable).with_name("echomq")
+ECHOMQ = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "echomq.cli"]
+
+
+def echomq(*args: str, url: str | None = None, cwd: Any = None, timeout: float = 60,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``echomq *args`` to completion; ``url`` becomes ``ECHOMQ_URL`` (else unset)."""
+    full = {k: v for k, v in os.environ.items() if k != "ECHOMQ_URL"}
+    if url is not None:
+        full["ECHOMQ_URL"] = url
+    full.update(env or {})
+    return subprocess.run([*ECHOMQ, *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def popen(*args: str, url: str, cwd: Any, env: dict[str, str] | None = None
+          ) -> subprocess.Popen[bytes]:
+    """Start ``echomq *args`` in the background (stdout and stderr piped)."""
+    full = {**os.environ, "ECHOMQ_URL": url, **(env or {})}
+    return subprocess.Popen([*ECHOMQ, *args], cwd=cwd, env=full, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)

@@ -96,3 +96,13 @@ def at_mode(name: str, mode: str, value: object) -> int:
     """A (mode, value) time pair: ``"at"`` an instant, ``"in"`` a span (any sign, as the
     seed's ``delay`` allows a past offset)."""
     return instant(name, value) if mode == "at" else span(name, value, minimum=None)
+
+
+MAX_PRIORITY = 1_000_000
+
+
+def priority(value: object) -> int:
+    """A job priority: an int 0..1_000_000 (lower runs first)."""
+    if integer("priority", value) < 0 or value > MAX_PRIORITY:  # type: ignore[operator]
+        raise ValueError(f"priority must be 0..{MAX_PRIORITY}, got {value}")
+    return value  # type: ignore[return-value]

@@ -40,55 +40,127 @@ def _admission(admitted: Outcome) -> Any:
     return decode
 
 
-def _enqueue_step(queue: str, job_id: str, payload: bytes | str) -> Eval:
+class Options(NamedTuple):
+    """Admission options, checked before any I/O (the defaults are a plain job)."""
+
+    priority: int = 0
+    group: str | None = None
+
+    @classmethod
+    def of(cls, priority: int = 0, group: str | None = None) -> Options:
+        guard.priority(priority)
+        if group is not None:
+            keyspace.validate_group(group)
+        return cls(priority, group)
+
+    @classmethod
+    def from_item(cls, extra: Sequence[Any]) -> Options:
+        """The options dict a bulk item may carry as its last element (or none)."""
+        if not extra:
+            return PLAIN
+        if len(extra) > 1 or not isinstance(extra[0], dict):
+            raise TypeError("a bulk item's extra element must be one options dict")
+        unknown = set(extra[0]) - set(cls._fields)
+        if unknown:
+            raise TypeError(f"unknown admission options: {', '.join(sorted(unknown))}")
+        return cls.of(**extra[0])
+
+    @property
+    def plain(self) -> bool:
+        return self == PLAIN
+
+    def argv(self) -> tuple[str, str]:
+        """The scripts' option tail: priority ('' for 0) and group ('' for none)."""
+        return (str(self.priority) if self.priority else "", self.group or "")
+
+
+PLAIN = Options()
+
+
+def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:
     guard.string("job_id", job_id)
     guard.payload(payload)
     return Eval(
         "enqueue",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending")),
-        (job_id, payload),
+        (job_id, payload) if opts.plain else (job_id, payload, *opts.argv()),
     )
 
 
 def _schedule_step(
-    queue: str, job_id: str, payload: bytes | str, mode: str, value: int, via: Any = None
+    queue: str,
+    job_id: str,
+    payload: bytes | str,
+    mode: str,
+    value: int,
+    via: Any = None,
+    opts: Options = PLAIN,
 ) -> Eval:
     guard.string("job_id", job_id)
     guard.payload(payload)
+    args: tuple[str | bytes, ...] = (job_id, payload, mode, str(value))
+    # EMQ.SCHEDULE takes the seed's four arguments; options ride the script at wire 6 too
     return Eval(
         "schedule",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
-        (job_id, payload, mode, str(value)),
-        native="EMQ.SCHEDULE",
+        args if opts.plain else (*args, *opts.argv()),
+        native="EMQ.SCHEDULE" if opts.plain else None,
         via=via,
     )
 
 
 @verb
-def enqueue(queue: str, job_id: str, payload: bytes | str) -> Verb[Outcome]:
-    """Admit a job claimable now: ``"enqueued"``, or ``"duplicate"`` if the id has a row."""
-    step = _enqueue_step(queue, job_id, payload)
+def enqueue(
+    queue: str,
+    job_id: str,
+    payload: bytes | str,
+    *,
+    priority: int = 0,
+    group: str | None = None,
+) -> Verb[Outcome]:
+    """Admit a job claimable now: ``"enqueued"``, or ``"duplicate"`` if the id has a row.
+
+    ``priority`` (0..1_000_000, lower first; equal priorities in mint order) scores it on
+    pending and is kept on the row; ``group`` makes it wait on its group's lane instead.
+    """
+    step = _enqueue_step(queue, job_id, payload, Options.of(priority, group))
     return single(step, _admission(Outcome.ENQUEUED))
 
 
 @verb
 def enqueue_at(
-    queue: str, job_id: str, payload: bytes | str, run_at_ms: int, via: Any = None
+    queue: str,
+    job_id: str,
+    payload: bytes | str,
+    run_at_ms: int,
+    via: Any = None,
+    *,
+    priority: int = 0,
+    group: str | None = None,
 ) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
     Guards that ``run_at_ms`` is an int (as the seed) within year 9999 (``ValueError``
     beyond ``guard.MAX_TIME_MS``): a past or negative run-at is due at the next promote.
-    ``"scheduled"`` or ``"duplicate"``.
+    ``"scheduled"`` or ``"duplicate"``. ``priority`` and ``group`` ride on the row and take
+    effect when promote releases it.
     """
     guard.instant("run_at_ms", run_at_ms)
-    step = _schedule_step(queue, job_id, payload, "at", run_at_ms, via)
+    opts = Options.of(priority, group)
+    step = _schedule_step(queue, job_id, payload, "at", run_at_ms, via, opts)
     return single(step, _admission(Outcome.SCHEDULED))
 
 
 @verb
 def enqueue_in(
-    queue: str, job_id: str, payload: bytes | str, delay_ms: int, via: Any = None
+    queue: str,
+    job_id: str,
+    payload: bytes | str,
+    delay_ms: int,
+    via: Any = None,
+    *,
+    priority: int = 0,
+    group: str | None = None,
 ) -> Verb[Outcome]:
     """Admit a job due ``delay_ms`` from now on the SERVER clock (``TIME`` in the script).
 
@@ -96,7 +168,8 @@ def enqueue_in(
     on the HOST clock before any I/O). ``"scheduled"`` or ``"duplicate"``.
     """
     guard.span("delay_ms", delay_ms)
-    step = _schedule_step(queue, job_id, payload, "in", delay_ms, via)
+    opts = Options.of(priority, group)
+    step = _schedule_step(queue, job_id, payload, "in", delay_ms, via, opts)
     return single(step, _admission(Outcome.SCHEDULED))
 
 
@@ -110,19 +183,29 @@ def _chunks(flat: list[Any], per_job: int) -> list[list[Any]]:
 
 
 def _bulk_admissions(
-    script: str, key: str, queue: str, flat: list[Any], per_job: int, admitted: Outcome
+    script: str, keys: tuple[str, ...], queue: str, flat: list[Any], per_job: int,
+    admitted: Outcome | None,
 ) -> Verb[list[Outcome]]:
-    """One bulk script call per chunk, all chunks pipelined in one round trip."""
+    """One bulk script call per chunk, all chunks pipelined in one round trip.
+
+    ``admitted`` is the outcome of an admission, or ``None`` when it depends on the
+    job's mode (``admit_many``: every 6th value from the 3rd on).
+    """
     base = keyspace.base(queue)
-    steps = tuple(Eval(script, (key,), (base, *chunk)) for chunk in _chunks(flat, per_job))
+    steps = tuple(Eval(script, keys, (base, *chunk)) for chunk in _chunks(flat, per_job))
     if not steps:
         return []
     replies = yield Batch(steps)
+    modes = flat[2::per_job]
     out: list[Outcome] = []
     for reply in replies:
         if isinstance(reply, errors.ServerError):
             raise reply
-        out.extend(admitted if int(r) == 1 else Outcome.DUPLICATE for r in reply)
+        for r in reply:
+            ok = admitted
+            if ok is None:
+                ok = Outcome.ENQUEUED if modes[len(out)] == "now" else Outcome.SCHEDULED
+            out.append(ok if int(r) == 1 else Outcome.DUPLICATE)
     return out
 
 
@@ -136,37 +219,63 @@ def _bulk_id(job_id: object) -> str:
     return job_id
 
 
+def _admit_many(queue: str, rows: list[tuple[Any, ...]]) -> Verb[list[Outcome]]:
+    """Rows of (id, payload, mode, value, Options) through the @admit_many script."""
+    flat: list[Any] = []
+    for job_id, payload, mode, value, opts in rows:
+        flat += (job_id, payload, mode, str(value), *opts.argv())
+    keys = (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "schedule"))
+    return _bulk_admissions("admit_many", keys, queue, flat, 6, None)
+
+
 @verb
-def enqueue_many(queue: str, items: Iterable[tuple[str, bytes | str]]) -> Verb[list[Outcome]]:
+def enqueue_many(
+    queue: str, items: Iterable[tuple[Any, ...]]
+) -> Verb[list[Outcome]]:
     """``enqueue`` for many ``(job_id, payload)`` pairs: outcomes in input order.
 
-    One bulk script call per 500 jobs, pipelined in one round trip; each job is the
-    ``enqueue`` transition. Every argument is checked before anything is sent.
+    An item may carry an options dict as a third element (``{"priority": 5, "group":
+    "acme"}``). One bulk script call per 500 jobs, pipelined in one round trip; each job is
+    the ``enqueue`` transition. Every argument is checked before anything is sent.
     """
+    rows: list[tuple[Any, ...]] = []
+    for job_id, payload, *extra in items:
+        rows.append((_bulk_id(job_id), guard.payload(payload), "now", 0,
+                     Options.from_item(extra)))
+    if any(not r[4].plain for r in rows):
+        return _admit_many(queue, rows)
     flat: list[Any] = []
-    for job_id, payload in items:
-        flat += (_bulk_id(job_id), guard.payload(payload))
+    for job_id, payload, *_ in rows:
+        flat += (job_id, payload)
     return _bulk_admissions(
-        "enqueue_many", keyspace.queue_key(queue, "pending"), queue, flat, 2, Outcome.ENQUEUED
+        "enqueue_many", (keyspace.queue_key(queue, "pending"),), queue, flat, 2,
+        Outcome.ENQUEUED,
     )
 
 
 @verb
 def schedule_many(
-    queue: str, items: Iterable[tuple[str, bytes | str, str, int]]
+    queue: str, items: Iterable[tuple[Any, ...]]
 ) -> Verb[list[Outcome]]:
     """Schedule many ``(job_id, payload, mode, value)``: outcomes in input order.
 
     ``mode`` is ``"at"`` (absolute ms, caller's clock) or ``"in"`` (a non-negative delay
-    priced on the SERVER clock), as ``enqueue_at`` / ``enqueue_in``.
+    priced on the SERVER clock), as ``enqueue_at`` / ``enqueue_in``. An item may carry an
+    options dict as a fifth element.
     """
-    flat: list[Any] = []
-    for job_id, payload, mode, value in items:
+    rows: list[tuple[Any, ...]] = []
+    for job_id, payload, mode, value, *extra in items:
         guard.mode(mode)
         guard.span("value", value) if mode == "in" else guard.instant("value", value)
-        flat += (_bulk_id(job_id), guard.payload(payload), mode, str(value))
+        rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
+                     Options.from_item(extra)))
+    if any(not r[4].plain for r in rows):
+        return _admit_many(queue, rows)
+    flat: list[Any] = []
+    for job_id, payload, mode, value, _ in rows:
+        flat += (job_id, payload, mode, str(value))
     return _bulk_admissions(
-        "schedule_many", keyspace.queue_key(queue, "schedule"), queue, flat, 4,
+        "schedule_many", (keyspace.queue_key(queue, "schedule"),), queue, flat, 4,
         Outcome.SCHEDULED,
     )
 

@@ -49,6 +49,20 @@ def validate_queue(queue: str) -> str:
     return queue
 
 
+def validate_group(group: str) -> str:
+    """Return ``group`` if it can name a lane (the rules of a queue name), else raise
+    before any I/O: a non-``str``, the empty name, over 200 UTF-8 bytes, ``{`` or ``}``."""
+    if not isinstance(group, str):
+        raise TypeError(f"group name must be a str, not {type(group).__name__}")
+    if not group:
+        raise ValueError("group name must not be empty")
+    if len(group.encode()) > MAX_QUEUE_BYTES:
+        raise ValueError(f"group name is longer than {MAX_QUEUE_BYTES} bytes")
+    if "{" in group or "}" in group:
+        raise ValueError(f"group name {group!r} must not contain '{{' or '}}' (hash tag)")
+    return group
+
+
 def queue_key(queue: str, suffix: str) -> str:
     """``emq:{queue}:<suffix>``; ``queue_key(q, "")`` is the queue base ``emq:{q}:``."""
     validate_queue(queue)

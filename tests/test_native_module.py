@@ -414,3 +414,36 @@ def test_getkeys_names_the_declared_keys(r: valkey.Valkey, q: str) -> None:
 def test_module_is_listed_as_emq(r: valkey.Valkey) -> None:
     names = [m[b"name"] for m in r.module_list()]
     assert b"emq" in names
+
+
+# -- the year-9999 bound on every due (the Python guards' bound, on the server side) --------
+
+MAX_DUE = 253402300799999
+
+
+@pytest.mark.parametrize("verb", ["SCHEDULE", "DELAY", "RESCHEDULE"])
+def test_due_past_year_9999_is_refused(r: valkey.Valkey, q: str, verb: str) -> None:
+    held(r, q, J1)
+    make = {"SCHEDULE": lambda **kw: schedule(q, J2, **kw),
+            "DELAY": lambda **kw: delay(q, J1, **kw),
+            "RESCHEDULE": lambda **kw: reschedule(q, J1, **kw)}[verb]
+    text = f"ERR EMQ.{verb} due must be at most 253402300799999 (year 9999)"
+    refused(r, q, make(mode="at", due=MAX_DUE + 1), text)
+    # 'in' bounds the priced instant: now + due
+    refused(r, q, make(mode="in", due=MAX_DUE - 1000), text)
+
+
+def test_due_at_the_bound_is_admitted(r: valkey.Valkey, q: str) -> None:
+    assert send(r, *schedule(q, J1, due=MAX_DUE)) == 1
+    assert r.zscore(k(q, "schedule"), J1) == MAX_DUE
+
+
+def test_promote_scores_a_flat_row_by_its_priority(r: valkey.Valkey, q: str) -> None:
+    for job, pri in ((J1, b"7"), (J2, None), (J3, b"3")):
+        assert send(r, *schedule(q, job, due=0)) == 1
+        if pri:
+            r.hset(k(q, "job:" + job), "priority", pri)
+    assert send(r, *promote(q)) == 3
+    assert r.zrange(k(q, "pending"), 0, -1, withscores=True) == [
+        (J2.encode(), 0.0), (J3.encode(), 3.0), (J1.encode(), 7.0)
+    ]

@@ -5,6 +5,7 @@
  *
  *   EMQ.SCHEDULE   2 <row> <schedule> <id> <payload> <in|at> <due>   -> 1 | 0
  *   EMQ.PROMOTE    2 <schedule> <pending> <queue base> <batch>       -> count
+ *                  (a flat row rejoins pending scored by its row's priority, as the script)
  *   EMQ.DELAY      3 <row> <active> <schedule> <id> <token> <in|at> <due> -> 1
  *   EMQ.RESCHEDULE 2 <row> <schedule> <id> <in|at> <due>             -> 1 | -1
  *
@@ -14,9 +15,10 @@
  * (Milliseconds(), read inside the command), as TIME is inside the scripts.
  *
  * Where we differ from the scripts (all visible to a caller, all documented in
- * docs/native.md): a ghost (a scheduled id with no row) is only removed from the schedule
+ * README.md, "Where native and script differ"): a ghost (a scheduled id with no row) is only removed from the schedule
  * set; a grouped row refuses the call (EMQSTATE promote/delay lane not native); a mode
- * other than in/at, a negative or non-integer due, a non-positive batch, a wrong numkeys
+ * other than in/at, a negative or non-integer due, a due past year 9999 (for 'in', now +
+ * due), a non-positive batch, a wrong numkeys
  * and repeated keys are refused (ERR EMQ.<VERB> ...); a delay whose holder is no longer
  * in active is refused (EMQSTATE delay not active); a key of the wrong type is refused
  * with WRONGTYPE before anything is written (a script would fail midway).
@@ -77,8 +79,18 @@ static int parse_mode(const EmqStr *s) {
     return -1;
 }
 
+/* The latest instant a run-at may name: 9999-12-31T23:59:59.999Z in ms (the Python
+ * guards' bound too), so a score always means a date a calendar can print. */
+#define MAX_DUE_MS 253402300799999LL
+
 static int parse_due(const EmqStr *s, long long *out) {
     return Emq_StringToLongLong(s, out) == EMQ_OK && *out >= 0;
+}
+
+/* 'in' adds to the server clock now, so the bound applies to the priced instant. */
+static int due_in_range(int relative, long long due) {
+    if (due > MAX_DUE_MS) return 0;
+    return !relative || Emq_Milliseconds() <= MAX_DUE_MS - due;
 }
 
 /* The shape: the exact argc, numkeys as declared, and no key named twice (two handles on
@@ -191,6 +203,8 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE mode must be in or at");
     if (!parse_due(argv[7], &due))
         return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE due must be a non-negative integer");
+    if (!due_in_range(relative, due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE due must be at most 253402300799999 (year 9999)");
     if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
     /* Idempotency, as the script: any existing row (of any type) is a no-op. */
     if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
@@ -227,7 +241,8 @@ typedef struct {
     EmqStr **ids;
     EmqStr **rows;
     unsigned char *kind;
-    EmqStr **pairs; /* "0", id, "0", id ... for the replicated ZADD */
+    EmqStr **prio;   /* a flat row's priority as written on it, NULL for none (score 0) */
+    EmqStr **pairs; /* score, id, score, id ... for the replicated ZADD */
 } Selection;
 
 static void selection_free(EmqCtx *ctx, Selection *sel) {
@@ -235,7 +250,9 @@ static void selection_free(EmqCtx *ctx, Selection *sel) {
     for (i = 0; i < sel->n; i++) {
         if (sel->ids && sel->ids[i]) Emq_FreeString(ctx, sel->ids[i]);
         if (sel->rows && sel->rows[i]) Emq_FreeString(ctx, sel->rows[i]);
+        if (sel->prio && sel->prio[i]) Emq_FreeString(ctx, sel->prio[i]);
     }
+    if (sel->prio) Emq_Free(sel->prio);
     if (sel->ids) Emq_Free(sel->ids);
     if (sel->rows) Emq_Free(sel->rows);
     if (sel->kind) Emq_Free(sel->kind);
@@ -324,7 +341,9 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
     buf = Emq_Alloc(blen + maxlen + 8);
     sel.rows = Emq_Alloc(sizeof(EmqStr *) * sel.n);
     sel.kind = Emq_Alloc(sel.n);
+    sel.prio = Emq_Alloc(sizeof(EmqStr *) * sel.n);
     memset(sel.rows, 0, sizeof(EmqStr *) * sel.n);
+    memset(sel.prio, 0, sizeof(EmqStr *) * sel.n);
     for (i = 0; i < sel.n && refusal == NULL; i++) {
         size_t len;
         const char *p = Emq_StringPtrLen(sel.ids[i], &len);
@@ -338,8 +357,17 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
             refusal = WRONGTYPE_ERROR;
         } else {
             int grouped = 0;
+            long long pri;
             Emq_HashGet(k, EMQ_HASH_CFIELDS | EMQ_HASH_EXISTS, "group", &grouped, NULL);
             if (grouped) refusal = "EMQSTATE promote lane not native";
+            /* The pending score is the row's priority; absent (or not an integer, as the
+             * script's tonumber() would read it) is 0. The field's own text is the score
+             * we replicate, so it is kept only when it is a plain integer. */
+            Emq_HashGet(k, EMQ_HASH_CFIELDS, "priority", &sel.prio[i], NULL);
+            if (sel.prio[i] && (Emq_StringToLongLong(sel.prio[i], &pri) != EMQ_OK || pri == 0)) {
+                Emq_FreeString(ctx, sel.prio[i]);
+                sel.prio[i] = NULL;
+            }
             sel.kind[i] = ROW_FLAT;
             flat++;
         }
@@ -353,7 +381,8 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
     wake_key = derive(ctx, buf, base, blen, "wake", "", 0);
     Emq_Free(buf);
 
-    /* The writes: leave the schedule set; flat rows rejoin pending at 0, written pending. */
+    /* The writes: leave the schedule set; flat rows rejoin pending at their priority,
+     * written pending. */
     {
         int deleted;
         k = Emq_OpenKey(ctx, sched, EMQ_READ | EMQ_WRITE);
@@ -368,9 +397,11 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
         sel.pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * flat);
         for (i = 0; i < sel.n; i++) {
             int flags = 0;
+            long long pri = 0;
             if (sel.kind[i] != ROW_FLAT) continue;
-            Emq_ZsetAdd(k, 0.0, sel.ids[i], &flags);
-            sel.pairs[j++] = s_zero;
+            if (sel.prio[i]) Emq_StringToLongLong(sel.prio[i], &pri);
+            Emq_ZsetAdd(k, (double)pri, sel.ids[i], &flags);
+            sel.pairs[j++] = sel.prio[i] ? sel.prio[i] : s_zero;
             sel.pairs[j++] = sel.ids[i];
         }
         Emq_CloseKey(k);
@@ -414,6 +445,8 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.DELAY mode must be in or at");
     if (!parse_due(argv[8], &due))
         return Emq_ReplyWithError(ctx, "ERR EMQ.DELAY due must be a non-negative integer");
+    if (!due_in_range(relative, due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.DELAY due must be at most 253402300799999 (year 9999)");
     if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
 
     /* The token fence: the row's attempts, compared as bytes (the script compares strings). */
@@ -472,6 +505,8 @@ static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.RESCHEDULE mode must be in or at");
     if (!parse_due(argv[6], &due))
         return Emq_ReplyWithError(ctx, "ERR EMQ.RESCHEDULE due must be a non-negative integer");
+    if (!due_in_range(relative, due))
+        return Emq_ReplyWithError(ctx, "ERR EMQ.RESCHEDULE due must be at most 253402300799999 (year 9999)");
     if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
     t = type_of(ctx, row);
     if (t == EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, -1);

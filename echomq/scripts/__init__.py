@@ -2,8 +2,10 @@
 
 A file is named for its verb and its key count (``schedule-2.lua``), BullMQ style, and
 opens with a header naming every KEY and ARGV. Shared fragments live in ``includes/`` and
-are spliced in where a script says ``--@include <name>``; ``source(name)`` returns the
-spliced text, which is what the server runs and what ``sha(name)`` hashes.
+are spliced in where a script says ``--@include <name>``; an include may itself include
+others, and each is spliced once per script (at its first mention), so a fragment can name
+what it needs without the script knowing. ``source(name)`` returns the spliced text, which
+is what the server runs and what ``sha(name)`` hashes.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def _read(relpath: str) -> str:
     return resources.files(__name__).joinpath(relpath).read_text(encoding="utf-8")
 
 
+def _splice(text: str, seen: set[str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        inc = m.group(1)
+        if inc in seen:
+            return f"-- ({inc}: spliced above)"
+        seen.add(inc)
+        return _splice(_read(f"includes/{inc}.lua"), seen).rstrip("\n")
+
+    return _INCLUDE.sub(one, text)
+
+
 @cache
 def get(name: str) -> Script:
     """The script for verb ``name`` (``KeyError`` for an unknown name)."""
@@ -54,7 +67,7 @@ def get(name: str) -> Script:
     if name not in files:
         raise KeyError(f"no script named {name!r}; known: {', '.join(sorted(files))}")
     filename, numkeys = files[name]
-    text = _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua").rstrip("\n"), _read(filename))
+    text = _splice(_read(filename), set())
     return Script(name, numkeys, text, hashlib.sha1(text.encode()).hexdigest())
 
 

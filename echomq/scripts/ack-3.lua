@@ -5,17 +5,10 @@
 -- EMQSTALE ack token mismatch, EMQSTATE ack not active (the lease was reaped).
 -- A kept row is written state = completed, completed_at = SERVER ms, and indexed on the
 -- completed set by that ms so retention can trim by count and age.
---@include kind
+--@include fence
 --@include now
-if not is_job(ARGV[1]) then
-  return redis.error_reply(KIND_ERROR)
-end
-local att = redis.call('HGET', KEYS[1], 'attempts')
-if not att then return redis.error_reply('EMQSTALE job gone') end
-if att ~= ARGV[2] then return redis.error_reply('EMQSTALE ack token mismatch') end
-if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-  return redis.error_reply('EMQSTATE ack not active')
-end
+local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'ack', KEYS[2])
+if refused then return redis.error_reply(refused) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 if ARGV[3] == '1' then
   local now = now_ms()

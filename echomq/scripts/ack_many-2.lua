@@ -7,7 +7,7 @@
 -- 'EMQSTATE ack not active') as a string; a refused job is left exactly as it was.
 -- Kept rows are written state = completed, completed_at = SERVER ms, and indexed on the
 -- completed set; deleted rows go in one DEL.
---@include kind
+--@include fence
 --@include now
 --@include chunks
 local p = ARGV[1]
@@ -22,11 +22,9 @@ for i = 3, #ARGV, 2 do
     dups[#dups + 1] = {k, seen[id]}
   else
     seen[id] = k
-    local att = redis.call('HGET', p .. 'job:' .. id, 'attempts')
-    if not att then
-      out[k] = 'EMQSTALE job gone'
-    elseif att ~= ARGV[i + 1] then
-      out[k] = 'EMQSTALE ack token mismatch'
+    local refused = fence(p .. 'job:' .. id, id, ARGV[i + 1], 'ack', nil)
+    if refused then
+      out[k] = refused
     else
       out[k] = 0
       fenced[#fenced + 1] = id

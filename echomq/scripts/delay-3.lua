@@ -6,23 +6,11 @@
 -- 'in' prices on the SERVER clock, any other mode is an absolute run-at (as @schedule).
 -- A member already gone from active makes the ZREM a no-op and the job is scheduled all
 -- the same (the native twin refuses that case with EMQSTATE delay not active).
---@include kind
---@include now
-if not is_job(ARGV[1]) then
-  return redis.error_reply(KIND_ERROR)
-end
-local att = redis.call('HGET', KEYS[1], 'attempts')
-if not att then return redis.error_reply('EMQSTALE job gone') end
-if att ~= ARGV[2] then
-  return redis.error_reply('EMQSTALE delay token mismatch')
-end
+--@include fence
+--@include price
+local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'delay', nil)
+if refused then return redis.error_reply(refused) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'scheduled')
-local score
-if ARGV[3] == 'in' then
-  score = now_ms() + tonumber(ARGV[4])
-else
-  score = tonumber(ARGV[4])
-end
-redis.call('ZADD', KEYS[3], score, ARGV[1])
+redis.call('ZADD', KEYS[3], price(ARGV[3], ARGV[4]), ARGV[1])
 return 1

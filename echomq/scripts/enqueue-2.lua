@@ -1,18 +1,15 @@
 -- the @enqueue script: admit a job claimable now.
 -- KEYS[1] = the job row, KEYS[2] = pending
--- ARGV[1] = id, ARGV[2] = payload
+-- ARGV[1] = id, ARGV[2] = payload, and optionally ARGV[3] = priority (0..1000000, ''
+-- or 0 = none), ARGV[4] = group ('' = none)
 -- Reply: 1 admitted, 0 the id already has a row (nothing written).
--- Derived (same slot): the wake list, KEYS[2] with 'pending' replaced by 'wake'.
+-- A flat job waits on pending scored by its priority (claim order: priority, then mint
+-- order); a grouped one on its lane. The row keeps priority (when not 0) and group.
+-- Derived (same slot): the queue base (KEYS[2] minus 'pending'), the lane and wake keys.
 --@include kind
---@include wake
+--@include admit
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'payload', ARGV[2])
--- score 0: among equal scores Valkey orders by bytes, and the id's bytes are its mint order
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
-wake(string.sub(KEYS[2], 1, -8) .. 'wake')
-return 1
+local p = string.sub(KEYS[2], 1, -8)
+return admit(p, ARGV[1], ARGV[2], 'now', 0, {priority = ARGV[3], group = ARGV[4]})

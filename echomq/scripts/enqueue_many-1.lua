@@ -6,26 +6,18 @@
 -- Every id is checked before the first write: one foreign id refuses the whole call with
 -- EMQKIND and nothing is written. Each admission is the @enqueue transition.
 --@include kind
---@include wake
+--@include admit
 --@include chunks
 local p = ARGV[1]
 if not all_jobs(2, 2) then
   return redis.error_reply(KIND_ERROR)
 end
-local out, admitted = {}, {}
+local out, batch = {}, {}
 for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  local jk = p .. 'job:' .. id
-  if redis.call('EXISTS', jk) == 1 then
-    out[#out + 1] = 0
-  else
-    redis.call('HSET', jk, 'state', 'pending', 'attempts', '0', 'payload', ARGV[i + 1])
-    admitted[#admitted + 1] = 0
-    admitted[#admitted + 1] = id
-    out[#out + 1] = 1
-  end
+  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], 'now', 0, {batch = batch})
 end
-if #admitted > 0 then
+local admitted = batch[KEYS[1]]
+if admitted then
   in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
   wake(p .. 'wake')
 end

@@ -18,7 +18,8 @@
 -- pumps that read the same due score enqueue once, and a pump that dies leaves either
 -- nothing or all of it.
 --@include kind
---@include wake
+--@include admit
+--@include park
 local name = ARGV[1]
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('ZREM', KEYS[1], name)
@@ -33,15 +34,9 @@ for i = 6, #ARGV do
     return redis.error_reply(KIND_ERROR)
   end
 end
--- A registration with no further run keeps its record (so re-registering the same
--- definition stays a no-op) and parks its member where no due read reaches it.
-local function park(reason)
-  redis.call('HSET', KEYS[2], 'done', reason)
-  redis.call('ZADD', KEYS[1], '+inf', name)
-end
 local function move_on()
   if ARGV[4] == '' then
-    park('ended')
+    park(KEYS[1], KEYS[2], name, 'ended')
   else
     redis.call('ZADD', KEYS[1], tonumber(ARGV[4]), name)
   end
@@ -51,7 +46,7 @@ local limit = redis.call('HGET', KEYS[2], 'limit')
 if limit then
   limit = tonumber(limit)
   if fired >= limit then
-    park('limit')
+    park(KEYS[1], KEYS[2], name, 'limit')
     return {'limit', 0}
   end
 end
@@ -73,21 +68,18 @@ end
 local n, last_id = 0, nil
 for i = 6, 5 + room do
   local id = ARGV[i]
-  local row = ARGV[3] .. 'job:' .. id
-  -- the row shape of @enqueue: a normal pending job claimable now, in mint order
-  if redis.call('EXISTS', row) == 0 then
-    redis.call('HSET', row, 'state', 'pending', 'attempts', '0', 'payload', template)
-    redis.call('ZADD', KEYS[3], 0, id)
+  -- the @enqueue admission: a normal pending job claimable now, in mint order (it leaves
+  -- the wake token too)
+  if admit(ARGV[3], id, template, 'now', 0, {}) == 1 then
     n = n + 1
     last_id = id
   end
 end
 if n > 0 then
-  wake(string.sub(KEYS[3], 1, -8) .. 'wake')
   redis.call('HSET', KEYS[2], 'fired', fired + n, 'last_id', last_id, 'last_at', ARGV[5])
 end
 if limit and fired + n >= limit then
-  park('limit')
+  park(KEYS[1], KEYS[2], name, 'limit')
 else
   move_on()
 end

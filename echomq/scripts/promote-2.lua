@@ -2,11 +2,12 @@
 -- KEYS[1] = the schedule set, KEYS[2] = pending
 -- ARGV[1] = the queue base (row, lane and wake keys derive from it), ARGV[2] = the batch
 -- Reply: the count of members released (at most the batch).
--- A flat job rejoins pending at score 0 (so it sorts by mint order, not release order);
--- a row carrying a group rejoins its lane emq:{q}:g:<group>:pending. Idempotent: a member
--- already moved is gone from the schedule set.
+-- A flat job rejoins pending scored by its row's priority (absent = 0), so it sorts by
+-- priority then mint order, not by release order; a row carrying a group rejoins its lane
+-- emq:{q}:g:<group>:pending at its priority. Idempotent: a member already moved is gone
+-- from the schedule set.
 --@include now
---@include wake
+--@include lane
 --@include chunks
 local p = ARGV[1]
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[2]))
@@ -14,11 +15,11 @@ if #due == 0 then return 0 end
 local flat = {}
 for _, id in ipairs(due) do
   local jk = p .. 'job:' .. id
-  local g = redis.call('HGET', jk, 'group')
+  local key, score, g = lane_of(p, jk)
   if g then
-    redis.call('ZADD', p .. 'g:' .. g .. ':pending', 0, id)
+    redis.call('ZADD', key, score, id)
   else
-    flat[#flat + 1] = 0
+    flat[#flat + 1] = score
     flat[#flat + 1] = id
   end
   -- the row is written pending, whether or not a row was there (the seed's behaviour)

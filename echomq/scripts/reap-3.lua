@@ -4,15 +4,15 @@
 -- Reply: the count of expired leases handled (returned or dead-lettered), at most the batch.
 -- Each expired job gets stalled + 1. Past the threshold it is dead-lettered (state = dead,
 -- error 'stalled', on the dead set at now); otherwise it rejoins pending (or its lane) with
--- state = pending and its attempts kept, so the next claim's token fences the old holder.
+-- state = pending and its attempts kept, so the next claim's token fences the old holder;
+-- it waits at its row's priority.
 -- A ghost (an active id with no row) is only removed from active.
 --@include now
---@include wake
+--@include lane
 local p = ARGV[1]
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local limit = tonumber(ARGV[3])
-local flat = 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = p .. 'job:' .. id
@@ -22,18 +22,8 @@ for _, id in ipairs(expired) do
       redis.call('HSET', jk, 'state', 'dead', 'error', 'stalled', 'died_at', now)
       redis.call('ZADD', KEYS[3], now, id)
     else
-      local g = redis.call('HGET', jk, 'group')
-      if g then
-        redis.call('ZADD', p .. 'g:' .. g .. ':pending', 0, id)
-      else
-        redis.call('ZADD', KEYS[2], 0, id)
-        flat = flat + 1
-      end
-      redis.call('HSET', jk, 'state', 'pending')
+      readmit(p, jk, id)
     end
   end
-end
-if flat > 0 then
-  wake(p .. 'wake')
 end
 return #expired

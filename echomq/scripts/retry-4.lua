@@ -7,21 +7,15 @@
 -- Either way failures is incremented and the error text is kept on the row.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE retry token mismatch,
 -- EMQSTATE retry not active.
---@include kind
+--@include fence
 --@include now
-if not is_job(ARGV[1]) then
-  return redis.error_reply(KIND_ERROR)
-end
-local att = redis.call('HGET', KEYS[1], 'attempts')
-if not att then return redis.error_reply('EMQSTALE job gone') end
-if att ~= ARGV[2] then return redis.error_reply('EMQSTALE retry token mismatch') end
-if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-  return redis.error_reply('EMQSTATE retry not active')
-end
+local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
+if refused then return redis.error_reply(refused) end
 local now = now_ms()
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
-if tonumber(att) >= tonumber(ARGV[4]) then
+-- the fence held, so the token is the row's attempts
+if tonumber(ARGV[2]) >= tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'state', 'dead', 'error', ARGV[5], 'died_at', now)
   redis.call('ZADD', KEYS[4], now, ARGV[1])
   return 2

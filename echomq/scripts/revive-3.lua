@@ -4,10 +4,11 @@
 -- Reply: 1 revived. Refusals (nothing written): EMQKIND, EMQSTALE job gone,
 -- EMQSTATE revive not dead.
 -- The row is written state = pending with attempts 0 and stalled 0 (a fresh budget of
--- attempts); failures and the last error stay as history. A grouped row rejoins its lane.
+-- attempts); failures and the last error stay as history. It waits at its priority; a
+-- grouped row rejoins its lane.
 -- Derived (same slot): the queue base and the wake list, from KEYS[3] minus 'pending'.
 --@include kind
---@include wake
+--@include lane
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
@@ -19,13 +20,7 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
 end
 local p = string.sub(KEYS[3], 1, -8)
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[1], 'state', 'pending', 'attempts', '0', 'stalled', '0')
+redis.call('HSET', KEYS[1], 'attempts', '0', 'stalled', '0')
 redis.call('HDEL', KEYS[1], 'died_at')
-local g = redis.call('HGET', KEYS[1], 'group')
-if g then
-  redis.call('ZADD', p .. 'g:' .. g .. ':pending', 0, ARGV[1])
-else
-  redis.call('ZADD', KEYS[3], 0, ARGV[1])
-  wake(p .. 'wake')
-end
+readmit(p, KEYS[1], ARGV[1])
 return 1

@@ -1,23 +1,17 @@
 -- the @schedule script: admit a job fenced out of pending until its run-at.
 -- KEYS[1] = the job row, KEYS[2] = the schedule set
--- ARGV[1] = id, ARGV[2] = payload, ARGV[3] = 'in' or 'at', ARGV[4] = the value
+-- ARGV[1] = id, ARGV[2] = payload, ARGV[3] = 'in' or 'at', ARGV[4] = the value, and
+-- optionally ARGV[5] = priority ('' or 0 = none), ARGV[6] = group ('' = none)
 -- Reply: 1 admitted, 0 the id already has a row (nothing written).
 -- 'in' prices the delay on the SERVER clock; any other mode takes the value as an
--- absolute run-at in ms (priced by the caller's clock).
+-- absolute run-at in ms (priced by the caller's clock). Priority and group ride on the
+-- row; promote reads them when the job comes due.
+-- Derived (same slot): the queue base, KEYS[2] minus 'schedule'.
 --@include kind
---@include now
+--@include admit
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
-end
-local score
-if ARGV[3] == 'in' then
-  score = now_ms() + tonumber(ARGV[4])
-else
-  score = tonumber(ARGV[4])
-end
-redis.call('HSET', KEYS[1], 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[2])
-redis.call('ZADD', KEYS[2], score, ARGV[1])
-return 1
+local p = string.sub(KEYS[2], 1, -9)
+local mode = ARGV[3] == 'in' and 'in' or 'at'
+return admit(p, ARGV[1], ARGV[2], mode, ARGV[4], {priority = ARGV[5], group = ARGV[6]})

@@ -8,12 +8,9 @@
 -- written except re-arming a live record whose member was lost), 2 updated (a changed
 -- definition: fields rewritten; the next run re-priced when a timing field changed).
 -- Runtime fields (fired, last_id, last_at) survive an update; done is re-evaluated.
+--@include park
 local TIMING = {every_ms = true, cron = true, tz = true, start_at = true, end_at = true}
 local name = ARGV[1]
-local function park(reason)
-  redis.call('HSET', KEYS[2], 'done', reason)
-  redis.call('ZADD', KEYS[1], '+inf', name)
-end
 local function spent()
   local limit = redis.call('HGET', KEYS[2], 'limit')
   local fired = tonumber(redis.call('HGET', KEYS[2], 'fired') or '0')
@@ -21,9 +18,9 @@ local function spent()
 end
 local function arm()
   if spent() then
-    park('limit')
+    park(KEYS[1], KEYS[2], name, 'limit')
   elseif ARGV[3] == '' then
-    park('ended')
+    park(KEYS[1], KEYS[2], name, 'ended')
   else
     redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), name)
   end
@@ -65,6 +62,6 @@ redis.call('HDEL', KEYS[2], 'done')
 if timing or done or not member then
   arm()
 elseif spent() then
-  park('limit')
+  park(KEYS[1], KEYS[2], name, 'limit')
 end
 return 2

@@ -1,0 +1,29 @@
+-- the @admit_many script: admit many jobs, each with its own mode and options, in one call.
+-- KEYS[1] = pending, KEYS[2] = the schedule set
+-- ARGV[1] = the queue base (rows, lanes and the wake list derive from it),
+-- ARGV[2..] = per job 6 values: id, payload, mode ('now', 'in' or 'at'), value (the delay
+-- or run-at ms; ignored for 'now'), priority ('' or 0 = none), group ('' = none)
+-- Reply: an array with one entry per job, 1 admitted or 0 duplicate (row exists).
+-- Every id is checked before the first write (one foreign id refuses the whole call with
+-- EMQKIND, nothing written). Each admission is @enqueue's or @schedule's; 'in' prices on
+-- the SERVER clock, read once per call.
+--@include kind
+--@include admit
+--@include chunks
+local p = ARGV[1]
+if not all_jobs(2, 6) then
+  return redis.error_reply(KIND_ERROR)
+end
+local now = now_ms()
+local out, batch = {}, {}
+for i = 2, #ARGV, 6 do
+  local mode = ARGV[i + 2]
+  if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
+  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3],
+    {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
+end
+for key, list in pairs(batch) do
+  in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+end
+if batch[KEYS[1]] then wake(p .. 'wake') end
+return out

@@ -296,6 +296,7 @@ class App:
         lease_ms: int = DEFAULT_LEASE_MS,
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
     ) -> Task[P, R]: ...
 
     @overload
@@ -311,6 +312,7 @@ class App:
         lease_ms: int = DEFAULT_LEASE_MS,
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -325,6 +327,7 @@ class App:
         lease_ms: int = DEFAULT_LEASE_MS,
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -338,6 +341,8 @@ class App:
         thread and its slot freed; the attempt fails with a ``TimeoutError`` text and
         retries like any failure. ``keep_result`` (seconds or ``timedelta``): keep the JSON
         return value that long (``app.job(id).result``, ``app.result(id)``).
+        ``isolation="process"`` runs a plain function in a killable child process per job
+        (``echomq.isolation``): a timeout or a cancel request stops it for real.
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         guard.positive("max_attempts", max_attempts)
@@ -356,7 +361,7 @@ class App:
             t: Task[Any, Any] = Task(
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
-                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms,
+                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
             )
             self.tasks[task_name] = t
             return t

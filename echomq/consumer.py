@@ -551,8 +551,12 @@ class Consumer:
                 self.conn, self.queue, job.id, job.token)
         elif kind == "delay":
             async def verb() -> Any:
-                await (jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
-                                    value.mode))
+                try:
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode)
+                except errors.StateError:  # wire 6: EMQ.DELAY refuses a grouped row
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode, native=False)
                 # the seed's delay leaves attempts alone and the next claim increments it;
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt

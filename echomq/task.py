@@ -28,6 +28,7 @@ from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
 from .consumer import Route
 from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
+from .isolation import isolated, reference
 from .payload import encode
 
 if TYPE_CHECKING:
@@ -47,6 +48,19 @@ def check_priority(priority: object) -> int:
         raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), "
                          f"got {priority}")
     return priority
+
+
+def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] | None:
+    """Where a child process finds ``fn`` for ``isolation="process"`` (``None`` for the
+    default ``"thread"``); ``ValueError`` for anything else, or an ``async def``."""
+    if isolation == "thread":
+        return None
+    if isolation != "process":
+        raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
+    if inspect.iscoroutinefunction(fn):
+        raise ValueError("isolation='process' is for plain functions; an async handler is "
+                         "already cancelled at its timeout or cancel request")
+    return reference(fn)
 
 
 def check_unique(key: object) -> str:
@@ -73,6 +87,7 @@ class Task(Generic[P, R]):
         lease_ms: int,
         timeout_ms: int | None = None,
         keep_result_ms: int | None = None,
+        isolation: str = "thread",
     ) -> None:
         self.app = app
         self.fn = fn
@@ -84,6 +99,8 @@ class Task(Generic[P, R]):
         self.lease_ms = lease_ms
         self.timeout_ms = timeout_ms
         self.keep_result_ms = keep_result_ms
+        self.isolation = isolation
+        self._ref = check_isolation(fn, isolation)
         # admission options (``options``): a plain job by default
         self.priority = 0
         self.group: str | None = None
@@ -247,11 +264,27 @@ class Task(Generic[P, R]):
     def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
         """How a consumer runs one job of this task with these decoded arguments."""
         fn: Callable[..., Any] = self.fn
-        if inspect.iscoroutinefunction(fn):
-            async def handler(_job: Job) -> Any:
-                return await fn(*args, **kwargs)
+        if self._ref is not None:
+            handler = isolated(self._ref, args, kwargs)
+        elif inspect.iscoroutinefunction(fn):
+            handler = _awaiting(fn, args, kwargs)
         else:
-            def handler(_job: Job) -> Any:  # type: ignore[misc]
-                return fn(*args, **kwargs)
+            handler = _calling(fn, args, kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
                      self.lease_ms, self.timeout_ms, self.keep_result_ms)
+
+
+def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+              ) -> Callable[[Job], Any]:
+    async def handler(_job: Job) -> Any:
+        return await fn(*args, **kwargs)
+
+    return handler
+
+
+def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+             ) -> Callable[[Job], Any]:
+    def handler(_job: Job) -> Any:
+        return fn(*args, **kwargs)
+
+    return handler

@@ -438,4 +438,88 @@ def test_job_dataclass_keeps_its_positional_shape():
     assert (job.attempts, job.cancelled) == (3, False)
     with pytest.raises(RuntimeError, match="not held by a running consumer"):
         job.progress(1)
-    assert os.environ is not None
+
+
+def test_a_grouped_job_delays_itself_at_both_wires(app, raw, queue):
+    """At wire 6 EMQ.DELAY refuses a grouped row (the seed's divergence): the consumer falls
+    back to the delay script, which sends it back to its lane when due."""
+    runs: list[int] = []
+
+    @app.task(queue=queue, name="later", max_attempts=1)
+    def later() -> str:
+        runs.append(current_job().attempts)
+        if len(runs) == 1:
+            current_job().delay(50)
+        return "done"
+
+    seen = Recorder()
+    job_id = later.options(group="tenant-1").enqueue()
+    with serving(app, [queue], on_event=seen):
+        wait_for(lambda: "completed" in seen.kinds(job_id), 5, "completed after its delay")
+    assert seen.kinds(job_id) == ["started", "delayed", "started", "completed"]
+    assert runs == [1, 2]
+
+
+ISOLATED = '''
+import os, time
+from echomq import current_job
+
+def beat_forever(path):
+    while True:
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()} {current_job().attempts}\\n")
+        time.sleep(0.02)
+
+def double(x):
+    if x < 0:
+        raise ValueError(f"negative {x}")
+    return 2 * x
+'''
+
+
+def test_process_isolation_kills_a_plain_function_at_its_timeout_and_on_cancel(
+        tmp_path, monkeypatch, url, raw, queue):
+    (tmp_path / "iso_tasks.py").write_text(ISOLATED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ECHOMQ_URL", url)
+    import iso_tasks
+
+    app = App(url)
+    try:
+        beat = app.task(queue=queue, name="beat", isolation="process", timeout=0.5,
+                        max_attempts=1)(iso_tasks.beat_forever)
+        double = app.task(queue=queue, name="double", isolation="process",
+                          keep_result=60)(iso_tasks.double)
+        with pytest.raises(ValueError, match="plain functions"):
+            app.task(queue=queue, name="a", isolation="process")(_async_noop)
+        with pytest.raises(ValueError, match="importable"):
+            app.task(queue=queue, name="l", isolation="process")(lambda: None)
+        with pytest.raises(ValueError, match="isolation must be"):
+            app.task(queue=queue, name="x", isolation="fiber")(iso_tasks.double)
+
+        timed = beat.enqueue(str(tmp_path / "timed.log"))
+        cancelled = beat.enqueue(str(tmp_path / "cancelled.log"))
+        ok, bad = double.enqueue(21), double.enqueue(-1)
+        with serving(app, [queue], concurrency=4) as worker:
+            assert app.result(ok, timeout=20) == 42
+            with pytest.raises(errors.JobFailed, match="ValueError: negative -1"):
+                app.result(bad, timeout=20)
+            wait_for(lambda: (tmp_path / "cancelled.log").exists(), 20, "child started")
+            assert app.cancel(cancelled) == "requested"
+            wait_for(lambda: worker.consumers[0].stats.dead >= 2
+                     and worker.consumers[0].stats.cancelled == 1, 20, "timeout and cancel")
+        for log_name in ("timed.log", "cancelled.log"):
+            size = (tmp_path / log_name).stat().st_size
+            time.sleep(0.3)
+            assert (tmp_path / log_name).stat().st_size == size, f"{log_name}: child lives on"
+            pid = int((tmp_path / log_name).read_text().split()[0])
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert row(raw, queue, timed)["error"] == "TimeoutError: job exceeded its timeout of 0.5 s"
+        assert row(raw, queue, cancelled)["state"] == "cancelled"
+    finally:
+        app.close()
+
+
+async def _async_noop() -> None:
+    return None

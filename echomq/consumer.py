@@ -16,8 +16,14 @@ handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; rais
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
 failure and without spending an attempt (claims that followed a delay are counted on the
 row as ``delays`` and left out of both the backoff index and the budget). While a
-handler runs, a checkpoint extends its lease every third of the lease, so a long job is
-never reaped while its worker lives.
+handler runs, a checkpoint (``echomq.leases``) extends its lease every third of the lease,
+so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
+request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
+plain function, and the job ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the
+consumer's default) bounds a handler with ``asyncio.timeout``: an ``async`` one is
+cancelled, a plain function abandoned in its thread (its pool is replaced, so the slot is
+free at once); the attempt fails with a ``TimeoutError`` text. A route's
+``keep_result_ms`` makes the ack store the JSON return value (``echomq.results``).
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak

@@ -9,8 +9,9 @@
 >>> app.job(job_id).state
 
 ``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``echomq.server``)
-persistent under the default data dir; a second process with the same data dir finds the
-running server through its record file instead of starting another. A worker runs the
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
 The payload is JSON (``echomq.payload``); ``Task`` lives in ``echomq.task``; waiting for
@@ -25,10 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import datetime as dt
-import fcntl
-import json
 import logging
 import os
 import pathlib
@@ -37,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, jobs, keyspace, results
+from . import backoff, jobs, keyspace, registry, results
 from .connector import AsyncConnector, Connector
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -46,12 +44,14 @@ from .consumer import (
     Job,
     Route,
 )
+from .errors import ConfigError
 from .events import Observer
 from .handler import seconds_to_ms, to_ms
 from .outcomes import Outcome
 from .payload import decode, encode
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .server import check_durability
 from .status import JobInfo, info_of
 from .task import Task
 
@@ -85,7 +85,11 @@ class App:
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``).
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
@@ -105,8 +109,12 @@ class App:
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
         on_event: Observer | None = None,
+        durability: str | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -116,7 +124,8 @@ class App:
         self.on_event = on_event  # the workers' observer (``echomq.events``) unless they get one
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the EmbeddedServer this app started, if any
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
@@ -135,55 +144,47 @@ class App:
         self._url = value
 
     def _embedded(self) -> str:
-        from .server import EmbeddedServer, default_data_dir
+        from .server import EmbeddedServer
 
         if self.ephemeral:
             srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
             srv.start()
             self._own(srv)
             return srv.url
-        data_dir = self.data_dir or default_data_dir()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        record = data_dir / "echomq-server.json"
-        # one process starts the server for a data dir; the others read its record
-        with open(data_dir / "echomq-server.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            found = _live_record(record)
-            if found is not None:
-                return found
-            srv = EmbeddedServer(data_dir=data_dir)
-            srv.start()
-            record.write_text(json.dumps({"url": srv.url, "pid": srv.pid}))
-            self._own(srv, record)
-            log.info("started the embedded server %s (data %s)", srv.pid, data_dir)
-            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
 
-    def _own(self, srv: Any, record: pathlib.Path | None = None) -> None:
+    def _own(self, srv: Any) -> None:
         self.server = srv
 
         def stop() -> None:
-            if record is not None:
-                with contextlib.suppress(OSError):
-                    record.unlink()
             srv.stop()
 
         self._stop_server = stop
         atexit.register(stop)
 
-    def connector(self) -> Connector:
-        """The app's sync connector (made on first use)."""
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use); naming ``queue`` registers it in
+        the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire)
+        if queue is not None:
+            registry.note(self._conn, queue)
         return self._conn
 
-    async def aconnector(self) -> AsyncConnector:
-        """The app's async connector for the running event loop (made on first use)."""
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
             held = (loop, await AsyncConnector.connect(url, wire=self.wire))
             self._aconns[id(loop)] = held
+        if queue is not None:
+            await registry.anote(held[1], queue)
         return held[1]
 
     def close(self) -> None:
@@ -461,14 +462,3 @@ def _validate_backoff(policy: Any) -> None:
     backoff_mod.validate(policy)
 
 
-def _live_record(record: pathlib.Path) -> str | None:
-    """The URL in a server record whose process is alive and answers, else ``None``."""
-    try:
-        data = json.loads(record.read_text())
-        url, pid = str(data["url"]), int(data["pid"])
-        os.kill(pid, 0)
-        conn = Connector.connect(url)
-        conn.close()
-        return url if isinstance(url, str) else None
-    except Exception:
-        return None

@@ -1,10 +1,12 @@
 """Queue discovery: which queues exist, found by their sorted sets, on every primary.
 
-A queue has no registry key (one would sit outside every queue's hash tag and no script
-could keep it in step), so its sorted sets are its existence: ``SCAN ... TYPE zset`` for
-``emq:{*}:*``. On a cluster each primary holds only the queues of its slots, so the scan
-runs on every primary with its own cursor (the ``Nodes`` step names them) and the names are
-merged. A budget bounds the keys looked at per node: a dashboard must not stall a server.
+No queue's script can keep a registry key in step (it would sit outside every queue's
+hash tag; ``registry`` keeps one by a separate verb, for the writers that go through an
+App, the CLI or a worker), so for every queue, however written, its sorted sets are its
+existence: ``SCAN ... TYPE zset`` for ``emq:{*}:*``. On a cluster each primary holds only
+the queues of its slots, so the scan runs on every primary with its own cursor (the
+``Nodes`` step names them) and the names are merged. A budget bounds the keys looked at
+per node: a dashboard must not stall a server.
 
 ``queues(conn)`` lists raw queue names (a partitioned queue shows as ``mail#0`` ...
 ``mail#7``); ``echomq.partitions.fold`` groups them into their logical queue.

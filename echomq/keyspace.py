@@ -18,6 +18,7 @@ keys, as the seed's ``promote`` does).
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
 | ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |
+| ``emq:queues``              | set  | the registry of queue names (no hash tag: see ``registry``) |
 
 Row fields: ``state``, ``attempts`` (the fencing token), ``payload``, and as they arise
 ``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``.
@@ -87,3 +88,8 @@ def repeat_key(queue: str, name: str) -> str:
 def lane_key(queue: str, group: str) -> str:
     """A group's lane, ``emq:{queue}:g:<group>:pending``."""
     return queue_key(queue, f"g:{group}:pending")
+
+
+def registry_key() -> str:
+    """``emq:queues``: the set of queue names (outside every queue's tag; ``registry``)."""
+    return f"{PREFIX}:queues"

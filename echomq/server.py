@@ -6,11 +6,30 @@ a unix socket), on a free port, with a data directory and AOF persistence on by 
 unless one is given, and the EMQ native module loaded when it was built (``native=False``
 opts out). ``start`` waits until the server answers; ``stop`` asks it to shut down (it
 flushes the AOF) and kills it by pid if it does not go.
+
+Two ways to own a server:
+
+- ``EmbeddedServer(...).start()``: the server is this process's child and lives as long as
+  the object does (tests, ``echomq demo``, ``echomq server`` in the foreground).
+- ``EmbeddedServer.find_or_start(data_dir)``: the *implicit* server of a data dir, the one
+  ``App()`` uses when no URL is given. It is started detached (Valkey daemonizes: its own
+  session, reparented away from the starter), so it outlives the short script that started
+  it; every later process finds it through the data dir's record (``echomq.datadir``), under
+  a lock, alive when its pid runs and it answers ``PING`` as that pid.
+  ``EmbeddedServer.stop_recorded`` (``echomq server stop``) ends it.
+
+Durability: ``durability="everysec"`` (default: the AOF is fsynced once a second, so a power
+loss can take the last second of acknowledged writes; a process crash loses nothing) or
+``"always"`` (fsync before every reply: an acknowledged write survives a power loss, at a
+cost in writes per second). The password never appears on a command line: Valkey reads it
+from its stdin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 import pathlib
 import secrets
@@ -24,7 +43,16 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+from . import datadir
+from .datadir import Record
 from .errors import ConfigError, EchoMQError
+
+log = logging.getLogger("echomq.server")
+
+DURABILITY = ("everysec", "always")
+DEFAULT_DURABILITY = "everysec"
+# files the server creates (AOF, log, pidfile) are private whatever the caller's umask
+SERVER_UMASK = 0o077
 
 
 class ServerError(EchoMQError):
@@ -70,15 +98,54 @@ def port_in_use(host: str, port: int) -> bool:
 
 def default_data_dir() -> pathlib.Path:
     """Where the persistent embedded server keeps its data (``$ECHOMQ_DATA`` overrides)."""
-    env = os.environ.get("ECHOMQ_DATA")
-    if env:
-        return pathlib.Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return pathlib.Path(xdg) / "echomq"
+    return datadir.default()
+
+
+def check_durability(durability: str | None) -> str | None:
+    if durability is not None and durability not in DURABILITY:
+        raise ValueError(
+            f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}"
+        )
+    return durability
+
+
+def _config_quote(value: str) -> str:
+    """A config-file string Valkey reads back exactly (double quotes, escapes)."""
+    out = []
+    for ch in value:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch.isprintable() and ch.isascii():
+            out.append(ch)
+        else:
+            out.extend(f"\\x{b:02x}" for b in ch.encode())
+    return '"' + "".join(out) + '"'
+
+
+def _admin(url: str, timeout: float = 1.0) -> Any:
+    """A plain client for the launcher's own commands (PING, INFO, CONFIG): these manage
+    the server process, they are not job transitions."""
+    import valkey
+
+    return valkey.Valkey.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+
+
+def answers(record: Record) -> bool:
+    """The recorded server is alive: its pid runs, and the URL answers as that pid."""
+    if record.pid is None or not datadir.pid_alive(record.pid):
+        return False
+    try:
+        client = _admin(record.url)
+        try:
+            return int(client.info("server")["process_id"]) == record.pid
+        finally:
+            client.close()
+    except Exception:
+        return False
 
 
 class EmbeddedServer:
-    """One Valkey server process owned by this object.
+    """One Valkey server process owned by this object (or, detached, by its data dir).
 
     >>> with EmbeddedServer(ephemeral=True) as srv:   # doctest: +SKIP
     ...     conn = Connector.connect(srv.url)
@@ -97,13 +164,17 @@ class EmbeddedServer:
         loadmodules: Sequence[str | os.PathLike[str]] = (),
         extra_args: Sequence[str] = (),
         binary: str | os.PathLike[str] | None = None,
+        durability: str | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ConfigError("the embedded server binds loopback only")
+        if check_durability(durability) is not None and ephemeral:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
         self.host = host
         self.port = port
         self.unix_socket = str(unix_socket) if unix_socket else None
         self.ephemeral = ephemeral
+        self.durability = durability or DEFAULT_DURABILITY
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is not None:
             self.data_dir = pathlib.Path(data_dir)
@@ -118,12 +189,14 @@ class EmbeddedServer:
         self.extra_args = list(extra_args)
         self._binary = pathlib.Path(binary) if binary else None
         self.process: subprocess.Popen[bytes] | None = None
+        self._detached_pid: int | None = None
+        self.started_at: float | None = None
 
     # -- facts ----------------------------------------------------------------------------
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process else None
+        return self.process.pid if self.process else self._detached_pid
 
     @property
     def url(self) -> str:
@@ -134,8 +207,17 @@ class EmbeddedServer:
         return f"valkey://{auth}{self.host}:{self.port}/0"
 
     @property
+    def public_url(self) -> str:
+        """``url`` without the password (what logs and status lines show)."""
+        return datadir.redact(self.url)
+
+    @property
     def logfile(self) -> pathlib.Path:
         return self.data_dir / "valkey.log"
+
+    @property
+    def pidfile(self) -> pathlib.Path:
+        return self.data_dir / "valkey.pid"
 
     def modules(self) -> list[str]:
         """The module paths this server loads."""
@@ -147,7 +229,8 @@ class EmbeddedServer:
                 mods.insert(0, str(native.module_path()))
         return mods
 
-    def argv(self) -> list[str]:
+    def argv(self, *, detach: bool = False) -> list[str]:
+        """The command line (the password is not on it: ``config`` feeds it on stdin)."""
         binary = binary_path(self._binary)
         args = [
             str(binary),
@@ -155,57 +238,122 @@ class EmbeddedServer:
             "--port", "0" if self.unix_socket else str(self.port),
             "--dir", str(self.data_dir),
             "--logfile", str(self.logfile),
-            "--daemonize", "no",
             "--protected-mode", "yes",
             "--save", "",
         ]
+        if detach:
+            args += ["--daemonize", "yes", "--pidfile", str(self.pidfile)]
+        else:
+            args += ["--daemonize", "no"]
         if self.unix_socket:
             args += ["--unixsocket", self.unix_socket, "--unixsocketperm", "700"]
         if self.ephemeral:
             args += ["--appendonly", "no"]
         else:
-            args += ["--appendonly", "yes", "--appendfsync", "everysec"]
-        if self.password:
-            args += ["--requirepass", self.password]
+            args += ["--appendonly", "yes", "--appendfsync", self.durability]
         for mod in self.modules():
             args += ["--loadmodule", mod]
-        return args + self.extra_args
+        return [*args, *self.extra_args, "-"]  # "-": the rest of the config from stdin
+
+    def config(self) -> bytes:
+        """The config lines sent on stdin: what must not show in ``ps``."""
+        if not self.password:
+            return b""
+        return f"requirepass {_config_quote(self.password)}\n".encode()
+
+    def record(self) -> Record:
+        """This server as the data dir's record says it."""
+        return Record(
+            url=self.url, pid=self.pid, host=self.host, port=self.port,
+            unix_socket=self.unix_socket, password=self.password,
+            durability=self.durability, started_at=self.started_at,
+            data_dir=str(self.data_dir),
+        )
 
     # -- life cycle -----------------------------------------------------------------------
 
-    def start(self, timeout: float = 15.0) -> EmbeddedServer:
-        """Start the server and wait until it answers ``PING``."""
-        if self.process and self.process.poll() is None:
+    def start(self, timeout: float = 15.0, *, detach: bool = False) -> EmbeddedServer:
+        """Start the server and wait until it answers ``PING``.
+
+        ``detach=True``: Valkey daemonizes (own session, not this process's child), so it
+        keeps running after this process exits; ``stop`` still ends it by pid.
+        """
+        if self.running():
             raise ServerError("server already started")
         if not self.unix_socket:
             if self.port is None:
                 self.port = free_port(self.host)
             elif port_in_use(self.host, self.port):
                 raise ServerError(f"port {self.port} on {self.host} is already in use")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        argv = self.argv()
-        self.process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        datadir.secure(self.data_dir)
+        argv = self.argv(detach=detach)
+        self.started_at = time.time()
+        if detach:
+            self._spawn_detached(argv, timeout)
+        else:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, umask=SERVER_UMASK,
+            )
+            self._feed(self.process)
         self._wait_ready(timeout)
         return self
+
+    def _feed(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(self.config())
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+
+    def _spawn_detached(self, argv: list[str], timeout: float) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.pidfile.unlink()
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                start_new_session=True, umask=SERVER_UMASK,
+            )
+            self._feed(proc)
+            try:  # the daemonizing parent exits as soon as its child is forked
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+                raise ServerError(f"valkey-server did not daemonize within {timeout}s") from None
+            if code != 0:
+                err.seek(0)
+                text = err.read().decode(errors="replace")
+                raise ServerError(
+                    f"valkey-server exited with code {code}:\n{text}{self.log_tail()}"
+                )
+
+    def _daemon_pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def _wait_ready(self, timeout: float) -> None:
         import valkey
 
         deadline = time.monotonic() + timeout
-        assert self.process is not None
         while True:
-            if self.process.poll() is not None:
+            if self.process is not None and self.process.poll() is not None:
                 raise ServerError(
                     f"valkey-server exited with code {self.process.returncode}:\n{self.log_tail()}"
                 )
+            if self.process is None:
+                daemon = self._daemon_pid()
+                if daemon is not None and not datadir.pid_alive(daemon):
+                    raise ServerError(f"valkey-server exited:\n{self.log_tail()}")
             try:
-                client: Any = valkey.Valkey.from_url(self.url, socket_connect_timeout=0.2)
+                client = _admin(self.url, timeout=0.2)
                 try:
-                    if client.ping():
-                        return
+                    pid = int(client.info("server")["process_id"])
+                    if self.process is None:
+                        self._detached_pid = pid
+                    return
                 finally:
                     client.close()
             except (valkey.exceptions.ConnectionError, valkey.exceptions.TimeoutError):
@@ -213,6 +361,8 @@ class EmbeddedServer:
             except valkey.exceptions.BusyLoadingError:
                 pass
             if time.monotonic() > deadline:
+                if self.process is None:
+                    self._detached_pid = self._daemon_pid()
                 self.stop()
                 raise ServerError(f"valkey-server did not answer within {timeout}s")
             time.sleep(0.02)
@@ -241,6 +391,9 @@ class EmbeddedServer:
         if proc is not None and proc.stderr:
             proc.stderr.close()
         self.process = None
+        if self._detached_pid is not None:
+            _terminate(self._detached_pid, timeout)
+            self._detached_pid = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -250,9 +403,15 @@ class EmbeddedServer:
         if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait(5)
+        elif self._detached_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._detached_pid, signal.SIGKILL)
+            datadir.wait_gone(self._detached_pid, 5)
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        if self.process is not None:
+            return self.process.poll() is None
+        return self._detached_pid is not None and datadir.pid_alive(self._detached_pid)
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
@@ -264,6 +423,124 @@ class EmbeddedServer:
         with contextlib.suppress(Exception):
             if self.process and self.process.poll() is None:
                 self.process.kill()
+
+    # -- the implicit server of a data dir ---------------------------------------------------
+
+    @classmethod
+    def find(cls, data_dir: str | os.PathLike[str] | None = None) -> Record | None:
+        """The live server recorded for ``data_dir`` (default: ``default_data_dir()``), or
+        ``None``. Refuses (``ConfigError``) a data dir other users can write."""
+        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
+        if not path.exists():
+            return None
+        datadir.secure(path)
+        with datadir.locked(path):
+            found = datadir.read(path)
+            return found if found is not None and answers(found) else None
+
+    @classmethod
+    def find_or_start(
+        cls,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        durability: str | None = None,
+        native: bool = True,
+        timeout: float = 60.0,
+    ) -> Record:
+        """The data dir's live server, started detached when none answers.
+
+        One process starts it (the data dir's lock); the others wait and read its record.
+        A restart reuses the recorded port (when free) and password, so clients connected
+        to the previous server reconnect to this one. ``durability="always"`` raises a
+        running ``everysec`` server to ``always`` (never the other way: the server is
+        shared, and another user asked for at least what it runs).
+        """
+        check_durability(durability)
+        path = datadir.secure(data_dir if data_dir is not None else default_data_dir())
+        with datadir.locked(path):
+            found = datadir.read(path)
+            if found is not None and answers(found):
+                if durability == "always" and found.durability != "always":
+                    found = _raise_durability(found, path)
+                return found
+            port = None
+            if found is not None and found.port and not port_in_use(found.host, found.port):
+                port = found.port
+            srv = cls(
+                data_dir=path, port=port, durability=durability, native=native,
+                password=found.password if found is not None and found.password else None,
+            )
+            srv.start(timeout, detach=True)
+            record = srv.record()
+            datadir.write(path, record)
+            log.info("started the embedded server: pid %s, %s, data %s",
+                     srv.pid, srv.public_url, path)
+            return record
+
+    @classmethod
+    def stop_recorded(
+        cls, data_dir: str | os.PathLike[str] | None = None, timeout: float = 10.0
+    ) -> Record | None:
+        """Stop the server recorded for ``data_dir`` (SIGTERM: it flushes its AOF; SIGKILL
+        after ``timeout`` s). Returns the record of the server stopped, ``None`` when none
+        was running. The record keeps the port and password for the next start."""
+        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
+        if not path.exists():
+            return None
+        datadir.secure(path)
+        with datadir.locked(path):
+            found = datadir.read(path)
+            if found is None or found.pid is None:
+                return None
+            alive = answers(found)
+            if alive:
+                assert found.pid is not None
+                _terminate(found.pid, timeout)
+            datadir.write(path, found.stopped())
+            return found if alive else None
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if not datadir.wait_gone(pid, timeout):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        datadir.wait_gone(pid, 5)
+
+
+def _raise_durability(found: Record, path: pathlib.Path) -> Record:
+    client = _admin(found.url)
+    try:
+        client.config_set("appendfsync", "always")
+    finally:
+        client.close()
+    raised = dataclasses.replace(found, durability="always")
+    datadir.write(path, raised)
+    log.info("embedded server pid %s now fsyncs every write (durability=always)", found.pid)
+    return raised
+
+
+def server_info(record: Record) -> dict[str, Any]:
+    """What ``echomq server status`` shows beyond the record: the server's own uptime
+    (its clock), fsync policy, memory, loaded modules."""
+    client = _admin(record.url)
+    try:
+        info = client.info()
+        fsync = client.config_get("appendfsync").get("appendfsync")
+        modules = [m.get(b"name", m.get("name")) for m in client.module_list()]
+    finally:
+        client.close()
+    return {
+        "uptime_s": int(info.get("uptime_in_seconds", 0)),
+        "appendfsync": fsync,
+        "aof": bool(info.get("aof_enabled")),
+        "used_memory_human": info.get("used_memory_human"),
+        "keys": sum(int(v.get("keys", 0)) for k, v in info.items()
+                    if k.startswith("db") and isinstance(v, dict)),
+        "modules": [m.decode() if isinstance(m, bytes) else str(m) for m in modules],
+        "version": info.get("valkey_version") or info.get("redis_version"),
+    }
 
 
 def which_redis_server() -> str | None:

@@ -121,6 +121,11 @@ class VerbFn(Generic[P, T]):
     def __call__(self, conn: Any, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         return drive(conn, self._build(*args, **kwargs))
 
+    def steps(self, *args: P.args, **kwargs: P.kwargs) -> Verb[T]:
+        """The generator of this verb's steps, for a verb that runs another inside its own
+        (``found = yield from other.steps(...)``)."""
+        return self._build(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<verb {self._build.__module__}.{self._build.__qualname__}>"
 

@@ -178,11 +178,12 @@ class Task(Generic[P, R]):
 
     def _enqueue(self, mode: str, value: int, body: bytes) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, body)
-        return self._id_of(verb(self.app.connector(), *args, **kwargs), job_id)
+        return self._id_of(verb(self.app.connector(self.queue), *args, **kwargs), job_id)
 
     async def _aenqueue(self, mode: str, value: int, body: bytes) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, body)
-        return self._id_of(await verb(await self.app.aconnector(), *args, **kwargs), job_id)
+        conn = await self.app.aconnector(self.queue)
+        return self._id_of(await verb(conn, *args, **kwargs), job_id)
 
     # sync enqueue ------------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ class Task(Generic[P, R]):
         if self.unique is not None:
             return [self._enqueue("now", 0, body) for body in bodies]
         items, job_ids = self._bulk_items(bodies)
-        jobs.enqueue_many(self.app.connector(), self.queue, items)
+        jobs.enqueue_many(self.app.connector(self.queue), self.queue, items)
         return job_ids
 
     # async enqueue -----------------------------------------------------------------------
@@ -238,7 +239,7 @@ class Task(Generic[P, R]):
         if self.unique is not None:
             return [await self._aenqueue("now", 0, body) for body in bodies]
         items, job_ids = self._bulk_items(bodies)
-        await jobs.enqueue_many(await self.app.aconnector(), self.queue, items)
+        await jobs.enqueue_many(await self.app.aconnector(self.queue), self.queue, items)
         return job_ids
 
     def _bodies(self, calls: Iterable[Sequence[Any]]) -> list[bytes]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
-from . import keyspace
+from . import keyspace, registry
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
 from .handler import seconds_to_ms
@@ -107,6 +107,7 @@ class Worker:
         try:
             # inside the try: a start that fails (a refused registration, a lost server)
             # stops what already runs instead of leaving it to die with the connection
+            await registry.add(conn, self.queues)  # listed by the CLI even while empty
             if self.use_metronome:
                 self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
                                            legs=Legs(retention=retention))

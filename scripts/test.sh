@@ -6,6 +6,6 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
-.venv/bin/ruff check echomq tests bench
+.venv/bin/ruff check echomq tests bench examples
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"

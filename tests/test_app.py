@@ -160,16 +160,19 @@ def test_job_status_after_dead_letter(app, url, queue):
 
 
 def test_embedded_server_started_once_per_data_dir(tmp_path, monkeypatch):
+    from echomq import datadir
+    from echomq.server import EmbeddedServer
+
     monkeypatch.delenv("ECHOMQ_URL", raising=False)
     first = App(data_dir=tmp_path)
     try:
         url = first.url
-        assert first.server is not None and first.server.running()
+        pid = first.server_record.pid
+        assert first.server is None and datadir.pid_alive(pid)  # detached: not first's
         assert (tmp_path / "echomq-server.json").exists()
         second = App(data_dir=tmp_path)
-        assert second.url == url and second.server is None  # found, not started
+        assert second.url == url and second.server_record.pid == pid  # found, not started
         second.close()
-        assert first.server.running()
 
         @first.task(queue="emb", name="t")
         def t():
@@ -177,14 +180,12 @@ def test_embedded_server_started_once_per_data_dir(tmp_path, monkeypatch):
 
         jid = t.enqueue()
         assert first.job(jid).state == "pending"
-        pid = first.server.pid
-    finally:
         first.close()
-    assert not (tmp_path / "echomq-server.json").exists()
-    with pytest.raises(ProcessLookupError):
-        import os
-
-        os.kill(pid, 0)
+        assert datadir.pid_alive(pid)  # the implicit server outlives the app
+    finally:
+        stopped = EmbeddedServer.stop_recorded(tmp_path)
+    assert stopped is not None and stopped.pid == pid
+    assert not datadir.pid_alive(pid)
 
 
 def test_env_url_wins_over_embedded(url, monkeypatch, tmp_path):

@@ -27,11 +27,11 @@ def out_of(capsys) -> str:
 
 
 def test_parse_duration_and_instant():
-    assert [parse_duration(t) for t in ("5s", "250ms", "2m", "1.5h", "1d", "40")] == [
-        5000, 250, 120_000, 5_400_000, 86_400_000, 40]
+    assert [parse_duration(t) for t in ("5s", "250ms", "2m", "1.5h", "1d")] == [
+        5000, 250, 120_000, 5_400_000, 86_400_000]
     assert parse_instant("2030-01-01T00:00:00Z") == 1_893_456_000_000
     assert parse_instant("1893456000000") == 1_893_456_000_000
-    for bad in ("soon", "5 parsecs", "-3s"):
+    for bad in ("soon", "5 parsecs", "-3s", "40"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_duration(bad)
     with pytest.raises(argparse.ArgumentTypeError):
@@ -123,7 +123,7 @@ def test_dead_list_and_retry(url, conn, raw, queue, capsys):
     assert raw.zscore(k(queue, "dead"), dead_ids[0]) is None
     # a job that is not dead is refused with the server's text, nothing written
     assert main(["dead", "retry", dead_ids[0], "--queue", queue, "--url", url]) == 1
-    assert "EMQSTATE revive not dead" in capsys.readouterr().err
+    assert f"{dead_ids[0]} is not dead" in capsys.readouterr().err
 
     assert main(["dead", "retry", "--all", "--queue", queue, "--url", url]) == 0
     assert "revived 2 jobs" in out_of(capsys)

@@ -38,8 +38,8 @@ def test_add_list_next_cancel(
 
     code, out, _ = cli(capsys, "repeat", "list", *base)
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "CADENCE", "NEXT", "FIRED", "LAST"]
-    assert {ln.split()[0] for ln in lines[1:]} == {"nightly", "beat"}
+    assert lines[0].split() == ["QUEUE", "NAME", "CADENCE", "NEXT", "FIRED", "LAST"]
+    assert {ln.split()[1] for ln in lines[1:]} == {"nightly", "beat"}
     assert "every 5m" in out and "'30 2 * * *' Europe/Paris" in out
 
     code, out, _ = cli(capsys, "repeat", "list", "--json", *base)

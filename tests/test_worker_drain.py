@@ -74,6 +74,8 @@ def test_sigterm_waits_for_every_queue_within_the_grace(tmp_path, url, raw, queu
         b = enqueue(tmp_path, url, prefix, "aslow", "b", "1.5")
         wait_for(lambda: raw.exists(f"{prefix}:started:a", f"{prefix}:started:b") == 2, 15,
                  "both jobs to start")
+        # the worker registered every queue it serves, the idle one included
+        assert raw.sismember(keyspace.registry_key(), f"{prefix}-idle")
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(15)

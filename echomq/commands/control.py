@@ -3,7 +3,8 @@
 ``cancel`` removes a waiting job (pending, a group lane, scheduled) or asks a running one
 to stop (its worker sees the request at its next lease checkpoint); it looks the id up on
 ``--queue`` (repeatable), else on the queues of ``--app``, else on every queue found on the
-server. Exit status 1 when an id is on no queue (nothing waiting or running with it).
+server (the queue registry first, then a scan). Exit status 1 when an id is on no queue
+(nothing waiting or running with it).
 
 ``pause`` keeps a queue from being claimed (it still admits and promotes); ``resume``
 wakes its idle workers at once. ``echomq stats`` shows which queues are paused.
@@ -48,34 +49,37 @@ def _fail(message: str) -> int:
 def run_cancel(args: argparse.Namespace) -> int:
     from .. import jobs
     from ..outcomes import Outcome
-    from .jobs import _connect, discover_queues
+    from .jobs import _connect, find_queue
 
     try:
-        queues = [keyspace.validate_queue(q) for q in args.queue or []]
+        named = [keyspace.validate_queue(q) for q in args.queue or []]
         for job_id in args.ids:
             if not job_id.startswith("JOB"):
                 return _fail(f"{job_id!r} is not a job id (job ids start with JOB)")
     except ValueError as exc:
         return _fail(str(exc))
-    if not queues and args.app:
+    declared: list[str] = []
+    if args.app:
         from .worker import load_app
 
-        queues = load_app(args.app).queues()
+        declared = load_app(args.app).queues()
     conn, app = _connect(args)
     missing = 0
     try:
-        queues = queues or discover_queues(conn)
         for job_id in args.ids:
+            # the queue holding its row (registered queues first, then a scan), or --queue
+            found = find_queue(conn, job_id, declared) if not named else None
             outcome = Outcome.ABSENT
-            for queue in queues:
+            for queue in named or ([found] if found else []):
                 outcome = jobs.cancel(conn, queue, job_id)
                 if outcome != Outcome.ABSENT:
                     print(f"{job_id} {outcome} {queue}")
                     break
             if outcome == Outcome.ABSENT:
                 missing += 1
-                print(f"echomq: {job_id}: no waiting or running job with this id on "
-                      f"{', '.join(queues) or 'any queue'}", file=sys.stderr)
+                where = ", ".join(named) if named else "any queue"
+                print(f"echomq: {job_id}: no waiting or running job with this id on {where}",
+                      file=sys.stderr)
     finally:
         app.close()
     return 1 if missing else 0

@@ -17,16 +17,26 @@ from typing import Any
 
 from ..cli import default_url
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_duration(text: str) -> int:
-    """``"5s"``, ``"250ms"``, ``"2m"``, ``"1.5h"``, ``"1d"`` or plain ms → ms."""
+    """``"5s"``, ``"250ms"``, ``"2m"``, ``"1.5h"``, ``"1d"`` → ms. A unit is required (a
+    bare ``5`` could be seconds or ms) and a duration is never negative."""
     m = _DURATION.match(text)
     if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 5s, 250ms, 2m, 1h)")
-    return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (use a number and a unit: 5s, 250ms, 2m, 1h, 1d)")
+    number, unit = m.group(1), m.group(2)
+    if unit is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} needs a unit: {number}s for seconds or {number}ms for milliseconds "
+            "(also m, h, d)")
+    if number.startswith("-"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is negative: a duration counts forward from now (e.g. {number[1:]}{unit})")
+    return int(float(number) * _UNIT_MS[unit])
 
 
 def parse_instant(text: str) -> int:
@@ -79,30 +89,33 @@ def register(sub: Any) -> None:
     when.add_argument("--at", dest="at_ms", type=parse_instant, help="ISO-8601 or epoch ms")
     p.set_defaults(func=run_enqueue)
 
-    p = sub.add_parser("job", help="show a job's status")
+    p = sub.add_parser("job", help="show a job's status (found on any queue)")
     p.add_argument("id")
-    p.add_argument("--queue", default="default")
+    p.add_argument("--queue", default=None, help="only look on this queue")
     _common(p)
     p.set_defaults(func=run_job)
 
     p = sub.add_parser("stats", help="job counts per state per queue")
     p.add_argument("--queue", action="append", default=None, help="only this queue (repeatable)")
+    p.add_argument("--app", default=None,
+                   help="module:attribute of an App: list its queues even when empty")
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p)
     p.set_defaults(func=run_stats)
 
     dead = sub.add_parser("dead", help="the dead-letter set: list, retry")
     dsub = dead.add_subparsers(dest="dead_command", metavar="ACTION", required=True)
-    p = dsub.add_parser("list", help="list dead jobs, most recent first")
-    p.add_argument("--queue", default="default")
+    p = dsub.add_parser("list", help="list dead jobs, most recent first (every queue)")
+    p.add_argument("--queue", default=None, help="only this queue")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true", help="print JSON lines")
     _common(p)
     p.set_defaults(func=run_dead_list)
     p = dsub.add_parser("retry", help="send dead jobs back to pending (fresh attempts)")
     p.add_argument("ids", nargs="*", help="job ids (or --all)")
-    p.add_argument("--all", action="store_true", help="every dead job of the queue")
-    p.add_argument("--queue", default="default")
+    p.add_argument("--all", action="store_true",
+                   help="every dead job (of --queue, else of every queue)")
+    p.add_argument("--queue", default=None, help="the queue (default: found per id)")
     _common(p)
     p.set_defaults(func=run_dead_retry)
 
@@ -115,13 +128,26 @@ def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
     return app.connector(), app
 
 
+def parse_kwargs(text: str | None) -> dict[str, Any]:
+    """``--kwargs`` as a dict: a JSON object, refused in words otherwise."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"echomq: --kwargs is not JSON ({exc.msg} at character {exc.pos}): "
+                         f"write an object with double-quoted keys, e.g. "
+                         "'{\"y\": 2}'") from None
+    if not isinstance(value, dict):
+        raise SystemExit("echomq: --kwargs must be a JSON object, e.g. '{\"y\": 2}'")
+    return value
+
+
 def run_enqueue(args: argparse.Namespace) -> int:
-    from .. import ids, jobs
+    from .. import ids, jobs, keyspace, registry
     from ..app import encode
 
-    kwargs = json.loads(args.kwargs) if args.kwargs else {}
-    if not isinstance(kwargs, dict):
-        raise SystemExit("echomq: --kwargs must be a JSON object")
+    kwargs = parse_kwargs(args.kwargs)
     name, queue = args.task, args.queue
     if args.app:
         from .worker import load_app
@@ -130,14 +156,20 @@ def run_enqueue(args: argparse.Namespace) -> int:
         task = target.tasks.get(name) or next(
             (t for n, t in target.tasks.items() if n.rsplit(".", 1)[-1] == name), None)
         if task is None:
-            raise SystemExit(f"echomq: no task {name!r} in {args.app}")
+            known = ", ".join(sorted(target.tasks)) or "none"
+            raise SystemExit(f"echomq: {args.app} has no task named {name!r} "
+                             f"(its tasks: {known}); nothing was queued")
         name, queue = task.name, queue or task.queue
     queue = queue or "default"
     try:
+        keyspace.validate_queue(queue)
         payload = encode(name, [_value(a) for a in args.args], kwargs)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise SystemExit(f"echomq: {exc}") from None
     job_id = args.id or ids.mint()
+    if not job_id.startswith("JOB"):
+        raise SystemExit(f"echomq: --id {job_id!r} is not a job id: ids start with JOB "
+                         "(leave --id out for a fresh one)")
     opts: dict[str, Any] = {}
     try:
         if args.priority:
@@ -145,8 +177,6 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
             opts["priority"] = check_priority(args.priority)
         if args.group is not None:
-            from .. import keyspace
-
             opts["group"] = keyspace.validate_queue(args.group)
         if args.unique is not None:
             from ..task import check_unique
@@ -156,6 +186,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
         raise SystemExit(f"echomq: {exc}") from None
     conn, app = _connect(args)
     try:
+        registry.note(conn, queue)
         if args.unique is not None:
             mode, value = (("in", args.in_ms) if getattr(args, "in_ms", None) is not None
                            else ("at", args.at_ms) if getattr(args, "at_ms", None) is not None
@@ -175,14 +206,38 @@ def run_enqueue(args: argparse.Namespace) -> int:
     return 0 if outcome != "duplicate" else 1
 
 
+def find_queue(conn: Any, job_id: str, declared: list[str] | None = None) -> str | None:
+    """The queue holding ``job_id``'s row: the registered (and ``declared``) queues first,
+    in one round trip; a scan for the others only when they miss."""
+    from .. import registry
+
+    known: list[str] = registry.queues(conn, scan=False, declared=declared or [])
+    found: str | None = registry.locate(conn, job_id, known)
+    if found is None:
+        rest = [q for q in discover_queues(conn) if q not in known]
+        found = registry.locate(conn, job_id, rest)
+    return found
+
+
+def _job_id(text: str) -> str:
+    if not text.startswith("JOB"):
+        raise SystemExit(f"echomq: {text!r} is not a job id (ids look like JOB01H...)")
+    return text
+
+
 def run_job(args: argparse.Namespace) -> int:
-    _conn, app = _connect(args)
+    job_id = _job_id(args.id)
+    conn, app = _connect(args)
     try:
-        info = app.job(args.id, queue=args.queue)
+        queue = args.queue or find_queue(conn, job_id)
+        info = app.job(job_id, queue=queue) if queue else None
     finally:
         app.close()
     if info is None:
-        print(f"{args.id}: no such job on {args.queue} (never queued, or completed and deleted)")
+        where = f"on queue {args.queue!r}" if args.queue else "on any queue"
+        print(f"echomq: no job {job_id} {where} (never queued, or completed and deleted: "
+              "completed jobs are not kept unless the app's retention keeps them)",
+              file=sys.stderr)
         return 1
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
@@ -200,10 +255,11 @@ def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-def discover_queues(conn: Any, progress: bool = True) -> list[str]:
-    """Queue names found by scanning for EchoMQ sorted sets on every primary (a progress
-    line on stderr when the scan runs longer than a second)."""
-    from .. import discovery
+def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
+                    ) -> list[str]:
+    """Every queue: registered (``registry``) and found by scanning for EchoMQ sorted sets
+    on every primary (a progress line on stderr when the scan runs longer than a second)."""
+    from .. import registry
 
     started, shown = time.monotonic(), False
 
@@ -214,7 +270,8 @@ def discover_queues(conn: Any, progress: bool = True) -> list[str]:
                   file=sys.stderr, flush=True)
             shown = True
 
-    names: list[str] = discovery.queues(conn, 10**12, report)
+    names: list[str] = registry.queues(conn, scan=True, declared=declared or [],
+                                       budget=10**12, progress=report)
     if shown:
         print(file=sys.stderr)
     return names
@@ -223,9 +280,14 @@ def discover_queues(conn: Any, progress: bool = True) -> list[str]:
 def run_stats(args: argparse.Namespace) -> int:
     from .. import jobs
 
+    declared: list[str] = []
+    if args.app:
+        from .worker import load_app
+
+        declared = load_app(args.app).queues()
     conn, app = _connect(args)
     try:
-        queues = args.queue or discover_queues(conn)
+        queues = args.queue or discover_queues(conn, declared=declared)
         table = {q: jobs.counts(conn, q) for q in queues}
         paused = {q for q in queues if jobs.is_paused(conn, q)}
     finally:
@@ -251,9 +313,13 @@ def run_dead_list(args: argparse.Namespace) -> int:
 
     conn, app = _connect(args)
     try:
-        rows = dead.list_dead(conn, args.queue, 0, args.limit)
+        queues = [args.queue] if args.queue else discover_queues(conn)
+        rows = [{"queue": q, **row} for q in queues
+                for row in dead.list_dead(conn, q, 0, args.limit)]
     finally:
         app.close()
+    rows.sort(key=lambda r: r["died_at"], reverse=True)  # newest first across queues
+    rows = rows[:args.limit]
     for row in rows:
         died = dt.datetime.fromtimestamp(row["died_at"] / 1000, tz=dt.UTC).isoformat(
             timespec="milliseconds")
@@ -262,38 +328,58 @@ def run_dead_list(args: argparse.Namespace) -> int:
             out["payload"] = (row["payload"] or b"").decode(errors="replace")
             print(json.dumps(out))
         else:
-            print(f"{row['id']}  died {died}  attempts {row['attempts']}  {row['error'] or ''}")
+            print(f"{row['id']}  {row['queue']}  died {died}  attempts {row['attempts']}  "
+                  f"{row['error'] or ''}")
     if not rows and not args.json:
-        print(f"(no dead jobs on {args.queue})")
+        where = f"queue {args.queue!r}" if args.queue else f"any of {len(queues)} queues"
+        print(f"(no dead jobs on {where})")
     return 0
 
 
 def run_dead_retry(args: argparse.Namespace) -> int:
     from .. import dead, errors
+    from ..cli import plain
 
     if not args.ids and not args.all:
-        raise SystemExit("echomq: give job ids or --all")
+        raise SystemExit("echomq: give job ids, or --all for every dead job")
+    for job_id in args.ids:
+        _job_id(job_id)
     conn, app = _connect(args)
     failed = 0
     try:
         if args.all:
-            total = 0
-            while True:
-                n = dead.revive_all(conn, args.queue, 500)
-                total += n
-                if n == 0:
-                    break
-                if total >= 500:
-                    print(f"\rrevived {total}...", end="", file=sys.stderr, flush=True)
-            print(f"revived {total} jobs on {args.queue}")
+            queues = [args.queue] if args.queue else discover_queues(conn)
+            grand = 0
+            for q in queues:
+                total = 0
+                while True:
+                    n = dead.revive_all(conn, q, 500)
+                    total += n
+                    if n == 0:
+                        break
+                    if total >= 500:
+                        print(f"\rrevived {total}...", end="", file=sys.stderr, flush=True)
+                grand += total
+                if total or args.queue:
+                    print(f"revived {total} jobs on {q}")
+            if not grand and not args.queue:
+                print(f"revived 0 jobs (no dead jobs on any of {len(queues)} queues)")
         else:
             for job_id in args.ids:
+                queue = args.queue or find_queue(conn, job_id)
+                if queue is None:
+                    failed += 1
+                    print(f"echomq: {job_id} not revived: no such job on any queue",
+                          file=sys.stderr)
+                    continue
                 try:
-                    dead.revive(conn, args.queue, job_id)
-                    print(f"{job_id} revived")
+                    dead.revive(conn, queue, job_id)
+                    print(f"{job_id} revived on {queue}")
                 except errors.ServerError as exc:
                     failed += 1
-                    print(f"{job_id} not revived: {exc}", file=sys.stderr)
+                    detail = f" [{exc}]" if args.verbose else ""
+                    print(f"echomq: {job_id} not revived: {plain(exc, job_id)}{detail}",
+                          file=sys.stderr)
     finally:
         app.close()
     return 1 if failed else 0

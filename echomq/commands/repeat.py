@@ -18,8 +18,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, next runs")
     verbs = p.add_subparsers(dest="repeat_command", metavar="VERB")
 
-    ls = verbs.add_parser("list", help="every registration of a queue, soonest first")
-    _common(ls)
+    ls = verbs.add_parser("list", help="every registration (of every queue), soonest first")
+    ls.add_argument("--url", default=None,
+                    help="server URL (default: $ECHOMQ_URL, else embedded)")
+    ls.add_argument("--queue", default=None, help="only this queue (default: every queue)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     ls.set_defaults(func=run_list)
 
@@ -114,24 +116,28 @@ def _plain(entry: dict[str, Any]) -> dict[str, Any]:
 
 def run_list(args: argparse.Namespace) -> int:
     from .. import repeat
+    from .jobs import discover_queues
 
     conn, app = _connect(args)
     try:
-        entries = repeat.records(conn, args.queue)
+        queues = [args.queue] if args.queue else discover_queues(conn)
+        entries = [{"queue": q, **e} for q in queues for e in repeat.records(conn, q)]
     finally:
         _close(app)
+    entries.sort(key=lambda e: (e["next_at"] is None, e["next_at"] or 0, e["queue"]))
     if args.json:
         for e in entries:
             print(json.dumps(_plain(e), sort_keys=True))
         return 0
     if not entries:
-        print(f"no registrations on queue {args.queue!r}")
+        where = f"queue {args.queue!r}" if args.queue else f"any of {len(queues)} queues"
+        print(f"no registrations on {where}")
         return 0
-    rows = [("NAME", "CADENCE", "NEXT", "FIRED", "LAST")]
+    rows = [("QUEUE", "NAME", "CADENCE", "NEXT", "FIRED", "LAST")]
     for e in entries:
         nxt = _when(e["next_at"], e.get("tz")) if not e.get("done") else f"done ({e['done']})"
         limit = f"/{e['limit']}" if e.get("limit") else ""
-        rows.append((e["name"], _cadence(e), nxt, f"{e.get('fired', 0)}{limit}",
+        rows.append((e["queue"], e["name"], _cadence(e), nxt, f"{e.get('fired', 0)}{limit}",
                      e.get("last_id", "-")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -183,8 +189,11 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
     repeat._definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
                        opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
                        opts["window_ms"], opts["cap"], opts["overlap"])
+    from .. import registry
+
     conn, app = _connect(args)
     try:
+        registry.note(conn, args.queue)
         return repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
     finally:
         _close(app)

@@ -527,3 +527,53 @@ def test_process_isolation_kills_a_plain_function_at_its_timeout_and_on_cancel(
 
 async def _async_noop() -> None:
     return None
+
+
+def test_cancel_racing_ack_under_concurrency_ends_each_job_exactly_once(url, raw, queue):
+    """300 short jobs on 20 slots while another thread cancels every one of them at random
+    moments: each job ends exactly once, completed or cancelled (never both, never retried),
+    and the answer of its cancel agrees with that end."""
+    import random
+
+    app = App(url, keep_completed=10_000)
+    seen = Recorder()
+    try:
+        @app.task(queue=queue, name="short", lease_ms=300)
+        async def short(ms: int) -> None:
+            await asyncio.sleep(ms / 1000)
+
+        rng = random.Random(12)
+        job_ids = short.enqueue_many([(rng.randint(0, 120),) for _ in range(300)])
+        answers: dict[str, str] = {}
+
+        def canceller() -> None:
+            order = job_ids[:]
+            rng.shuffle(order)
+            for jid in order:
+                time.sleep(rng.random() * 0.004)
+                answers[jid] = app.cancel(jid)
+
+        with serving(app, [queue], concurrency=20, on_event=seen) as worker:
+            thread = threading.Thread(target=canceller)
+            thread.start()
+            thread.join(30)
+            wait_for(lambda: sum(1 for k_ in seen.kinds() if k_ in ("completed", "cancelled"))
+                     >= sum(1 for a in answers.values() if a != "cancelled"), 20, "all ended")
+            stats = worker.consumers[0].stats
+        ends = {jid: [k_ for k_ in seen.kinds(jid) if k_ in ("completed", "cancelled",
+                                                              "retrying", "dead")]
+                for jid in job_ids}
+        for jid in job_ids:
+            state = raw.hget(keyspace.job_key(queue, jid), "state").decode()
+            if answers[jid] == "cancelled":  # it was still waiting: it never ran
+                assert ends[jid] == [] and state == "cancelled", (jid, ends[jid], state)
+            elif answers[jid] == "requested":  # running: its holder or its ack decides
+                assert ends[jid] in (["completed"], ["cancelled"]), (jid, ends[jid])
+                assert state == ends[jid][0]
+            else:  # absent: it had completed already
+                assert ends[jid] == ["completed"] and state == "completed", (jid, ends[jid])
+        assert stats.retried == 0 and stats.dead == 0
+        assert raw.zcard(k(queue, "active")) == 0 and raw.zcard(k(queue, "pending")) == 0
+        assert {"cancelled", "requested"} <= set(answers.values())
+    finally:
+        app.close()

@@ -292,8 +292,6 @@ def run_stats(args: argparse.Namespace) -> int:
         paused = {q for q in queues if jobs.is_paused(conn, q)}
     finally:
         app.close()
-    for q in queues:
-        table[q]["paused"] = int(q in paused)
     if args.json:
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0

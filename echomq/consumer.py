@@ -48,13 +48,14 @@ import datetime as dt
 import inspect
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, handler, jobs, keyspace
+from . import backoff, errors, handler, jobs, keyspace, metrics
 from .events import Event, emit
 from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
 from .leases import Checkpoints, Held, tick_for
@@ -112,6 +113,9 @@ class ConsumerStats:
     timed_out: int = 0
     abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
     lost: int = 0
+    # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
+    # restart): not lost, and counted in completed/retried/... as well when known
+    already_settled: int = 0
     reaped: int = 0
     promoted: int = 0
     degraded_sleeps: list[int] = field(default_factory=list)
@@ -183,6 +187,7 @@ class Consumer:
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
+        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
                                    self._cancel_requested)
@@ -219,6 +224,8 @@ class Consumer:
             await self._claims(stop)
         finally:
             self._running = False
+            if self.meter.durations:
+                await self.meter.flush(self.conn, self.queue, self._streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -262,7 +269,11 @@ class Consumer:
                     counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
                 else:
                     self._beat_no += 1
+                    began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                    self.meter.beat_s = time.monotonic() - began
+                    if self.meter.due():
+                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -397,8 +408,15 @@ class Consumer:
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
         held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
         if route is not None:
+            started = time.monotonic()
             outcome = await self._handle(route, job, held)
-        await self._settle(job, route or Route(_no_handler), outcome, held)
+        # a job no route fits (an unknown task, a payload that is not a task's) fails the
+        # same way on every attempt: dead-letter it at once instead of retrying it 25 times
+        await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
+        if route is not None:
+            self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
+        if self.meter.due():
+            await self.meter.flush(self.conn, self.queue, self._streak)
 
     async def _handle(self, route: Route, job: Job, held: Held) -> tuple[str, Any]:
         """Run the handler while its lease is checkpointed; the outcome as (kind, value):
@@ -583,7 +601,9 @@ class Consumer:
             try:
                 result = await verb()
                 break
-            except errors.WireError as exc:
+            except (errors.WireError, errors.Unavailable) as exc:
+                # Unavailable too: a restarted server answers LOADING, a full one OOM, a
+                # demoted one READONLY, and each wrote nothing: the same weather
                 if deadline.lapsed():
                     log.warning("job %s: outcome %s not recorded before its lease lapsed "
                                 "(%s); the reaper will return it", job.id, kind, exc)
@@ -593,6 +613,8 @@ class Consumer:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
             except errors.ServerError as exc:
+                if await self._landed_before(job, kind, exc):
+                    return
                 log.warning("job %s: %s refused (%s); another holder owns it now",
                             job.id, kind, exc)
                 self.stats.lost += 1
@@ -610,7 +632,8 @@ class Consumer:
             self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
+            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
+                      type(value).__name__, value)
             self._emit("dead", job.id, job.token, tried=priced["tried"],
                        error=f"{type(value).__name__}: {value}")
         else:
@@ -619,6 +642,23 @@ class Consumer:
                         priced["tried"], priced["delay_ms"], type(value).__name__, value)
             self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
                        tried=priced["tried"], error=f"{type(value).__name__}: {value}")
+
+    async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
+        """True (and counted) when a refused outcome only found its own earlier try: the
+        row is gone or settled at this job's token (see ``jobs.fate``)."""
+        try:
+            fate = await jobs.fate(self.conn, self.queue, job.id, job.token)
+        except errors.EchoMQError:
+            return False
+        if fate == "moved":
+            return False
+        self.stats.already_settled += 1
+        if kind == "ok":
+            self.stats.completed += 1
+        log.info("job %s: %s already settled (%s; row %s at token %d): an earlier try "
+                 "landed", job.id, kind, exc, fate, job.token)
+        self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
+        return True
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)

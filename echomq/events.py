@@ -1,7 +1,8 @@
 """The runtime's timeline for the host program: ``Event`` and observers.
 
 A consumer emits an ``Event`` for each step of a job it holds (``started``, ``completed``,
-``retrying``, ``dead``, ``delayed``, ``cancelled``, ``timed_out``, ``lost``) and for its own
+``retrying``, ``dead``, ``delayed``, ``cancelled``, ``timed_out``, ``lost``, ``settled``: an
+outcome an earlier try had already recorded) and for its own
 weather (``degraded``, ``recovered``). Pass an observer as ``Consumer(on_event=...)``,
 ``Worker(on_event=...)`` or ``App(on_event=...)``; from the command line,
 ``echomq worker myapp:app --events myapp.hooks:on_event`` imports one. An observer runs on
@@ -23,7 +24,7 @@ from typing import Any
 log = logging.getLogger("echomq.events")
 
 KINDS = ("started", "completed", "retrying", "dead", "delayed", "cancelled", "timed_out",
-         "lost", "degraded", "recovered")
+         "lost", "settled", "degraded", "recovered")
 
 
 @dataclass(frozen=True, slots=True)

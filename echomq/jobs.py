@@ -517,6 +517,34 @@ def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
 
 # -- reads (plain commands; no transition) ------------------------------------------------
 
+# states a fenced outcome leaves behind (ack, retry, delay, or a cancel at a checkpoint)
+_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled"})
+
+
+@verb
+def fate(queue: str, job_id: str, token: int) -> Verb[str]:
+    """Where a job stands for the holder of ``token`` once a fenced outcome was refused.
+
+    ``"gone"``: no row (completed and deleted under the default retention, by this
+    holder's earlier try or a later one's). ``"settled"``: the row is still at this token
+    and no longer running (completed, scheduled by a retry or delay, dead): this holder's
+    own earlier try landed, typically a retried call whose first reply was lost in a
+    restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
+    the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.
+    """
+    row, _active = _held(queue, job_id, token)
+
+    def decode(reply: Any) -> str:
+        state, attempts = reply
+        if state is None:
+            return "gone"
+        if text(state) in _SETTLED and attempts is not None and int(attempts) == token:
+            return "settled"
+        return "moved"
+
+    return single(Command(("HMGET", row, "state", "attempts")), decode)
+
+
 STATE_SETS = ("pending", "scheduled", "active", "dead", "completed")
 _SET_OF = {"scheduled": "schedule"}
 

@@ -60,6 +60,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0"),
     Transition("trim", ("completed", "dead"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
+    Transition("discard", ("pending", "scheduled", "completed", "dead"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
 )
 
 

@@ -57,8 +57,7 @@ def test_env_url_and_duplicate_id(url, raw, queue, capsys, monkeypatch):
 
 
 def test_unserializable_kwargs_refused(url, queue, snap):
-    with pytest.raises(SystemExit):
-        main(["enqueue", "t", "--kwargs", "[1, 2]", "--queue", queue, "--url", url])
+    assert main(["enqueue", "t", "--kwargs", "[1, 2]", "--queue", queue, "--url", url]) == 2
     assert snap(queue) == {}
 
 

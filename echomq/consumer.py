@@ -20,7 +20,7 @@ handler runs, a checkpoint (``echomq.leases``) extends its lease every third of 
 so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
 request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
 plain function, and the job ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the
-consumer's default) bounds a handler with ``asyncio.timeout``: an ``async`` one is
+consumer's default) bounds a handler (``echomq.runner``): an ``async`` one is
 cancelled, a plain function abandoned in its thread (its pool is replaced, so the slot is
 free at once); the attempt fails with a ``TimeoutError`` text. A route's
 ``keep_result_ms`` makes the ack store the JSON return value (``echomq.results``).
@@ -43,10 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import datetime as dt
-import inspect
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -55,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, handler, jobs, keyspace, metrics
+from . import backoff, errors, jobs, keyspace, metrics
 from .events import Event, emit
 from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
 from .leases import Checkpoints, Held, tick_for
@@ -70,6 +67,7 @@ from .metronome import (
 )
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .runner import Runner
 
 log = logging.getLogger("echomq.consumer")
 
@@ -189,8 +187,10 @@ class Consumer:
         self.stats = ConsumerStats()
         self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
-                                   self._cancel_requested)
+                                   self._runner.cancel_requested)
+        self._runner.held = self._leases.held
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
         self._beat_no = 0
@@ -199,9 +199,6 @@ class Consumer:
         # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
         # so the two never claim the same free slot twice
         self._reserved = 0
-        self._is_async: dict[Callable[[Job], Any], bool] = {}
-        self._executor = executor
-        self._own_executor = executor is None
         self._slot = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._streak = 0
@@ -409,7 +406,9 @@ class Consumer:
         held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
         if route is not None:
             started = time.monotonic()
-            outcome = await self._handle(route, job, held)
+            outcome = await self._runner.run(route.handler, job, held,
+                                             route.timeout_ms or self.timeout_ms,
+                                             route.keep_result_ms is not None)
         # a job no route fits (an unknown task, a payload that is not a task's) fails the
         # same way on every attempt: dead-letter it at once instead of retrying it 25 times
         await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
@@ -417,90 +416,6 @@ class Consumer:
             self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
         if self.meter.due():
             await self.meter.flush(self.conn, self.queue, self._streak)
-
-    async def _handle(self, route: Route, job: Job, held: Held) -> tuple[str, Any]:
-        """Run the handler while its lease is checkpointed; the outcome as (kind, value):
-        ok, delay, fail, timeout or cancelled."""
-        fn = route.handler
-        is_async = self._is_async.get(fn)
-        if is_async is None:
-            is_async = self._is_async[fn] = inspect.iscoroutinefunction(fn)
-        # a cancel request stops an async handler by cancelling this task (at an await)
-        held.task = asyncio.current_task() if is_async else None
-        self._leases.held[job.id] = held
-        timeout_ms = route.timeout_ms or self.timeout_ms
-        clock: asyncio.Timeout | None = None
-        try:
-            if timeout_ms is None:
-                value = await self._call(fn, job, is_async)
-            else:
-                async with asyncio.timeout(timeout_ms / 1000) as clock:
-                    value = await self._call(fn, job, is_async)
-        except Delay as d:
-            return ("delay", d)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not job._cancelled or task is None:
-                raise  # a drain or shutdown, not a cancel request
-            task.uncancel()
-            return ("cancelled", None)
-        except TimeoutError as exc:
-            if clock is None or not clock.expired():
-                return ("fail", exc)  # the handler's own timeout, an ordinary failure
-            if not is_async:
-                self._abandon(job)
-            return ("timeout", TimeoutError(
-                f"job exceeded its timeout of {(timeout_ms or 0) / 1000:g} s"))
-        except Exception as exc:
-            return ("fail", exc)
-        finally:
-            self._leases.held.pop(job.id, None)
-        if job._cancelled:  # a plain function saw .cancelled and returned
-            return ("cancelled", None)
-        if route.keep_result_ms is None:
-            return ("ok", None)
-        try:
-            return ("ok", json.dumps(value, separators=(",", ":"), allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            return ("fail", TypeError(f"return value is not JSON-serializable (the task "
-                                      f"keeps its result): {exc}"))
-
-    async def _call(self, fn: Callable[[Job], Any], job: Job, is_async: bool) -> Any:
-        token = handler.enter(job)
-        try:
-            if is_async:
-                return await fn(job)
-            ctx = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._pool(), ctx.run, fn, job)
-            if inspect.isawaitable(result):
-                return await result
-            return result
-        finally:
-            handler.leave(token)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
-        return self._executor
-
-    def _abandon(self, job: Job) -> None:
-        """A plain-function handler ran past its timeout: Python cannot stop a thread, so
-        it is left to finish on its own (its return is ignored; its job was failed) and new
-        jobs get a fresh pool, so the slot it held is free at once."""
-        self.stats.abandoned += 1
-        log.warning("job %s: plain-function handler abandoned in its thread at its timeout "
-                    "(%d abandoned so far)", job.id, self.stats.abandoned)
-        if self._own_executor and self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
-
-    def _cancel_requested(self, held: Held) -> None:
-        """A checkpoint saw a cancel request for a running job: stop an async handler as
-        ``task.cancel()`` would; a plain function reads ``job.cancelled``."""
-        log.info("job %s: cancel requested", held.job.id)
-        if held.task is not None:
-            held.task.cancel()
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
@@ -682,9 +597,7 @@ class Consumer:
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None
-        if self._executor is not None and self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self._runner.shutdown()
         return len(left)
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:

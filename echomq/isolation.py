@@ -57,7 +57,8 @@ def _resolve(module: str, qualname: str) -> Callable[..., Any]:
     target: Any = importlib.import_module(module)
     for part in qualname.split("."):
         target = getattr(target, part)
-    return getattr(target, "fn", target)  # the module attribute is usually the Task
+    fn: Callable[..., Any] = getattr(target, "fn", target)  # the attribute is usually a Task
+    return fn
 
 
 def _child(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any],
@@ -80,7 +81,7 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
     """An ``async`` handler running ``ref(*args, **kwargs)`` in a killable child process."""
 
     async def run(job: Job) -> Any:
-        ctx = multiprocessing.get_context(_CONTEXT)
+        ctx: Any = multiprocessing.get_context(_CONTEXT)
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, name=f"echomq-{job.id}", daemon=True,
                            args=(ref, args, kwargs, (job.queue, job.id, job.token, job.payload),

@@ -21,11 +21,13 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import inspect
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
+from . import partitions as parts
 from .consumer import Route
 from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
 from .isolation import isolated, reference
@@ -88,11 +90,18 @@ class Task(Generic[P, R]):
         timeout_ms: int | None = None,
         keep_result_ms: int | None = None,
         isolation: str = "thread",
+        partitions: int = 1,
     ) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.queue = queue
+        #: the queues this task's jobs live on: ``[queue]``, or ``queue#0`` ... for a
+        #: partitioned queue (see ``echomq.partitions``)
+        self.partitions = parts.validate(queue, partitions)
+        self.queues = parts.names(queue, partitions)
+        self._round = itertools.count()  # round robin over partitions, shared by options()
+        self._partition_key: str | bytes | int | None = None
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.retry_delay_ms = retry_delay_ms
@@ -128,13 +137,20 @@ class Task(Generic[P, R]):
         group: str | None = None,
         unique: str | None = None,
         unique_for: float | dt.timedelta | None = None,
+        partition_key: str | bytes | int | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
         ``priority`` 0..1_000_000 (lower first), ``group`` (a lane), ``unique`` (a key:
         while its owner waits or runs, enqueue returns the owner's id and writes nothing),
         ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
-        even once the owner ended). Checked here, before any I/O."""
+        even once the owner ended). ``partition_key`` picks the partition of a partitioned
+        queue by the key's hash (same key, same partition); without one, jobs go round
+        robin. Checked here, before any I/O."""
+        if partition_key is not None:
+            parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
         bound = copy.copy(self)
+        if partition_key is not None:
+            bound._partition_key = partition_key
         if priority is not None:
             bound.priority = check_priority(priority)
         if group is not None:
@@ -147,6 +163,16 @@ class Task(Generic[P, R]):
             raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
         return bound
 
+    def target_queue(self) -> str:
+        """The queue the next enqueue writes to: the task's queue, or for a partitioned one
+        the key's partition (``options(partition_key=...)``) or the next one round robin."""
+        if self.partitions == 1:
+            return self.queue
+        key = self._partition_key
+        index = (next(self._round) % self.partitions if key is None
+                 else parts.key_index(key, self.partitions))
+        return self.queues[index]
+
     def _options(self) -> dict[str, Any]:
         """The admission options that differ from a plain job."""
         out: dict[str, Any] = {}
@@ -158,18 +184,19 @@ class Task(Generic[P, R]):
 
     def _admission(self, mode: str, value: int, body: bytes) -> tuple[Any, tuple[Any, ...],
                                                                         dict[str, Any], str]:
-        """``(verb, args, kwargs, job_id)`` for one admission: the general ``jobs.admit``
-        when a unique key or a kept result needs it, else the classic verb."""
-        job_id = ids.mint()
+        """``(verb, args, kwargs, job_id)`` for one admission (``args[0]`` its queue): the
+        general ``jobs.admit`` when a unique key or a kept result needs it, else the
+        classic verb."""
+        job_id, q = ids.mint(), self.target_queue()
         opts = self._options()
         if self.unique is not None or self.keep_result_ms is not None:
-            return jobs.admit, (self.queue, job_id, body), dict(
+            return jobs.admit, (q, job_id, body), dict(
                 mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
                 notify_ms=self.keep_result_ms, **opts), job_id
         if mode == "now":
-            return jobs.enqueue, (self.queue, job_id, body), opts, job_id
+            return jobs.enqueue, (q, job_id, body), opts, job_id
         verb = jobs.enqueue_in if mode == "in" else jobs.enqueue_at
-        return verb, (self.queue, job_id, body, value), opts, job_id
+        return verb, (q, job_id, body, value), opts, job_id
 
     @staticmethod
     def _id_of(reply: Any, job_id: str) -> str:
@@ -178,12 +205,12 @@ class Task(Generic[P, R]):
 
     def _enqueue(self, mode: str, value: int, body: bytes) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, body)
-        conn = self.app.connector(self.queue)
+        conn = self.app.connector(args[0])
         return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     async def _aenqueue(self, mode: str, value: int, body: bytes) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, body)
-        conn = await self.app.aconnector(self.queue)
+        conn = await self.app.aconnector(args[0])
         return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     # sync enqueue ------------------------------------------------------------------------
@@ -214,8 +241,9 @@ class Task(Generic[P, R]):
         bodies = self._bodies(calls)
         if self.unique is not None:
             return [self._enqueue("now", 0, body) for body in bodies]
-        items, job_ids = self._bulk_items(bodies)
-        self.app.admit(self.app.connector(self.queue), jobs.enqueue_many, self.queue, items)
+        per_queue, job_ids = self._bulk_items(bodies)
+        for q, items in per_queue.items():
+            self.app.admit(self.app.connector(q), jobs.enqueue_many, q, items)
         return job_ids
 
     # async enqueue -----------------------------------------------------------------------
@@ -239,9 +267,9 @@ class Task(Generic[P, R]):
         bodies = self._bodies(calls)
         if self.unique is not None:
             return [await self._aenqueue("now", 0, body) for body in bodies]
-        items, job_ids = self._bulk_items(bodies)
-        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue_many,
-                             self.queue, items)
+        per_queue, job_ids = self._bulk_items(bodies)
+        for q, items in per_queue.items():
+            await self.app.admit(await self.app.aconnector(q), jobs.enqueue_many, q, items)
         return job_ids
 
     def _bodies(self, calls: Iterable[Sequence[Any]]) -> list[bytes]:
@@ -253,14 +281,18 @@ class Task(Generic[P, R]):
             bodies.append(self.payload(*call))
         return bodies
 
-    def _bulk_items(self, bodies: list[bytes]) -> tuple[list[tuple[Any, ...]], list[str]]:
+    def _bulk_items(self, bodies: list[bytes]
+                    ) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
+        """The bulk items per target queue (one queue unless partitioned) and the ids."""
         opts = self._options()
         if self.keep_result_ms is not None:
             opts["notify_ms"] = self.keep_result_ms
         job_ids = [ids.mint() for _ in bodies]
-        items = [(jid, body, opts) if opts else (jid, body)
-                 for jid, body in zip(job_ids, bodies, strict=True)]
-        return items, job_ids
+        per_queue: dict[str, list[tuple[Any, ...]]] = {}
+        for jid, body in zip(job_ids, bodies, strict=True):
+            per_queue.setdefault(self.target_queue(), []).append(
+                (jid, body, opts) if opts else (jid, body))
+        return per_queue, job_ids
 
     # running -----------------------------------------------------------------------------
 
@@ -274,7 +306,7 @@ class Task(Generic[P, R]):
         else:
             handler = _calling(fn, args, kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms, self.timeout_ms, self.keep_result_ms)
+                     self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
 
 
 def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]

@@ -228,6 +228,7 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
+        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
     finally:
         app.close()
     if info is None:
@@ -245,11 +246,20 @@ def run_job(args: argparse.Namespace) -> int:
     for label, value in extra:
         if value is not None:
             print(f"{label:<9} {value}")
+    for line in flow:
+        print(line)
     return 0
 
 
 def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
+
+
+def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+    from .. import jobs
+    from .flowview import show
+
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
@@ -276,6 +286,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 def run_stats(args: argparse.Namespace) -> int:
     from .. import jobs, partitions
+    from .groups import totals as group_totals
 
     declared: list[str] = []
     if args.app:
@@ -285,7 +296,8 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table: dict[str, dict[str, int]] = {}
+        table: dict[str, dict[str, Any]] = {}
+        grouped: dict[str, dict[str, int]] = {}
         paused: set[str] = set()
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
@@ -294,9 +306,14 @@ def run_stats(args: argparse.Namespace) -> int:
                 table[base]["partitions"] = len(members)
             if any(jobs.is_paused(conn, q) for q in members):
                 paused.add(base)
+            found = [t for q in members if (t := group_totals(conn, q)) is not None]
+            if found:
+                grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
     finally:
         app.close()
     if args.json:
+        for q, t in grouped.items():
+            table[q]["groups"] = t
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
@@ -309,6 +326,10 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    for q, t in grouped.items():
+        # grouped jobs wait in their lanes, not in pending: say how many, and where to look
+        print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "
+              f"{t['active']} active, {t['paused']} paused (echomq group list --queue {q})")
     return 0
 
 

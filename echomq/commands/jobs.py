@@ -159,7 +159,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
             known = ", ".join(sorted(target.tasks)) or "none"
             raise ValueError(f"{args.app} has no task named {name!r} "
                              f"(its tasks: {known}); nothing was queued")
-        name, queue = task.name, queue or task.queue
+        # a partitioned task's job goes to one of its partitions, as Task.enqueue does
+        name, queue = task.name, queue or task.target_queue()
     queue = queue or "default"
     keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
     payload = encode(name, [_value(a) for a in args.args], kwargs)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import backoff, ids, insight, repeat
+from .. import backoff, ids, insight, partitions, repeat
 from . import charts
 from .access import Access
 from .charts import DASH, NONE, duration
@@ -138,7 +138,19 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
                      "shows up here.</p>", now_ms=now, live=True)
     head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
     rows = []
+    # a partitioned queue (mail#0 ... mail#7) opens with one row for the whole queue, its
+    # counts summed; the partitions' own rows (each a complete queue) follow it
+    groups = {members[0]: (base, members) for base, members in
+              partitions.fold(v.queue for v in views).items() if members != [base]}
+    by_name = {v.queue: v for v in views}
     for v in views:
+        if v.queue in groups:
+            base, members = groups[v.queue]
+            total = partitions.sum_counts(by_name[m].counts for m in members if m in by_name)
+            cells = "".join(f"<td class='n'>{total.get(s, 0)}</td>" for s in insight.STATES)
+            rows.append(f"<tr class='partitioned' data-queue='{e(base)}'><td class='qname'>"
+                        f"<b>{e(base)}</b> <span class='badge'>{len(members)} partitions"
+                        f"</span></td>{cells}<td colspan='4'></td></tr>")
         qq = q(v.queue)
         cells = "".join(
             f"<td class='n'><a class='count {s}' data-q='{e(v.queue)}' data-k='{s}' "

@@ -56,12 +56,6 @@ for i = 2, #ARGV, 9 do
   end
   out[#out + 1] = r
 end
--- admit() counted the lane admissions it did not batch; the batched ones are counted here
-local n = 0
-for key, list in pairs(batch) do
-  in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
-  n = n + #list / 2
-end
-if n > 0 then count(p, 'enqueued', n) end
-if batch[p .. 'pending'] then wake(p .. 'wake') end
+-- admit() counted the lane admissions it did not batch; flush counts the batched ones
+flush(p, batch)
 return out

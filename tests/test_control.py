@@ -127,6 +127,19 @@ def test_cancel_of_a_waiting_job_removes_it(app, raw, queue):
     assert raw.zcard(k(queue, "pending")) == 0 and raw.zcard(k(queue, "schedule")) == 0
     assert app.cancel(now_id) == "absent"
     assert app.cancel("JOB" + "0" * 26) == "absent"
+
+    async def acancel() -> tuple[str, str, object]:
+        try:
+            third = await later.aenqueue_in(60_000)
+            info = await app.ajob(third)
+            assert info is not None and info.state == "scheduled"
+            return await app.acancel(third), await app.acancel(third), await app.ajob(third)
+        finally:
+            await app.aclose()
+
+    first, second, info = asyncio.run(acancel())
+    assert (first, second) == ("cancelled", "absent")
+    assert info is not None and info.state == "cancelled"  # type: ignore[attr-defined]
     with serving(app, [queue]) as worker:
         time.sleep(0.3)
         assert worker.consumers[0].stats.claimed == 0

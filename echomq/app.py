@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import pathlib
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -203,7 +204,9 @@ class Task(Generic[P, R]):
         #: partitioned queue (see ``echomq.partitions``)
         self.partitions = parts.validate(queue, partitions)
         self.queues = parts.names(queue, partitions)
-        self._round = itertools.count()  # round robin over partitions, shared by options()
+        # round robin over partitions, shared by options(); each process starts at a random
+        # partition, so many short-lived producers do not all pile onto partition 0
+        self._round = itertools.count(random.randrange(partitions))
         self._partition_key: str | bytes | int | None = None
         self.max_attempts = max_attempts
         self.backoff = backoff

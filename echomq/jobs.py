@@ -612,24 +612,35 @@ _RETRY_OUTCOMES = {1: Outcome.RETRYING, 2: Outcome.DEAD, 3: Outcome.CANCELLED}
 
 @verb
 def delay(
-    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in"
+    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in", native: bool = True
 ) -> Verb[None]:
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
     absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
-    that the run-at it makes lies within year 9999.
+    that the run-at it makes lies within year 9999. At wire 6 this sends ``EMQ.DELAY``,
+    which refuses a grouped row (``EMQSTATE delay lane not native``, nothing written): the
+    verb then runs the script, so a grouped job delays on both wires. ``native=False``
+    sends the script at once.
     """
     row, active = _held(queue, job_id, token)
     guard.mode(mode)
     guard.at_mode("delay_ms", mode, delay_ms)
-    step = Eval(
-        "delay",
-        (row, active, keyspace.queue_key(queue, "schedule")),
-        (job_id, str(token), mode, str(delay_ms)),
-        native="EMQ.DELAY",
-    )
-    return single(step, lambda _: None)
+    keys = (row, active, keyspace.queue_key(queue, "schedule"))
+    args = (job_id, str(token), mode, str(delay_ms))
+
+    def calls() -> Verb[None]:
+        if native:
+            try:
+                yield Eval("delay", keys, args, native="EMQ.DELAY")
+                return None
+            except errors.StateError as exc:
+                if str(exc) != "EMQSTATE delay lane not native":
+                    raise
+        yield Eval("delay", keys, args)
+        return None
+
+    return calls()
 
 
 @verb
@@ -939,22 +950,67 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
 
 @verb
 def next_due_ms(queue: str) -> Verb[int | None]:
-    """Milliseconds from SERVER now until the earliest run-at on the schedule set (``<= 0``
-    when something is due already), or ``None`` when nothing is scheduled.
+    """Milliseconds from SERVER now until the next instant something becomes claimable by
+    time alone (``<= 0`` when it already is), or ``None`` when nothing waits on time.
 
-    One round trip (``ZRANGE schedule 0 0 WITHSCORES`` and ``TIME`` pipelined): what a
-    beat loop reads to wake at the next due instant instead of at its next beat.
+    The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
+    reopening (a rate window or a ``rate_limited``), a queue-level ``rate_limited`` block
+    ending, and a full queue rate window reopening. One round trip (the reads and ``TIME``
+    pipelined): what a beat loop reads to wake at the next due instant instead of polling.
     """
-    key = keyspace.queue_key(queue, "schedule")
+    base = keyspace.base(queue)
 
     def calls() -> Verb[int | None]:
-        first, (secs, micros) = yield Batch(
-            (Command(("ZRANGE", key, 0, 0, "WITHSCORES")), Command(("TIME",)))
-        )
-        head = scored(first)
-        if not head:
-            return None
+        sched, gwait, blocked, rate, log, size, (secs, micros) = yield Batch((
+            Command(("ZRANGE", base + "schedule", 0, 0, "WITHSCORES")),
+            Command(("ZRANGE", base + "gwait", 0, 0, "WITHSCORES")),
+            Command(("PTTL", base + "blocked_until")),
+            Command(("HMGET", base + "rate", "max", "ms")),
+            Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
+            Command(("ZCARD", base + "starts")),
+            Command(("TIME",)),
+        ))
         now = int(secs) * 1000 + int(micros) // 1000
-        return int(float(head[0][1])) - now
+        due = [int(float(head[0][1])) - now for head in (scored(sched), scored(gwait)) if head]
+        if int(blocked) > 0:
+            due.append(int(blocked))
+        oldest = scored(log)
+        if rate[0] is not None and oldest and int(size) >= int(rate[0]):
+            due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
+        return min(due) if due else None
 
     return calls()
+
+
+@verb
+def rate_limited(queue: str, job_id: str, token: int, ms: int) -> Verb[None]:
+    """A job in hand met an upstream limit (an HTTP 429): it goes back to wait at its
+    priority without spending an attempt, and its group (or, for a flat job, the whole
+    queue) claims nothing for ``ms`` (SERVER clock). Token-fenced."""
+    row, active = _held(queue, job_id, token)
+    guard.span("ms", ms, minimum=1)
+    step = Eval("rate_limited", (row, active), (job_id, str(token), str(ms)))
+    return single(step, lambda _: None)
+
+
+def rate_args(max_jobs: int, per_ms: int) -> tuple[str, str]:
+    """A checked rate: ``max_jobs`` >= 1 starts in any window of ``per_ms`` >= 1 ms."""
+    guard.positive("max_jobs", max_jobs)
+    guard.span("per_ms", per_ms, minimum=1)
+    return str(max_jobs), str(per_ms)
+
+
+@verb
+def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
+    """Cap the queue's claims: never more than ``max_jobs`` starts in any window of
+    ``per_ms`` (a sliding-window log of starts on the SERVER clock, exact)."""
+    mx, ms = rate_args(max_jobs, per_ms)
+    key = keyspace.queue_key(queue, "rate")
+    return single(Command(("HSET", key, "max", mx, "ms", ms)), lambda _: None)
+
+
+@verb
+def clear_rate(queue: str) -> Verb[None]:
+    """Remove the queue's rate cap (and its log of starts)."""
+    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"))
+    return single(Command(("DEL", *keys)), lambda _: None)

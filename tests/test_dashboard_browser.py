@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from echomq import dashboard, ids, jobs, keyspace, metrics, repeat
+from echomq import dashboard, groups, ids, jobs, keyspace, metrics, repeat
 from echomq.app import encode
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
@@ -118,6 +118,13 @@ def seed(conn: Any, queue: str, raw: Any = None) -> dict[str, Any]:
         jobs.enqueue_at(conn, queue, jid, encode("report.build", [2024, i], {}),
                         now + 10_000 * (i + 1))
         out["soon"].append(jid)
+    for tenant, n in (("acme", 4), ("globex", 2), ("initech", 1)):
+        for i in range(n):
+            jobs.enqueue(conn, queue, ids.mint(), encode("sync.tenant", [tenant, i], {}),
+                         group=tenant)
+    groups.set_limit(conn, queue, "acme", 2)
+    groups.set_rate(conn, queue, "globex", 100, 60_000)
+    groups.pause(conn, queue, "initech")
     metrics.observe(conn, queue, [0.012, 0.3, 0.05] * 20, completed=55, failed=5)
     repeat.register(conn, queue, "heartbeat", 60_000, encode("ops.ping", [], {}), 5_000)
     repeat.register_cron(conn, queue, "daily-digest", "30 8 * * 1-5",
@@ -155,6 +162,7 @@ def test_every_page_renders_and_is_saved(browser, site, conn, raw, queue):
     expect(page.locator("ol.runs").nth(1).locator("li")).to_have_count(5)
     shot(page, "registrations")
     page.goto(f"{site.base}/q/{queue}/groups")
+    expect(page.locator("tr[data-group]")).to_have_count(3)
     shot(page, "groups")
     page.goto(f"{site.base}/backoff?kind=exponential&base=1000&cap=300000&max_attempts=12")
     expect(page.locator("#backoff-total")).to_have_text("18m 31s")  # 511 s + 2 x 300 s
@@ -228,6 +236,23 @@ def test_retry_a_dead_job_from_the_ui(browser, site, conn, queue):
     page.locator("button", has_text="retry").click()
     expect(page.locator("table.facts .badge")).to_have_text("pending")
     assert jobs.get(conn, queue, jid)["state"] == "pending"
+    assert problems == [], problems
+
+
+def test_cancel_a_scheduled_job_from_the_ui(browser, site, conn, queue):
+    jid = ids.mint()
+    jobs.enqueue_in(conn, queue, jid, encode("report.build", [1], {}), 3_600_000)
+    page, problems = open_page(browser)
+    page.on("dialog", lambda d: d.accept())
+    page.goto(f"{site.base}/q/{queue}?state=scheduled")
+    page.locator(f"a:has-text('{jid}')").click()
+    expect(page.locator("table.facts .badge")).to_have_text("scheduled")
+    page.locator("button", has_text="cancel").click()
+    expect(page.locator("table.facts .badge")).to_have_text("cancelled")
+    assert jobs.get(conn, queue, jid)["state"] == "cancelled"
+    counts = jobs.counts(conn, queue)
+    assert counts["scheduled"] == 0 and counts["cancelled"] == 1
+    shot(page, "job-cancelled")
     assert problems == [], problems
 
 

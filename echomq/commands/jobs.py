@@ -153,7 +153,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
             known = ", ".join(sorted(target.tasks)) or "none"
             raise ValueError(f"{args.app} has no task named {name!r} "
                              f"(its tasks: {known}); nothing was queued")
-        name, queue = task.name, queue or task.queue
+        # a partitioned task's job goes to one of its partitions, as Task.enqueue does
+        name, queue = task.name, queue or task.target_queue()
     queue = queue or "default"
     keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
     payload = encode(name, [_value(a) for a in args.args], kwargs)
@@ -201,6 +202,7 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
+        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
     finally:
         app.close()
     if info is None:
@@ -212,7 +214,16 @@ def run_job(args: argparse.Namespace) -> int:
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
+    for line in flow:
+        print(line)
     return 0
+
+
+def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+    from .. import jobs
+    from .flowview import show
+
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
@@ -239,6 +250,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 def run_stats(args: argparse.Namespace) -> int:
     from .. import jobs, partitions
+    from .groups import totals as group_totals
 
     declared: list[str] = []
     if args.app:
@@ -248,15 +260,21 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table: dict[str, dict[str, int]] = {}
+        table: dict[str, dict[str, Any]] = {}
+        grouped: dict[str, dict[str, int]] = {}
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
             if members != [base]:
                 table[base]["partitions"] = len(members)
+            found = [t for q in members if (t := group_totals(conn, q)) is not None]
+            if found:
+                grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
     finally:
         app.close()
     if args.json:
+        for q, t in grouped.items():
+            table[q]["groups"] = t
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
@@ -268,6 +286,10 @@ def run_stats(args: argparse.Namespace) -> int:
         print(f"{labels[q]:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
     if not queues:
         print("(no queues)")
+    for q, t in grouped.items():
+        # grouped jobs wait in their lanes, not in pending: say how many, and where to look
+        print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "
+              f"{t['active']} active, {t['paused']} paused (echomq group list --queue {q})")
     return 0
 
 

@@ -13,7 +13,7 @@ Routes (all under the mount root):
 | ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
 | ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
 | ``/q/<q>/repeat`` | registrations with their next 5 runs |
-| ``/q/<q>/groups`` | groups: waiting, active, limit, paused (when ``echomq.groups`` exists) |
+| ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
 | ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
 | ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
 | ``/metrics`` | Prometheus text format |
@@ -25,16 +25,15 @@ the dashboard is read-only.
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
 
-from .. import dead, discovery, errors, insight, jobs, keyspace, registry, repeat
+from .. import dead, discovery, errors, groups, insight, jobs, keyspace, registry, repeat
 from ..connector import Connector
 from . import pages, prometheus
 from .access import COOKIE, SECURITY_HEADERS, Access
@@ -58,14 +57,6 @@ def discover_queues(conn: Connector) -> list[str]:
     return sorted(names)[:MAX_QUEUES]
 
 
-def _optional(module: str) -> Any:
-    """``echomq.<module>`` when this build has it (groups arrive with job control)."""
-    try:
-        return importlib.import_module(f"echomq.{module}")
-    except ModuleNotFoundError:
-        return None
-
-
 class Forbidden(Exception):
     pass
 
@@ -74,24 +65,31 @@ class Dashboard:
     """The dashboard on one connector. ``queues``: show only these (default: discover)."""
 
     def __init__(self, conn: Connector, queues: list[str] | None = None,
-                 access: Access | None = None) -> None:
+                 access: Access | None = None, tasks: Mapping[str, Any] | None = None) -> None:
         self.conn = conn
         self.fixed_queues = [keyspace.validate_queue(x) for x in queues] if queues else None
+        # an App's tasks (``App.tasks``), when given: their queues are listed even while
+        # empty, and each task's retry policy is shown (a Task's queue, max_attempts,
+        # backoff and retry_delay_ms)
+        self.tasks: dict[str, Any] = dict(tasks or {})
         self.access = access or Access()
         self._lock = threading.Lock()
         self._known: tuple[float, list[str]] = (0.0, [])
         self.closing = threading.Event()  # set on shutdown: open event streams end
+        self._live_lock = threading.Lock()
+        self._live_cache: tuple[float, str, str] = (-1e9, "", "")
 
     # -- data -----------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
         if self.fixed_queues:
             return self.fixed_queues
+        declared = sorted({t.queue for t in self.tasks.values()})
         with self._lock:  # a few seconds of cache: discovery is the one costly read
             at, known = self._known
             if time.monotonic() - at < 5.0:
                 return known
-        found = discover_queues(self.conn)
+        found = sorted(set(discover_queues(self.conn)) | set(declared))[:MAX_QUEUES]
         with self._lock:
             self._known = (time.monotonic(), found)
         return found
@@ -192,7 +190,9 @@ class Dashboard:
             body = prometheus.render(self.conn, self.queues())
             return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
         if head == "backoff" and len(parts) == 1:
-            return html_response(200, pages.backoff_page(req))
+            return html_response(200, pages.backoff_page(req, self.tasks))
+        if head == "tasks" and len(parts) == 1:
+            return html_response(200, pages.tasks_page(req, self.tasks))
         if head == "find" and len(parts) == 1:
             return self._find(req, self.queues())
         if head == "api":
@@ -212,7 +212,8 @@ class Dashboard:
                 row = insight.job(self.conn, queue, rest[1])
                 if row is None:
                     raise LookupError(rest[1])
-                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access))
+                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access,
+                                                         self.tasks))
             if rest == ["clock"]:
                 tl = insight.timeline(self.conn, queue, 500)
                 at = int(req.arg("at") or tl.now_ms)
@@ -222,16 +223,9 @@ class Dashboard:
                 regs = repeat.records(self.conn, queue)[:pages.PAGE]
                 return html_response(200, pages.repeat_page(req, queue, regs, self.access))
             if rest == ["groups"]:
-                return html_response(200, pages.groups_page(req, queue, self._groups(queue),
-                                                            self.access))
+                gp = insight.group_page(self.conn, queue, req.arg("cursor", "0"), pages.PAGE)
+                return html_response(200, pages.groups_page(req, queue, gp, self.access))
         raise LookupError(req.path)
-
-    def _groups(self, queue: str) -> dict[str, Any] | None:
-        groups = _optional("groups")
-        if groups is None:
-            return None
-        stats: dict[str, Any] = groups.stats(self.conn, queue)
-        return dict(sorted(stats.items())[:BULK_MAX])
 
     def _find(self, req: Request, queues: list[str]) -> Response:
         job_id = req.arg("id").strip()
@@ -256,6 +250,22 @@ class Dashboard:
             }))
         raise LookupError("/api/" + "/".join(parts))
 
+    def _live(self) -> tuple[str, str]:
+        """The event every open stream sends now: read at most once a second whatever the
+        number of browsers watching (one overview per queue)."""
+        with self._live_lock:
+            at, kind, body = self._live_cache
+            if time.monotonic() - at < EVENT_EVERY_S * 0.9:
+                return kind, body
+            try:
+                body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
+                                  sort_keys=True)
+                kind = "counts"
+            except errors.WireError as exc:
+                body, kind = json.dumps({"error": str(exc)}), "down"
+            self._live_cache = (time.monotonic(), kind, body)
+            return kind, body
+
     def _events(self) -> Iterator[bytes]:
         """Counts per queue once a second while they change (a comment every 15 s keeps
         proxies from closing an idle stream); ``down`` while Valkey is unreachable. The
@@ -263,12 +273,7 @@ class Dashboard:
         yield b"retry: 2000\n\n"
         last, quiet, started = "", 0.0, time.monotonic()
         while time.monotonic() - started < EVENT_STREAM_S and not self.closing.is_set():
-            try:
-                body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
-                                  sort_keys=True)
-                kind = "counts"
-            except errors.WireError as exc:
-                body, kind = json.dumps({"error": str(exc)}), "down"
+            kind, body = self._live()
             if body != last:
                 yield f"event: {kind}\ndata: {body}\n\n".encode()
                 last, quiet = body, 0.0
@@ -296,7 +301,7 @@ class Dashboard:
                 "retry": lambda: dead.revive(self.conn, queue, job_id),
                 "run": lambda: insight.run_now(self.conn, queue, job_id),
                 "delete": lambda: insight.discard(self.conn, queue, job_id),
-                "cancel": lambda: self._cancel(queue, job_id),
+                "cancel": lambda: jobs.cancel(self.conn, queue, job_id),
             }
             if op not in ops:
                 raise LookupError(op)
@@ -309,25 +314,17 @@ class Dashboard:
         if len(rest) == 3 and rest[0] == "repeat" and rest[2] == "cancel":
             repeat.cancel(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/repeat"))
-        if rest in (["pause"], ["resume"]):
-            verb = getattr(jobs, rest[0], None)
-            if verb is None:
-                raise LookupError("pause needs job control (jobs.pause)")
-            verb(self.conn, queue)
+        if rest == ["pause"]:
+            jobs.pause(self.conn, queue)
+            return redirect(req.url("/"))
+        if rest == ["resume"]:
+            jobs.resume(self.conn, queue)
             return redirect(req.url("/"))
         if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
-            groups = _optional("groups")
-            if groups is None:
-                raise LookupError("groups")
-            getattr(groups, rest[2])(self.conn, queue, rest[1])
+            toggle = groups.pause if rest[2] == "pause" else groups.resume
+            toggle(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/groups"))
         raise LookupError(req.path)
-
-    def _cancel(self, queue: str, job_id: str) -> Any:
-        cancel = getattr(jobs, "cancel", None)
-        if cancel is None:
-            raise LookupError("cancel needs job control (jobs.cancel)")
-        return cancel(self.conn, queue, job_id)
 
     def _bulk(self, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
         """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import backoff, ids, insight, repeat
+from .. import backoff, ids, insight, partitions, repeat
 from . import charts
 from .access import Access
 from .charts import DASH, NONE, duration
@@ -76,7 +76,8 @@ def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | N
         f"<body data-root='{root}'{now_attr}{live_attr}>"
         f"<header class='top'><a class='brand' href='{root}/'><span class='logo'>◷</span> "
         "EchoMQ</a><nav>"
-        f"<a href='{root}/'>Queues</a><a href='{root}/backoff'>Backoff</a>"
+        f"<a href='{root}/'>Queues</a><a href='{root}/tasks'>Tasks</a>"
+        f"<a href='{root}/backoff'>Backoff</a>"
         f"<a href='{root}/metrics'>Metrics</a></nav>"
         f"<form class='search' method='get' action='{root}/find'><input name='id' "
         "placeholder='Find a job by id' aria-label='job id' size='30'></form>"
@@ -137,7 +138,19 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
                      "shows up here.</p>", now_ms=now, live=True)
     head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
     rows = []
+    # a partitioned queue (mail#0 ... mail#7) opens with one row for the whole queue, its
+    # counts summed; the partitions' own rows (each a complete queue) follow it
+    groups = {members[0]: (base, members) for base, members in
+              partitions.fold(v.queue for v in views).items() if members != [base]}
+    by_name = {v.queue: v for v in views}
     for v in views:
+        if v.queue in groups:
+            base, members = groups[v.queue]
+            total = partitions.sum_counts(by_name[m].counts for m in members if m in by_name)
+            cells = "".join(f"<td class='n'>{total.get(s, 0)}</td>" for s in insight.STATES)
+            rows.append(f"<tr class='partitioned' data-queue='{e(base)}'><td class='qname'>"
+                        f"<b>{e(base)}</b> <span class='badge'>{len(members)} partitions"
+                        f"</span></td>{cells}<td colspan='4'></td></tr>")
         qq = q(v.queue)
         cells = "".join(
             f"<td class='n'><a class='count {s}' data-q='{e(v.queue)}' data-k='{s}' "
@@ -164,7 +177,9 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
             f"{e(duration(v.promote_lag_ms))}</td>"
             f"<td class='links'><a href='{e(req.url(f'/q/{qq}/clock'))}'>clock</a> "
             f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations ({v.registrations})</a>"
-            f" {toggle}</td></tr>")
+            + (f" <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups ({v.groups})</a>"
+               if v.groups else "")
+            + f" {toggle}</td></tr>")
     totals = {k: sum(v.stats.get(k, 0) for v in views)
               for k in ("completed", "failed", "retried", "dead", "cancelled")}
     stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
@@ -178,7 +193,8 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
         "</tbody></table>"
         "<p class='hint'>Counts refresh live. <b>Oldest due</b>: how long the oldest claimable "
         "job has waited; <b>promote lag</b>: how far past its run-at the earliest scheduled "
-        "job still sits (0 when promotion keeps up).</p>"
+        "job still sits (0 when promotion keeps up). <b>Pending</b> counts the flat queue; "
+        "a grouped job waits in its group's lane (see <em>groups</em>).</p>"
     )
     return shell(req, "Queues", body, now_ms=now, live=True)
 
@@ -194,7 +210,8 @@ def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: A
         for s in insight.STATES)
     links = (f"<a href='{e(req.url(f'/q/{qq}/clock'))}'>schedule clock</a> · "
              f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations "
-             f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups</a>")
+             f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups "
+             f"({v.groups})</a>")
     search = (f"<form method='get' action='{e(req.url('/q/' + qq))}' class='search-q'>"
               "<input name='id' placeholder='job id' aria-label='job id' size='32'> "
               "<button class='ghost'>find</button></form>")
@@ -256,7 +273,8 @@ def _pretty(raw: Any) -> str:
         return data.decode(errors="replace")
 
 
-def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access) -> str:
+def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
+             tasks: dict[str, Any] | None = None) -> str:
     qq, jj = q(queue), q(job_id)
     state = row.get("state", "?")
     now = row["now_ms"]
@@ -298,8 +316,17 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
             actions.append(_form(req, f"/q/{qq}/job/{jj}/delete", "delete", "danger",
                                  "Delete this job for good?"))
     err = row.get("error")
+    policy_note = ""
+    if task and tasks and task in tasks:
+        policy, attempts = task_policy(tasks[task])
+        c = charts.curve(policy, attempts)
+        policy_note = (
+            f"<p class='hint'>Task <b>{e(task)}</b> retries on <code>{e(repr(policy))}</code> "
+            f"up to {attempts} attempts: dead-lettered {e(duration(c.total_ms))} after its "
+            f"first failure at most (<a href='{e(req.url(backoff_link(task, tasks[task])))}'>"
+            "curve</a>).</p>")
     body = (
-        f"<div class='actions'>{''.join(actions)}</div>"
+        f"<div class='actions'>{''.join(actions)}</div>{policy_note}"
         f"<div class='cols'><div><h2>Facts</h2><table class='facts'>{table}</table></div>"
         f"<div><h2>Payload{' · ' + e(task) if task else ''}</h2>"
         f"<pre class='payload'>{e(_pretty(row.get('payload')))}</pre>"
@@ -376,30 +403,28 @@ def repeat_page(req: Request, queue: str, regs: list[dict[str, Any]], access: Ac
 
 # -- groups -------------------------------------------------------------------------------
 
-def groups_page(req: Request, queue: str, stats: dict[str, Any] | None, access: Access) -> str:
-    if stats is None:
-        body = "<p class='note'>Groups arrive with job control (<code>echomq.groups</code>).</p>"
-        return shell(req, f"{queue}: groups", body, _crumbs(req, queue, "groups"))
+def groups_page(req: Request, queue: str, gp: insight.GroupPage, access: Access) -> str:
     rows = []
-    for name, g in stats.items():
-        def get(k: str, g: Any = g) -> Any:
-            return g.get(k) if isinstance(g, dict) else getattr(g, k, None)
-
-        paused = bool(get("paused"))
-        rate = get("rate_max")
-        rate_txt = f"{rate} per {duration(get('rate_ms') or 0)}" if rate else NONE
-        op = "resume" if paused else "pause"
+    for name, g in gp.groups.items():
+        rate = (f"{g.rate_max} per {duration(g.rate_per_ms or 0)}" if g.rate_max else NONE)
+        op = "resume" if g.paused else "pause"
         act = "" if access.read_only else _form(
             req, f"/q/{q(queue)}/groups/{q(name)}/{op}", op, "small ghost")
+        badge = "<span class='badge paused'>paused</span>" if g.paused else ""
         rows.append(
-            f"<tr><td><b>{e(name)}</b></td><td class='n'>{e(get('waiting'))}</td>"
-            f"<td class='n'>{e(get('active'))}</td><td class='n'>{e(get('limit') or NONE)}</td>"
-            f"<td>{e(rate_txt)}</td><td>{'<span class=badge>paused</span>' if paused else ''}"
-            f"</td><td>{act}</td></tr>")
+            f"<tr data-group='{e(name)}'><td><b>{e(name)}</b> {badge}</td>"
+            f"<td class='n'>{g.waiting}</td><td class='n'>{g.active}</td>"
+            f"<td class='n'>{e(g.limit if g.limit is not None else NONE)}</td>"
+            f"<td>{e(rate)}</td><td>{act}</td></tr>")
+    nav = ""
+    if gp.next_cursor:
+        nxt = req.url(f"/q/{q(queue)}/groups?" + urlencode({"cursor": gp.next_cursor}))
+        nav = (f"<div class='pager'><a class='btn' rel='next' href='{e(nxt)}'>more groups ⟶"
+               "</a></div>")
     table = (
         "<table class='grid'><thead><tr><th>group</th><th class='n'>waiting</th>"
-        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th><th></th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>{nav}"
         if rows else "<p class='note'>No groups on this queue.</p>")
     return shell(req, f"{queue}: groups", table, _crumbs(req, queue, "groups"))
 
@@ -423,6 +448,49 @@ def confirm_bulk(req: Request, queue: str, op: str, chosen: list[str]) -> str:
 
 # -- backoff ------------------------------------------------------------------------------
 
+def task_policy(task: Any) -> tuple[backoff.Policy, int]:
+    """A Task's retry policy as a backoff policy (a fixed ``retry_delay_ms`` without one)
+    and its max attempts."""
+    policy = task.backoff or ("fixed", int(task.retry_delay_ms))
+    return policy, int(task.max_attempts)
+
+
+def _policy_args(policy: backoff.Policy) -> dict[str, str]:
+    if policy[0] == "jitter":
+        return {**_policy_args(policy[1]), "jitter": "1"}
+    if policy[0] == "fixed":
+        return {"kind": "fixed", "base": str(policy[1])}
+    return {"kind": "exponential", "base": str(policy[1]), "cap": str(policy[2])}
+
+
+def backoff_link(name: str, task: Any) -> str:
+    policy, attempts = task_policy(task)
+    return "/backoff?" + urlencode({**_policy_args(policy), "max_attempts": attempts,
+                                    "task": name})
+
+
+def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
+    if not tasks:
+        body = ("<p class='note'>No tasks known: start the dashboard with "
+                "<code>--app module:app</code> to list an app's tasks and their retry "
+                "policies.</p>")
+        return shell(req, "Tasks", body)
+    rows = []
+    for name, t in sorted(tasks.items()):
+        policy, attempts = task_policy(t)
+        c = charts.curve(policy, attempts)
+        rows.append(
+            f"<tr><td><b>{e(name)}</b></td><td><a href='{e(req.url('/q/' + q(t.queue)))}'>"
+            f"{e(t.queue)}</a></td><td><code>{e(repr(policy))}</code></td>"
+            f"<td class='n'>{attempts}</td><td class='n'>{e(duration(c.total_ms))}</td>"
+            f"<td><a href='{e(req.url(backoff_link(name, t)))}'>curve</a></td></tr>")
+    body = (
+        "<table class='grid'><thead><tr><th>task</th><th>queue</th><th>backoff</th>"
+        "<th class='n'>max attempts</th><th class='n'>to dead-letter (at most)</th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return shell(req, "Tasks", body)
+
+
 def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     kind = req.arg("kind", "exponential")
     base = int(req.arg("base", "1000"))
@@ -436,7 +504,12 @@ def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     return policy, attempts
 
 
-def backoff_page(req: Request) -> str:
+def backoff_page(req: Request, tasks: dict[str, Any] | None = None) -> str:
+    named = req.arg("task")
+    if named and tasks and named in tasks and not req.arg("kind"):
+        policy, attempts = task_policy(tasks[named])
+        req.query.update({k: [v] for k, v in _policy_args(policy).items()})
+        req.query["max_attempts"] = [str(attempts)]
     policy, attempts = _policy_from(req)
     c = charts.curve(policy, attempts)
     kind = req.arg("kind", "exponential")
@@ -459,7 +532,8 @@ def backoff_page(req: Request) -> str:
         f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
         f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
         f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"
-        f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
+        + (f"<p>Task <b>{e(named)}</b>'s own policy.</p>" if named else "")
+        + f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
         f"dead-lettered at attempt {attempts}, <b id='backoff-total'>{e(total)}</b> after its "
         "first failure (handler time not counted).</p>"
         f"<div class='chart'>{charts.curve_svg(c)}</div>"

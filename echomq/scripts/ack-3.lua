@@ -8,9 +8,10 @@
 -- A kept row is written state = completed, completed_at = SERVER ms, and indexed on the
 -- completed set by that ms so retention can trim by count and age. An ack wins over a
 -- cancel request that has not ended the job yet (the job is completed, the mark dropped).
--- Counted on emq:{q}:stats (completed). Derived: the queue base, KEYS[2] minus 'active'.
+-- Counted on emq:{q}:stats (completed); a grouped job lowers its group's active count. Derived: the queue base, KEYS[2] minus 'active'.
 --@include fence
 --@include ended
+--@include ring
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'ack', KEYS[2])
 if refused then return redis.error_reply(refused) end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -18,6 +19,7 @@ local p = string.sub(KEYS[2], 1, -7)
 if ARGV[4] and ARGV[5] and ARGV[5] ~= '' then
   redis.call('SET', p .. 'result:' .. ARGV[1], ARGV[4], 'PX', tonumber(ARGV[5]))
 end
+left_active(p, KEYS[1])
 ended(p, KEYS[1], ARGV[1], 'completed')
 if ARGV[3] == '1' then
   local now = now_ms()

@@ -11,6 +11,7 @@
 -- completed set; deleted rows go in one DEL. Counted on emq:{q}:stats (completed).
 --@include fence
 --@include ended
+--@include ring
 --@include chunks
 local p = ARGV[1]
 local out, fenced, slot, seen, dups = {}, {}, {}, {}, {}
@@ -57,6 +58,7 @@ if #live > 0 then
   for j, id in ipairs(live) do
     local r = results[id]
     if r then redis.call('SET', p .. 'result:' .. id, ARGV[r], 'PX', tonumber(ARGV[r + 1])) end
+    left_active(p, rows[j])
     ended(p, rows[j], id, 'completed')
   end
   if keep == '1' then

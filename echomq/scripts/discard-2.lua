@@ -5,8 +5,13 @@
 -- EMQSTATE discard active (a running job is cancelled, never deleted under its holder).
 -- Row, index entry, result and the unique key the job owns go together, so no ghost id is
 -- left on a set and no unique key keeps refusing admissions for a job that is gone.
+-- A flow child deleted before it ended is recorded on the flow outbox as cancelled (error
+-- 'discarded'), so its parent follows its policy instead of waiting for ever; a deleted
+-- flow parent's bookkeeping starts its expiry.
 -- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
 --@include kind
+--@include ring
+--@include flow
 if not is_job(ARGV[2]) then
   return redis.error_reply(KIND_ERROR)
 end
@@ -21,11 +26,17 @@ local p = ARGV[1]
 local group = redis.call('HGET', KEYS[1], 'group')
 if st == 'pending' and group then
   redis.call('ZREM', p .. 'g:' .. group .. ':pending', ARGV[2])
+  ring_sync(p, group)
 elseif st == 'scheduled' then
   redis.call('ZREM', p .. 'schedule', ARGV[2])
 else
   redis.call('ZREM', p .. st, ARGV[2])
 end
+local f = redis.call('HMGET', KEYS[1], 'parent', 'policy', 'flow')
+if f[1] and (st == 'pending' or st == 'scheduled' or st == 'waiting-children') then
+  flow_settled(p, KEYS[1], ARGV[2], 'cancelled', f[1], f[2], 'discarded')
+end
+if f[3] then flow_ended(p, ARGV[2]) end
 local unique = redis.call('HGET', KEYS[1], 'unique')
 if unique and redis.call('GET', p .. 'unique:' .. unique) == ARGV[2] then
   redis.call('DEL', p .. 'unique:' .. unique)

@@ -3,7 +3,8 @@
 -- 'in'/'at' put it on the schedule set (priced by price()). opts (a table, may be empty;
 -- '' counts as absent):
 --   priority  a number > 0 is written on the row (absent means 0) and scores the wait
---   group     written on the row as 'group'; the job waits on its lane
+--   group     written on the row as 'group' (and added to <base>groups); the job waits
+--             on its lane, which offers the group to the ring
 --   unique    a unique key: admitted only if no live job owns <base>unique:<key>; the
 --             key is set to this id (no TTL while the job lives; ended() releases it)
 --   unique_for  ms: the key also holds until admission + this (SERVER clock), written
@@ -12,13 +13,15 @@
 --   now       the SERVER ms to price 'in' on (bulk scripts read TIME once)
 --   batch     a table: the ZADDs are collected as batch[key] = {score, id, ...} for the
 --             caller to flush (one variadic ZADD per set instead of one per job), and no
---             wake token is left nor counter bumped (the caller does both once)
+--             wake token is left nor counter bumped (the caller does both once); a lane
+--             admission is written (and counted) at once all the same
 -- Returns 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
 -- the unique key (nothing written either way). A key whose owner is gone or ended and
 -- whose unique_for window has passed is stale: it is taken over (healed).
 --@include price
---@include wake
+--@include ring
 --@include ended
+--@include chunks
 local function given(v)
   if v == nil or v == '' then return nil end
   return v
@@ -45,7 +48,10 @@ local function admit(p, id, payload, mode, value, opts)
   local state = mode == 'now' and 'pending' or 'scheduled'
   redis.call('HSET', jk, 'state', state, 'attempts', '0', 'payload', payload)
   if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
-  if g then redis.call('HSET', jk, 'group', g) end
+  if g then
+    redis.call('HSET', jk, 'group', g)
+    redis.call('SADD', p .. 'groups', g)
+  end
   if unique then
     redis.call('HSET', jk, 'unique', unique)
     local ttl = given(opts.unique_for)
@@ -60,7 +66,12 @@ local function admit(p, id, payload, mode, value, opts)
   else
     key, score = p .. 'pending', pri
   end
-  if opts.batch then
+  if g and mode == 'now' then
+    -- a lane admission is never batched: its group's ring state follows it at once
+    redis.call('ZADD', key, score, id)
+    ring_sync(p, g)
+    count(p, 'enqueued')
+  elseif opts.batch then
     local list = opts.batch[key]
     if not list then
       list = {}
@@ -80,4 +91,15 @@ end
 local function admit_opts(i)
   return {priority = ARGV[i], group = ARGV[i + 1], unique = ARGV[i + 2],
           unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
+end
+-- flush(p, batch): write the ZADDs admit() collected in opts.batch (one variadic ZADD per
+-- set), count them as enqueued once, and wake a consumer if any joined pending.
+local function flush(p, batch)
+  local n = 0
+  for key, list in pairs(batch) do
+    in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+    n = n + #list / 2
+  end
+  if n > 0 then count(p, 'enqueued', n) end
+  if batch[p .. 'pending'] then wake(p .. 'wake') end
 end

@@ -39,6 +39,7 @@ ids are SERVER ms. Nothing here reads the host clock.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -275,6 +276,11 @@ class Child:
     state: str | None
     result: bytes | None = None
     error: str | None = None
+
+    @property
+    def value(self) -> Any:
+        """The result decoded from JSON (``None`` when none was kept)."""
+        return json.loads(self.result) if self.result is not None else None
 
 
 @verb

@@ -11,9 +11,10 @@ import uuid
 from typing import Any
 
 import pytest
+from flow_support import spread_queues
 from runtime_helpers import serving, wait_for
 
-from echomq import dead, keyspace
+from echomq import dead
 from echomq.app import App
 from echomq.canvas import chain, group
 from echomq.handler import current_job
@@ -24,16 +25,7 @@ def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, l
     if topology == "single":
         return request.getfixturevalue("server").url, [
             "fa-" + uuid.uuid4().hex[:8] for _ in range(n)]
-    cl = request.getfixturevalue("cluster")
-    out: list[str] = []
-    owners: set[int] = set()
-    while len(out) < n:
-        q = "fa-" + uuid.uuid4().hex[:8]
-        port = cl.owner(keyspace.queue_key(q, "pending")).port
-        if port not in owners:
-            owners.add(port)
-            out.append(q)
-    return cl.url, out
+    return (cl := request.getfixturevalue("cluster")).url, spread_queues(cl, n, "fa-")
 
 
 class Log:

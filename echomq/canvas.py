@@ -86,6 +86,8 @@ def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool)
         priority=getattr(sig.task, "priority", 0) or 0,
         group=getattr(sig.task, "group", None),
         policy=sig.policy,
+        # a task that keeps its result leaves a done token too, so app.result blocks on it
+        notify_ms=getattr(sig.task, "keep_result_ms", None),
     )
 
 

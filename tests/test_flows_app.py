@@ -103,13 +103,15 @@ def test_chain_and_group_feed_results(server):
     async def double(x: int) -> int:
         return x * 2
 
-    @app.task(queue=q)
-    def total(values: list[int], label: str) -> None:
+    @app.task(queue=q, keep_result=60)
+    def total(values: list[int], label: str) -> Any:
         got.append((label, values))
+        return values
 
-    chain(add.s(1, 2), double.s(), add.s(10), total.s("chain")).enqueue()
+    last = chain(add.s(1, 2), double.s(), add.s(10), total.s("chain")).enqueue()
     group(*(add.s(i, i) for i in range(5))).then(total.s("group")).enqueue()
     with serving(app, [q]):
+        assert app.result(last, timeout=30) == 16  # the chain's last step, waited on
         wait_for(lambda: len(got) == 2, 30, "both callbacks")
     assert dict(got) == {"chain": 16, "group": [0, 2, 4, 6, 8]}
     app.close()

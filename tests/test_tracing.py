@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from echomq import ids, jobs, tracing
+from echomq import jobs, tracing
 from echomq.app import App
 from echomq.worker import Worker
 
@@ -94,8 +94,8 @@ def test_a_job_queued_without_a_trace_runs_in_a_root_span(url, queue):
     @app.task(queue=queue)
     def work() -> None: ...
 
-    jid = ids.mint()
-    jobs.enqueue(app.connector(queue), queue, jid, work.payload())  # the low-level verb
+    jid = work.enqueue()  # outside any trace: the payload is the plain one
+    assert jobs.get(app.connector(queue), queue, jid)["payload"] == work.payload()
     run_until(app, queue, lambda: any(s.name == f"echomq run {work.name}"
                                       for s in EXPORTER.get_finished_spans()))
     (r,) = [s for s in EXPORTER.get_finished_spans() if s.name == f"echomq run {work.name}"]

@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--write-s", type=float, default=0.5,
                         help="seconds of writing before the SIGKILL")
     args = parser.parse_args()
-    print(f"{'replica':<9} {'writes':<18} {"WAIT 1":<7} {'trials':>6} {'acked':>8} "
+    print(f"{'replica':<9} {'writes':<18} {'App WAIT':<8} {'trials':>6} {'acked':>8} "
           f"{'lost':>7} {'max lost/kill':>14} {'acked/s':>8}")
     for stall in (False, True):
         for name, wait in MODES:
@@ -105,7 +105,7 @@ def main() -> None:
             acked = sum(a for a, _ in results)
             lost = [n for _, n in results]
             print(f"{'stalled' if stall else 'in step':<9} {name:<18} "
-                  f"{'yes' if wait else 'no':<7} {args.trials:>6} {acked:>8} {sum(lost):>7} "
+                  f"{'yes' if wait else 'no':<8} {args.trials:>6} {acked:>8} {sum(lost):>7} "
                   f"{max(lost):>14} {acked / (args.trials * args.write_s):>8.0f}", flush=True)
 
 

@@ -14,10 +14,8 @@ it; every later process with the same data dir finds the running server through 
 file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
-The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
-bytes): ``{"args": [...], "kwargs": {...}, "task": "<name>"}``. An argument JSON cannot
-carry raises ``TypeError`` naming it, before anything is written. A recurring
-registration's template is exactly this payload (the Pump enqueues it verbatim).
+The payload is JSON (``echomq.payload``); ``Task`` lives in ``echomq.task``; waiting for
+a job's end and its kept result in ``echomq.results``.
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
 ``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
@@ -28,21 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import copy
 import datetime as dt
-import inspect
-import itertools
-import json
 import logging
 import os
 import pathlib
-import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace, registry
+from . import backoff, jobs, keyspace, registry, results
 from . import partitions as parts
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
@@ -51,15 +44,21 @@ from .consumer import (
     DEFAULT_RETRY_DELAY_MS,
     Job,
     Route,
-    to_epoch_ms,
-    to_ms,
 )
 from .durability import Wait, confirmed
 from .errors import ConfigError
+from .events import Observer
+from .handler import seconds_to_ms, to_ms
+from .outcomes import Outcome
+from .payload import decode, encode
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
+from .status import JobInfo, info_of
 from .steps import VerbFn
+from .task import Task
+
+__all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
 
 log = logging.getLogger("echomq.app")
 
@@ -68,97 +67,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
-
-
-# -- the payload ---------------------------------------------------------------------------
-
-
-def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
-    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
-
-    Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
-    """
-    guard.string("task", task)
-    args = list(args)
-    kwargs = dict(kwargs or {})
-    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
-                         *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise _unencodable(task, where, value, exc) from None
-    body = {"task": task, "args": args, "kwargs": kwargs}
-    try:
-        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
-    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
-        raise _unencodable(task, "the arguments", body, exc) from None
-
-
-def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
-    why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
-    return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")
-
-
-def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``(task, args, kwargs)`` from a payload ``encode`` wrote (``ValueError`` otherwise)."""
-    try:
-        body = json.loads(payload)
-        return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc
-
-
-# -- job status ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class JobInfo:
-    """A job's status. ``attempts`` counts claims (``failures`` the failed ones, ``delays``
-    the self-delays, ``stalled`` the reaped leases). ``run_at_ms``: when a scheduled job is
-    due (the schedule score: SERVER ms for ``enqueue_in``/retries/delays, caller ms for
-    ``enqueue_at``)."""
-
-    id: str
-    queue: str
-    state: str
-    attempts: int
-    error: str | None
-    run_at_ms: int | None
-    task: str | None
-    args: list[Any]
-    kwargs: dict[str, Any]
-    failures: int = 0
-    stalled: int = 0
-    delays: int = 0
-    died_at_ms: int | None = None
-    completed_at_ms: int | None = None
-    row: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def run_at(self) -> dt.datetime | None:
-        """``run_at_ms`` as an aware UTC ``datetime``."""
-        if self.run_at_ms is None:
-            return None
-        return dt.datetime.fromtimestamp(self.run_at_ms / 1000, tz=dt.UTC)
-
-
-def _info(queue: str, job_id: str, row: dict[str, Any], run_at: Any) -> JobInfo:
-    try:
-        task, args, kwargs = decode(row.get("payload", b""))
-    except ValueError:
-        task, args, kwargs = None, [], {}
-
-    def num(name: str) -> int | None:
-        v = row.get(name)
-        return int(v) if v not in (None, "") else None
-
-    return JobInfo(
-        id=job_id, queue=queue, state=row.get("state", "?"), attempts=num("attempts") or 0,
-        error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
-        task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
-        stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=num("died_at"),
-        completed_at_ms=num("completed_at"), row=row,
-    )
 
 
 # -- recurrence specs ----------------------------------------------------------------------
@@ -177,146 +85,6 @@ class Recurrence:
     tz: str | None = None
 
 
-# -- tasks ---------------------------------------------------------------------------------
-
-
-class Task(Generic[P, R]):
-    """A function registered with an ``App``; calling it runs it here, ``enqueue`` queues it."""
-
-    def __init__(
-        self,
-        app: App,
-        fn: Callable[P, R],
-        *,
-        name: str,
-        queue: str,
-        max_attempts: int,
-        backoff: backoff.Policy | None,
-        retry_delay_ms: int,
-        lease_ms: int,
-        partitions: int = 1,
-    ) -> None:
-        self.app = app
-        self.fn = fn
-        self.name = name
-        self.queue = queue
-        #: the queues this task's jobs live on: ``[queue]``, or ``queue#0`` ... for a
-        #: partitioned queue (see ``echomq.partitions``)
-        self.partitions = parts.validate(queue, partitions)
-        self.queues = parts.names(queue, partitions)
-        # round robin over partitions, shared by options(); each process starts at a random
-        # partition, so many short-lived producers do not all pile onto partition 0
-        self._round = itertools.count(random.randrange(partitions))
-        self._partition_key: str | bytes | int | None = None
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.retry_delay_ms = retry_delay_ms
-        self.lease_ms = lease_ms
-        self.__doc__ = fn.__doc__
-        self.__name__ = getattr(fn, "__name__", name)
-        self.__wrapped__ = fn
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<Task {self.name} queue={self.queue}>"
-
-    def options(self, *, partition_key: str | bytes | int | None = None) -> Task[P, R]:
-        """This task bound to enqueue options: ``partition_key`` picks the partition of a
-        partitioned queue by the key's hash, so jobs with the same key land in the same
-        partition (their order and any per-key uniqueness hold there); without a key, jobs
-        go round robin. ``task.options(partition_key=user_id).enqueue(...)``."""
-        if partition_key is not None:
-            parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
-        bound = copy.copy(self)
-        bound._partition_key = partition_key
-        return bound
-
-    def target_queue(self) -> str:
-        """The queue the next enqueue writes to: the task's queue, or for a partitioned one
-        the key's partition (``options(partition_key=...)``) or the next one round robin."""
-        if self.partitions == 1:
-            return self.queue
-        key = self._partition_key
-        index = (next(self._round) % self.partitions if key is None
-                 else parts.key_index(key, self.partitions))
-        return self.queues[index]
-
-    def payload(self, *args: Any, **kwargs: Any) -> bytes:
-        """The payload ``enqueue`` would write for these arguments."""
-        return encode(self.name, args, kwargs)
-
-    # sync enqueue ------------------------------------------------------------------------
-
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run now; the job id."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        self.app.admit(self.app.connector(q), jobs.enqueue, q, job_id, body)
-        return job_id
-
-    def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
-        ms = guard.span("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        self.app.admit(self.app.connector(q), jobs.enqueue_in, q, job_id,
-                       body, ms)
-        return job_id
-
-    def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
-        at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        self.app.admit(self.app.connector(q), jobs.enqueue_at, q, job_id,
-                       body, at)
-        return job_id
-
-    # async enqueue -----------------------------------------------------------------------
-
-    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        await self.app.admit(await self.app.aconnector(q), jobs.enqueue, q,
-                             job_id, body)
-        return job_id
-
-    async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
-                          **kwargs: P.kwargs) -> str:
-        ms = guard.span("delay", to_ms(delay))
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_in,
-                             q, job_id, body, ms)
-        return job_id
-
-    async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
-                          **kwargs: P.kwargs) -> str:
-        at = to_epoch_ms(when)
-        job_id, body = ids.mint(), self.payload(*args, **kwargs)
-        q = self.target_queue()
-        await self.app.admit(await self.app.aconnector(q), jobs.enqueue_at,
-                             q, job_id, body, at)
-        return job_id
-
-    # running -----------------------------------------------------------------------------
-
-    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
-        """How a consumer runs one job of this task with these decoded arguments."""
-        fn: Callable[..., Any] = self.fn
-        if inspect.iscoroutinefunction(fn):
-            async def handler(_job: Job) -> Any:
-                return await fn(*args, **kwargs)
-        else:
-            def handler(_job: Job) -> Any:  # type: ignore[misc]
-                return fn(*args, **kwargs)
-        return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms, name=self.name)
-
-
 class App:
     """A registry of tasks bound to one server.
 
@@ -329,7 +97,8 @@ class App:
     ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
     completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
-    deleted on ack by default, dead ones kept 30 days).
+    deleted on ack by default, dead ones kept 30 days). ``on_event``: an observer every
+    worker of this app hands its timeline to (``echomq.events``).
     ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
     ``WAITAOF``, see ``echomq.durability``) until that many replicas (and the primary's own
     fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
@@ -350,6 +119,7 @@ class App:
         retention: Retention | None = None,
         keep_completed: int | None = None,
         keep_completed_for: int | dt.timedelta | None = None,
+        on_event: Observer | None = None,
         durability: str | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         wait_replicas: int = 0,
@@ -372,6 +142,7 @@ class App:
         self.ephemeral = ephemeral
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        self.on_event = on_event  # the workers' observer (``echomq.events``) unless they get one
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
         self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
@@ -380,12 +151,12 @@ class App:
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
 
-    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any) -> Any:
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any, **kwargs: Any) -> Any:
         """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
         result on a sync connector, an awaitable on an async one)."""
         if self.wait is None:
-            return verb(conn, *args)
-        return confirmed(conn, verb.steps(*args), self.wait)
+            return verb(conn, *args, **kwargs)
+        return confirmed(conn, verb.steps(*args, **kwargs), self.wait)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -487,6 +258,9 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
         partitions: int = 1,
     ) -> Task[P, R]: ...
 
@@ -501,6 +275,9 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
         partitions: int = 1,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -514,6 +291,9 @@ class App:
         backoff: backoff.Policy | None = None,
         retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
         lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
         partitions: int = 1,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
@@ -521,6 +301,15 @@ class App:
         ``max_attempts`` (default 25) runs before dead-lettering; a failure is retried after
         ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
         ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
+        running job holds, checkpointed every third of it.
+
+        ``timeout`` (seconds or ``timedelta``; default: the worker's, off unless set): an
+        async handler is cancelled at the deadline, a plain function is abandoned in its
+        thread and its slot freed; the attempt fails with a ``TimeoutError`` text and
+        retries like any failure. ``keep_result`` (seconds or ``timedelta``): keep the JSON
+        return value that long (``app.job(id).result``, ``app.result(id)``).
+        ``isolation="process"`` runs a plain function in a killable child process per job
+        (``echomq.isolation``): a timeout or a cancel request stops it for real.
         running job holds, checkpointed every third of it. ``partitions=8`` spreads the
         queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
         them over its primaries; see ``echomq.partitions`` and ``Task.options``).
@@ -534,6 +323,8 @@ class App:
         guard.positive("max_attempts", max_attempts)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.span("lease_ms", lease_ms, minimum=1)
+        timeout_ms = seconds_to_ms("timeout", timeout)
+        keep_result_ms = seconds_to_ms("keep_result", keep_result)
         if backoff is not None:
             _validate_backoff(backoff)
         if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -549,6 +340,7 @@ class App:
             t: Task[Any, Any] = Task(
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
+                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
                 partitions=partitions,
             )
             self.tasks[task_name] = t
@@ -656,29 +448,75 @@ class App:
                 f"no task named {task!r}; known: {', '.join(sorted(self.tasks)) or 'none'}"
             ) from None
 
+    def _lookup(self, queue: str | None) -> list[str]:
+        return [keyspace.validate_queue(queue)] if queue else (
+            self.queues() or [self.default_queue])
+
     def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
-        """A job's status (state, attempts, last error, run-at), looked up on ``queue`` or on
-        every queue of this app; ``None`` when no row exists (never enqueued, or deleted
-        after completion under the default retention)."""
+        """A job's status (state, attempts, last error, run-at, progress, kept result),
+        looked up on ``queue`` or on every queue of this app; ``None`` when neither a row
+        nor a kept result exists (never enqueued, or deleted after completion under the
+        default retention and no result kept)."""
         guard.string("job_id", job_id)
         conn = self.connector()
-        for q in [queue] if queue else (self.queues() or [self.default_queue]):
-            row = jobs.get(conn, q, job_id)
-            if row:
-                score = conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
-                return _info(q, job_id, row, score)
-        return None
+        found = results.run(conn, results.locate(self._lookup(queue), job_id))
+        if found is None:
+            return None
+        score = conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
+        return info_of(found.queue, job_id, found.row or {}, score, found.result)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
         conn = await self.aconnector()
-        for q in [queue] if queue else (self.queues() or [self.default_queue]):
-            row: dict[str, Any] | None = await jobs.get(conn, q, job_id)
-            if row:
-                score = await conn.call("ZSCORE", keyspace.queue_key(q, "schedule"), job_id)
-                return _info(q, job_id, row, score)
-        return None
+        found = await results.arun(conn, results.locate(self._lookup(queue), job_id))
+        if found is None:
+            return None
+        score = await conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
+        return info_of(found.queue, job_id, found.row or {}, score, found.result)
+
+    # -- results and cancel --------------------------------------------------------------
+
+    def result(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+               queue: str | None = None) -> Any:
+        """Wait for the job to end and return its kept value (``None`` when its task keeps
+        none). Blocks on the job's end token (no tight polling; see ``echomq.results``).
+        Raises ``errors.JobFailed`` if it died, ``errors.JobCancelled`` if it was
+        cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
+        ``errors.JobNotFound`` if no queue of this app knows it."""
+        guard.string("job_id", job_id)
+        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
+        return results.run(self.connector(), plan)
+
+    async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+                      queue: str | None = None) -> Any:
+        """``result``, awaited."""
+        guard.string("job_id", job_id)
+        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
+        return await results.arun(await self.aconnector(), plan)
+
+    def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is
+        running: its holder stops it at its next lease checkpoint and it ends
+        ``cancelled``) or ``"absent"`` (unknown, finished or dead). Tries ``queue`` or
+        each of this app's queues until one knows the id."""
+        guard.string("job_id", job_id)
+        conn = self.connector()
+        for q in self._lookup(queue):
+            outcome = jobs.cancel(conn, q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
+
+    async def acancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """``cancel``, awaited."""
+        guard.string("job_id", job_id)
+        conn = await self.aconnector()
+        for q in self._lookup(queue):
+            outcome = await jobs.cancel(conn, q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

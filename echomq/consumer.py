@@ -16,8 +16,14 @@ handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; rais
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
 failure and without spending an attempt (claims that followed a delay are counted on the
 row as ``delays`` and left out of both the backoff index and the budget). While a
-handler runs, a checkpoint extends its lease every third of the lease, so a long job is
-never reaped while its worker lives.
+handler runs, a checkpoint (``echomq.leases``) extends its lease every third of the lease,
+so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
+request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
+plain function, and the job ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the
+consumer's default) bounds a handler (``echomq.runner``): an ``async`` one is
+cancelled, a plain function abandoned in its thread (its pool is replaced, so the slot is
+free at once); the attempt fails with a ``TimeoutError`` text. A route's
+``keep_result_ms`` makes the ack store the JSON return value (``echomq.results``).
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
@@ -37,18 +43,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import datetime as dt
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
+from .events import Event, emit
+from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
+from .leases import Checkpoints, Held, tick_for
 from .metronome import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -60,6 +67,7 @@ from .metronome import (
 )
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .runner import Runner
 
 log = logging.getLogger("echomq.consumer")
 
@@ -69,76 +77,9 @@ DEFAULT_RETRY_DELAY_MS = 1_000
 DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
 
-_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
-
-
-class Delay(Exception):
-    """Raised by a handler to send its job back to the schedule without a failure.
-
-    ``Delay(ms)`` runs it again ``ms`` after SERVER now; ``Delay(at=run_at_ms)`` at an
-    absolute run-at (caller's clock); a ``timedelta`` / aware ``datetime`` works too.
-    Attempts are untouched by the delay itself (the next claim increments them, as after
-    any retry) and a delay never dead-letters; the consumer counts delays on the row
-    (``delays``) and keeps them out of the retry budget, so a delay spends no attempt.
-    """
-
-    def __init__(self, ms: int | dt.timedelta | None = None, *,
-                 at: int | dt.datetime | None = None) -> None:
-        if (ms is None) == (at is None):
-            raise TypeError("Delay takes a delay (ms or timedelta) or at=, exactly one")
-        if at is not None:
-            self.mode = "at"
-            self.value = guard.instant("at", to_epoch_ms(at))
-        else:
-            assert ms is not None
-            self.mode = "in"
-            self.value = guard.span("ms", to_ms(ms))
-        super().__init__(f"delay {self.mode} {self.value}")
-
-
-def to_ms(value: int | dt.timedelta) -> int:
-    """A duration in ms from an int (ms) or a ``timedelta``."""
-    if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
-    return guard.integer("ms", value)
-
-
-def to_epoch_ms(value: int | dt.datetime) -> int:
-    """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
-    if isinstance(value, dt.datetime):
-        # exact integer arithmetic: a float timestamp rounds datetime.max past year 9999
-        aware = value if value.tzinfo is not None else value.astimezone()
-        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)
-    return guard.integer("at", value)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-@dataclass(slots=True)
-class Job:
-    """A job in hand: what a handler receives (and what ``current_job()`` returns)."""
-
-    queue: str
-    id: str
-    token: int
-    payload: bytes
-
-    @property
-    def attempts(self) -> int:
-        """How many times this job has been claimed, this run included (the token)."""
-        return self.token
-
-    def delay(self, ms: int | dt.timedelta | None = None, *,
-              at: int | dt.datetime | None = None) -> NoReturn:
-        """Send this job back to the schedule (raises ``Delay``; the consumer does the rest)."""
-        raise Delay(ms, at=at)
-
-
-def current_job() -> Job | None:
-    """The job the calling handler is running, or ``None`` outside a handler."""
-    return _current.get()
-
+# re-exported: handlers and the acceptance tests import these from here
+__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "Route", "current_job",
+           "to_epoch_ms", "to_ms"]
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -149,6 +90,8 @@ class Route:
     backoff: backoff.Policy | None = None
     retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
     lease_ms: int | None = None
+    timeout_ms: int | None = None  # None: the consumer's default (off unless set)
+    keep_result_ms: int | None = None  # keep the JSON return value this long
     name: str | None = None  # the task's name, for logs and the started event
 
     def retry_delay(self, attempts: int) -> int:
@@ -158,18 +101,6 @@ class Route:
         return self.retry_delay_ms
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A line of the consumer's timeline, for ``on_event`` (HOST wall-clock ``at``)."""
-
-    kind: str  # started completed retrying dead delayed lost settled degraded recovered
-    queue: str
-    job_id: str | None
-    attempts: int
-    info: dict[str, Any]
-    at: float
-
-
 @dataclass(slots=True)
 class ConsumerStats:
     claimed: int = 0
@@ -177,6 +108,9 @@ class ConsumerStats:
     retried: int = 0
     dead: int = 0
     delayed: int = 0
+    cancelled: int = 0
+    timed_out: int = 0
+    abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
     lost: int = 0
     # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
     # restart): not lost, and counted in completed/retried/... as well when known
@@ -193,7 +127,11 @@ class Consumer:
     ``router`` that picks a ``Route`` per job. Completed rows are deleted by their ack
     unless ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) or a
     ``retention`` keeps them. ``pooled=True`` skips the recovery and
-    promote legs (a Metronome runs them).
+    promote legs (a Metronome runs them). ``timeout_ms`` is the default handler timeout
+    for routes without their own (off when ``None``): an ``async`` handler is cancelled at
+    its deadline; a plain function is abandoned in its thread (it cannot be interrupted)
+    and its slot freed. Either way the attempt fails with a ``TimeoutError`` text and
+    retries by policy.
     """
 
     def __init__(
@@ -218,6 +156,7 @@ class Consumer:
         max_stalled: int = jobs.DEFAULT_MAX_STALLED,
         on_event: Callable[[Event], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
+        timeout_ms: int | None = None,
     ) -> None:
         keyspace.validate_queue(queue)
         if (handler is None) == (router is None):
@@ -227,18 +166,21 @@ class Consumer:
         guard.span("lease_ms", lease_ms, minimum=1)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.positive("max_attempts", max_attempts)
+        if timeout_ms is not None:
+            guard.positive("timeout_ms", timeout_ms)
         if backoff is not None:
             _validate_policy(backoff)
         self.conn = conn
         self.queue = queue
         if router is None:
             assert handler is not None
-            route = Route(handler, max_attempts, backoff, retry_delay_ms)
+            route = Route(handler, max_attempts, backoff, retry_delay_ms, timeout_ms=timeout_ms)
             router = lambda _job: route  # noqa: E731
         self.router = router
         self.concurrency = concurrency
         self.beat_ms = beat_ms
         self.lease_ms = lease_ms
+        self.timeout_ms = timeout_ms
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.pooled = pooled
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
@@ -246,18 +188,18 @@ class Consumer:
         self.stats = ConsumerStats()
         self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
-        self._held: dict[str, _Held] = {}
+        self._runner = Runner(concurrency, executor, self.stats)
+        self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
+                                   self._runner.cancel_requested)
+        self._runner.held = self._leases.held
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
         self._beat_no = 0
-        self._acks: list[tuple[Job, asyncio.Future[errors.ServerError | None]]] = []
+        self._acks: list[tuple[tuple[Any, ...], asyncio.Future[errors.ServerError | None]]] = []
         self._ack_flush: asyncio.Task[None] | None = None
         # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
         # so the two never claim the same free slot twice
         self._reserved = 0
-        self._is_async: dict[Callable[[Job], Any], bool] = {}
-        self._executor = executor
-        self._own_executor = executor is None
         self._slot = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._streak = 0
@@ -328,8 +270,6 @@ class Consumer:
                     began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
                     self.meter.beat_s = time.monotonic() - began
-                    if self.meter.due():
-                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -348,6 +288,8 @@ class Consumer:
         beat_s = self.beat_ms / 1000
         while not stop.is_set():
             try:
+                if self.meter.due():  # at most once a second, busy or idle, in the background
+                    self.meter.flush_soon(self.conn, self.queue, self._streak)
                 free = self._free()
                 got = 0
                 if free > 0:
@@ -440,7 +382,8 @@ class Consumer:
 
     def _start(self, claim: jobs.Claim) -> None:
         self.stats.claimed += 1
-        job = Job(self.queue, claim.id, claim.token, claim.payload)
+        job = Job(self.queue, claim.id, claim.token, claim.payload, self.conn,
+                  asyncio.get_running_loop())
         task = asyncio.ensure_future(self._process(job))
         self.inflight[claim.id] = task
 
@@ -461,86 +404,33 @@ class Consumer:
         # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
         # of the way into the shorter of that and the route's lease
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
-        held = _Held(job, lease_ms, min(lease_ms, self.lease_ms))
+        held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
         if route is not None:
-            self._held[job.id] = held
             started = time.monotonic()
-            try:
-                value = await self._call(route.handler, job)
-            except Delay as d:
-                outcome = ("delay", d)
-            except Exception as exc:
-                outcome = ("fail", exc)
-            else:
-                outcome = ("ok", value)
-            finally:
-                self._held.pop(job.id, None)
+            outcome = await self._runner.run(route.handler, job, held,
+                                             route.timeout_ms or self.timeout_ms,
+                                             route.keep_result_ms is not None)
         # a job no route fits (an unknown task, a payload that is not a task's) fails the
         # same way on every attempt: dead-letter it at once instead of retrying it 25 times
         await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
         if route is not None:
             self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
-        if self.meter.due():
-            await self.meter.flush(self.conn, self.queue, self._streak)
-
-    async def _call(self, handler: Callable[[Job], Any], job: Job) -> Any:
-        token = _current.set(job)
-        try:
-            is_async = self._is_async.get(handler)
-            if is_async is None:
-                is_async = self._is_async[handler] = inspect.iscoroutinefunction(handler)
-            if is_async:
-                return await handler(job)
-            ctx = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._pool(), ctx.run, handler, job)
-            if inspect.isawaitable(result):
-                return await result
-            return result
-        finally:
-            _current.reset(token)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
-        return self._executor
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
-            self._checkpointer = asyncio.ensure_future(self._checkpoints())
+            self._checkpointer = asyncio.ensure_future(
+                self._leases.run(lambda: self._running or bool(self.inflight)))
 
-    async def _checkpoints(self) -> None:
-        """One loop for every running handler: extend each lease a third of the way into
-        it (SERVER-clock expiry), so a long job is never reaped while its worker lives.
-        Runs while the consumer runs or any handler does."""
-        tick = min(self.beat_ms, self.lease_ms // 6 or 1) / 1000
-        while self._running or self.inflight:
-            await asyncio.sleep(tick)
-            now = time.monotonic()
-            due = [h for h in self._held.values() if h.extend_at <= now]
-            if due:
-                await asyncio.gather(*(self._extend(h) for h in due))
-
-    async def _extend(self, held: _Held) -> None:
-        job = held.job
-        try:
-            await jobs.extend(self.conn, self.queue, job.id, job.token, held.lease_ms)
-            held.renewed()
-        except (errors.WireError, errors.Unavailable) as exc:
-            # a full, loading or demoted server refused for now: not a lost lease
-            log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
-            held.extend_at = time.monotonic() + self.beat_ms / 1000
-        except errors.ServerError as exc:
-            held.extend_at = float("inf")
-            if job.id in self._held:  # not a race with its own ack
-                log.warning("job %s lost its lease while running: %s", job.id, exc)
-
-    async def _ack(self, job: Job) -> None:
+    async def _ack(self, job: Job, result: str | None = None,
+                   keep_result_ms: int | None = None) -> None:
         """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its slot:
-        jobs finishing in the same loop turn share one round trip."""
+        jobs finishing in the same loop turn share one round trip. With ``result`` the
+        ack stores it for ``keep_result_ms``."""
         fut: asyncio.Future[errors.ServerError | None] = (
             asyncio.get_running_loop().create_future())
-        self._acks.append((job, fut))
+        held: tuple[Any, ...] = ((job.id, job.token) if result is None else
+                                 (job.id, job.token, result, keep_result_ms))
+        self._acks.append((held, fut))
         if self._ack_flush is None or self._ack_flush.done():
             self._ack_flush = asyncio.ensure_future(self._flush_acks())
         refused = await fut
@@ -559,7 +449,7 @@ class Consumer:
             self._reserved += want
             try:
                 replies, claims = await (jobs.ack_and_claim(
-                    self.conn, self.queue, [(j.id, j.token) for j, _ in batch],
+                    self.conn, self.queue, [held for held, _ in batch],
                     self.lease_ms, want, keep=self.retention.keeps_completed))
             except Exception as exc:
                 for _, fut in batch:
@@ -575,25 +465,36 @@ class Consumer:
                 self._start(claim)
 
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                      deadline: _Held) -> None:
+                      deadline: Held) -> None:
         kind, value = outcome
         priced: dict[str, int] = {}
+        keep_ms = route.keep_result_ms
         if kind == "ok":
             try:  # the hot path: no closure, no row key, one shared ack round trip
-                await self._ack(job)
+                await self._ack(job, value, keep_ms)
             except errors.EchoMQError:
                 pass  # a refusal or a wire error: the patient loop below settles it
             else:
                 self.stats.completed += 1
                 self._emit("completed", job.id, job.token)
                 return
+        if kind == "timeout":
+            self.stats.timed_out += 1
+            self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
         row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
-            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job)  # noqa: E731
+            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
+        elif kind == "cancelled":
+            verb = lambda: jobs.finish_cancelled(  # noqa: E731
+                self.conn, self.queue, job.id, job.token)
         elif kind == "delay":
             async def verb() -> Any:
-                await (jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
-                                    value.mode))
+                try:
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode)
+                except errors.StateError:  # wire 6: EMQ.DELAY refuses a grouped row
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode, native=False)
                 # the seed's delay leaves attempts alone and the next claim increments it;
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
@@ -639,6 +540,10 @@ class Consumer:
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
+        elif kind == "cancelled" or result == "cancelled":
+            # a failure of a cancel-marked row ends it cancelled too (retry's CANCELLED)
+            self.stats.cancelled += 1
+            self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
             log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
@@ -670,12 +575,7 @@ class Consumer:
         return True
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(Event(kind, self.queue, job_id, attempts, info, time.time()))
-        except Exception:  # a broken observer must not break the loop
-            log.exception("on_event observer failed")
+        emit(self.on_event, kind, self.queue, job_id, attempts, info)
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -696,9 +596,7 @@ class Consumer:
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None
-        if self._executor is not None and self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self._runner.shutdown()
         return len(left)
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:
@@ -712,26 +610,3 @@ _validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter 
 
 def _no_handler(job: Job) -> None:  # pragma: no cover - never called
     raise LookupError(f"no handler for job {job.id}")
-
-
-class _Held:
-    """A running job's lease as this process sees it, on the HOST monotonic clock: when to
-    checkpoint next and when the lease lapses (a conservative guess of the SERVER-clock
-    expiry: it starts after the server priced it)."""
-
-    __slots__ = ("extend_at", "job", "lapses_at", "lease_ms")
-
-    def __init__(self, job: Job, lease_ms: int, first_ms: int) -> None:
-        now = time.monotonic()
-        self.job = job
-        self.lease_ms = lease_ms
-        self.lapses_at = now + first_ms / 1000
-        self.extend_at = now + first_ms / 3000
-
-    def renewed(self) -> None:
-        now = time.monotonic()
-        self.lapses_at = now + self.lease_ms / 1000
-        self.extend_at = now + self.lease_ms / 3000
-
-    def lapsed(self) -> bool:
-        return time.monotonic() >= self.lapses_at

@@ -151,3 +151,27 @@ def from_server(text: str) -> ServerError:
     if text.startswith("EMQSTATE"):
         return StateError(text)
     return _CODES.get(text.split(" ", 1)[0], CommandError)(text)
+
+
+# -- waiting for a job's end (``App.result``) ----------------------------------------------
+
+
+class JobFailed(EchoMQError):
+    """The job died (dead-lettered) instead of completing; ``error`` is its last error text."""
+
+    def __init__(self, job_id: str, error: str | None) -> None:
+        super().__init__(f"job {job_id} died: {error or 'no error recorded'}")
+        self.job_id = job_id
+        self.error = error
+
+
+class JobCancelled(EchoMQError):
+    """The job was cancelled (``jobs.cancel`` / ``App.cancel``) before it completed."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id} was cancelled")
+        self.job_id = job_id
+
+
+class JobNotFound(EchoMQError, LookupError):
+    """No row, kept result or end token for the job id on the queues looked at."""

@@ -183,8 +183,9 @@ def admit(root: Node) -> Verb[dict[str, Outcome]]:
 
 class Carried(NamedTuple):
     """What one ``carry`` did: entries ``read``, ``counted`` (a child newly settled),
-    parents ``released``, parents ``failed``, ``stale`` (already carried) and
-    ``orphans`` (the parent row is gone)."""
+    parents ``released``, parents ``failed``, ``stale`` (already carried), ``orphans``
+    (the parent row is gone) and ``refused`` (entries whose carry the server refused: left
+    in the outbox for the next carry)."""
 
     read: int = 0
     counted: int = 0
@@ -192,6 +193,7 @@ class Carried(NamedTuple):
     failed: int = 0
     stale: int = 0
     orphans: int = 0
+    refused: int = 0
 
     def plus(self, other: Carried) -> Carried:
         """Both counts added up."""
@@ -234,9 +236,11 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
         replies = yield Batch(steps)
         done: list[str] = []
         codes: list[int] = []
+        refused = 0
         for (_, items), reply in zip(plan, replies, strict=True):
             if isinstance(reply, errors.ServerError):
-                continue  # left in the outbox; the next carry tries again
+                refused += len(items)  # left in the outbox; the next carry tries again
+                continue
             done += [eid for eid, _ in items]
             codes += [int(c) for c in reply]
         if done:
@@ -248,6 +252,7 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
             failed=codes.count(4),
             stale=codes.count(0),
             orphans=codes.count(3),
+            refused=refused,
         )
 
     return calls()
@@ -326,14 +331,16 @@ def _hash(reply: Any) -> dict[str, Any]:
 
 
 @verb
-def tree(queue: str, job_id: str, depth: int = 10) -> Verb[Tree]:
-    """The flow below ``job_id``: each node's current state, ``depth`` levels down.
+def tree(queue: str, job_id: str, depth: int = 10, width: int | None = None) -> Verb[Tree]:
+    """The flow below ``job_id``: each node's current state, ``depth`` levels down (and,
+    with ``width``, at most that many children per node: a bounded read for a page).
 
     One round trip per level (the rows' states, the child lists and what the carries
     recorded, pipelined; on a cluster each read goes to its own shard).
     """
     guard.string("job_id", job_id)
     guard.non_negative("depth", depth)
+    last = -1 if width is None else guard.positive("width", width) - 1
     root = Tree(queue, job_id)
 
     def calls() -> Verb[Tree]:
@@ -344,7 +351,7 @@ def tree(queue: str, job_id: str, depth: int = 10) -> Verb[Tree]:
                 reads.append(Command(("HMGET", keyspace.job_key(n.queue, n.id),
                                       "state", "error")))
                 reads.append(Command(("LRANGE", keyspace.queue_key(n.queue, f"kids:{n.id}"),
-                                      0, -1)))
+                                      0, last)))
                 reads.append(Command(("HGETALL", keyspace.queue_key(n.queue, f"flow:{n.id}"))))
             replies = yield Batch(tuple(reads))
             nxt: list[Tree] = []

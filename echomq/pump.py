@@ -106,6 +106,10 @@ class Pump:
         for _ in range(MAX_SWEEPS):
             got = await flows.carry(self.conn, queue, self.sweep_batch)
             total += got.counted
+            if got.refused:
+                log.error("pump: %d flow completions of %s refused by the server (kept in "
+                          "its outbox, tried again next tick)", got.refused, queue)
+                break
             if got.read < self.sweep_batch:
                 break
         return total

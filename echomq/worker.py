@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ from . import _guards as guard
 from . import backlog, keyspace, registry, urls
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
+from .handler import seconds_to_ms
 from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ class Worker:
     recovery and promote legs (a lone consumer's beat) instead of pool mode. ``burst=True``
     stops on its own once nothing is running and nothing is ready on its queues (the
     drain then runs as after a signal). ``log_jobs`` logs one INFO line per finished job.
+    ``timeout`` (seconds or ``timedelta``) is the handler timeout for tasks declared
+    without one (off unless set). ``on_event`` defaults to the app's observer.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class Worker:
         on_event: Callable[[Event], None] | None = None,
         burst: bool = False,
         log_jobs: bool = True,
+        timeout: float | dt.timedelta | None = None,
     ) -> None:
         self.app = app
         # a partitioned queue named by its logical name runs a consumer per partition
@@ -72,7 +77,9 @@ class Worker:
         self.grace_s = grace_s
         self.use_metronome = metronome
         self.use_pump = pump
+        on_event = on_event if on_event is not None else app.on_event
         self.on_event = on_event
+        self.timeout_ms = seconds_to_ms("timeout", timeout)
         self.burst = burst
         # one INFO line per finished job, as rq and arq print (the user's observer still runs)
         self._observer = JobLog(on_event) if log_jobs else on_event
@@ -101,7 +108,7 @@ class Worker:
             Consumer(
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=self._observer,
+                pooled=self.use_metronome, on_event=self._observer, timeout_ms=self.timeout_ms,
             )
             for q in self.queues
         ]

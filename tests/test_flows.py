@@ -382,3 +382,13 @@ def test_reviving_a_parent_failed_by_a_child_waits_for_its_children_again(conn, 
     run_all(conn, cq)
     assert carry_all(conn, [cq]).released == 1
     assert run_all(conn, pq) == [root.id]
+
+
+def test_a_refused_carry_keeps_its_entries(conn, raw):
+    cq = qname()
+    outbox = keyspace.queue_key(cq, "flow:outbox")
+    raw.xadd(outbox, {"child": ids.mint(), "parent": keyspace.job_key(qname(), "nope"),
+                      "how": "completed", "seq": 1, "policy": "fail"})
+    got = flows.carry(conn, cq)
+    assert (got.read, got.refused, got.counted) == (1, 1, 0)
+    assert raw.xlen(outbox) == 1

@@ -68,6 +68,12 @@ def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", default=None, help="the queue (default: the task's, or default)")
     p.add_argument("--app", default=None, help="module:attribute of the App (for queue lookup)")
     p.add_argument("--id", default=None, help="the job id (default: a fresh JOB id)")
+    p.add_argument("--priority", type=int, default=0,
+                   help="0..1000000, lower runs first (default 0)")
+    p.add_argument("--group", default=None, help="the group lane the job waits in")
+    p.add_argument("--unique", default=None, metavar="KEY",
+                   help="a unique key: while its owner waits or runs, print the owner's id "
+                        "and write nothing")
     _common(p)
 
 
@@ -162,15 +168,36 @@ def run_enqueue(args: argparse.Namespace) -> int:
     if not job_id.startswith("JOB"):
         raise ValueError(f"--id {job_id!r} is not a job id: ids start with JOB "
                          "(leave --id out for a fresh one)")
+    opts: dict[str, Any] = {}
+    try:
+        if args.priority:
+            from ..task import check_priority
+
+            opts["priority"] = check_priority(args.priority)
+        if args.group is not None:
+            opts["group"] = keyspace.validate_queue(args.group)
+        if args.unique is not None:
+            from ..task import check_unique
+
+            check_unique(args.unique)
+    except ValueError as exc:
+        raise SystemExit(f"echomq: {exc}") from None
     conn, app = _connect(args)
     try:
         registry.note(conn, queue)
-        if getattr(args, "in_ms", None) is not None:
-            outcome = jobs.enqueue_in(conn, queue, job_id, payload, args.in_ms)
+        if args.unique is not None:
+            mode, value = (("in", args.in_ms) if getattr(args, "in_ms", None) is not None
+                           else ("at", args.at_ms) if getattr(args, "at_ms", None) is not None
+                           else ("now", 0))
+            admitted = jobs.admit(conn, queue, job_id, payload, mode=mode, value=value,
+                                  unique=args.unique, **opts)
+            outcome, job_id = admitted.outcome, admitted.id
+        elif getattr(args, "in_ms", None) is not None:
+            outcome = jobs.enqueue_in(conn, queue, job_id, payload, args.in_ms, **opts)
         elif getattr(args, "at_ms", None) is not None:
-            outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms)
+            outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms, **opts)
         else:
-            outcome = jobs.enqueue(conn, queue, job_id, payload)
+            outcome = jobs.enqueue(conn, queue, job_id, payload, **opts)
     finally:
         app.close()
     print(f"{job_id} {outcome} {queue}")
@@ -214,9 +241,19 @@ def run_job(args: argparse.Namespace) -> int:
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
+    extra = [("priority", info.priority if info.priority else None), ("group", info.group),
+             ("progress", _shown(info.progress)), ("result", _shown(info.result)),
+             ("cancel", "requested" if info.cancel_requested else None)]
+    for label, value in extra:
+        if value is not None:
+            print(f"{label:<9} {value}")
     for line in flow:
         print(line)
     return 0
+
+
+def _shown(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
 
 
 def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
@@ -262,11 +299,14 @@ def run_stats(args: argparse.Namespace) -> int:
         queues = args.queue or discover_queues(conn, declared=declared)
         table: dict[str, dict[str, Any]] = {}
         grouped: dict[str, dict[str, int]] = {}
+        paused: set[str] = set()
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
             if members != [base]:
                 table[base]["partitions"] = len(members)
+            if any(jobs.is_paused(conn, q) for q in members):
+                paused.add(base)
             found = [t for q in members if (t := group_totals(conn, q)) is not None]
             if found:
                 grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
@@ -281,9 +321,10 @@ def run_stats(args: argparse.Namespace) -> int:
     labels = {q: f"{q} [{c['partitions']}]" if "partitions" in c else q
               for q, c in table.items()}
     width = max([5, *(len(label) for label in labels.values())])
-    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols))
+    print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols) + "  status")
     for q, counts in table.items():
-        print(f"{labels[q]:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols))
+        print(f"{labels[q]:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols)
+              + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
     for q, t in grouped.items():

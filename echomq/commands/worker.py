@@ -40,6 +40,11 @@ def register(sub: Any) -> None:
                    help="seconds in-flight jobs get to finish on SIGTERM")
     p.add_argument("--burst", action="store_true",
                    help="run what is due, then exit (for cron-driven and CI runs)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds a handler may run before its attempt fails with a "
+                        "TimeoutError, for tasks declared without timeout= (default: off)")
+    p.add_argument("--events", default=None, metavar="MODULE:FUNCTION",
+                   help="an observer called with every runtime event (echomq.events.Event)")
     p.add_argument("--no-metronome", action="store_true",
                    help="each consumer runs its own reap/promote legs (no pool election)")
     p.add_argument("--url", default=None,
@@ -83,10 +88,22 @@ def run(args: argparse.Namespace) -> int:
     if url:
         app.url = url
     queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    extra: dict[str, Any] = {}
+    if args.events:
+        from ..events import load_observer
+
+        try:
+            extra["on_event"] = load_observer(args.events)
+        except ValueError as exc:
+            raise SystemExit(f"echomq: --events: {exc}") from None
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise SystemExit("echomq: --timeout must be > 0 seconds")
+        extra["timeout"] = args.timeout
     try:
         worker = serve(Worker(app, queues, concurrency=args.concurrency, beat_ms=args.beat_ms,
                               grace_s=args.grace, metronome=not args.no_metronome,
-                              burst=args.burst))
+                              burst=args.burst, **extra))
     finally:
         app.close()
     if not worker.unfinished:

@@ -2,7 +2,8 @@
 -- KEYS[1] = the job row, KEYS[2] = its kept result (emq:{q}:result:<id>)
 -- ARGV[1] = the queue base (emq:{q}:), ARGV[2] = id
 -- Reply: 1 deleted, 0 no row. Refusals (nothing written): EMQKIND,
--- EMQSTATE discard active (a running job is cancelled, never deleted under its holder).
+-- EMQSTATE discard active (a running job is cancelled, never deleted under its holder),
+-- EMQSTATE discard waiting-children (a flow parent is cancelled with its subtree).
 -- Row, index entry, result and the unique key the job owns go together, so no ghost id is
 -- left on a set and no unique key keeps refusing admissions for a job that is gone.
 -- A flow child deleted before it ended is recorded on the flow outbox as cancelled (error
@@ -19,8 +20,8 @@ local st = redis.call('HGET', KEYS[1], 'state')
 if not st then
   return 0
 end
-if st == 'active' then
-  return redis.error_reply('EMQSTATE discard active')
+if st == 'active' or st == 'waiting-children' then
+  return redis.error_reply('EMQSTATE discard ' .. st)
 end
 local p = ARGV[1]
 local group = redis.call('HGET', KEYS[1], 'group')

@@ -1,0 +1,50 @@
+"""The task payload: what ``Task.enqueue`` writes and the worker decodes.
+
+The payload is JSON (stdlib ``json``: compact, keys sorted so equal calls give equal
+bytes): ``{"args": [...], "kwargs": {...}, "task": "<name>"}``. An argument JSON cannot
+carry raises ``TypeError`` naming it, before anything is written. A recurring
+registration's template is exactly this payload (the Pump enqueues it verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from . import _guards as guard
+
+
+def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
+    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
+
+    Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
+    """
+    guard.string("task", task)
+    args = list(args)
+    kwargs = dict(kwargs or {})
+    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
+                         *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unencodable(task, where, value, exc) from None
+    body = {"task": task, "args": args, "kwargs": kwargs}
+    try:
+        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
+        raise _unencodable(task, "the arguments", body, exc) from None
+
+
+def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
+    why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
+    return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")
+
+
+def decode(payload: bytes | str) -> tuple[str, list[Any], dict[str, Any]]:
+    """``(task, args, kwargs)`` from a payload ``encode`` wrote (``ValueError`` otherwise)."""
+    try:
+        body = json.loads(payload)
+        return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise ValueError(f"not an EchoMQ task payload: {payload[:80]!r}") from exc

@@ -1,0 +1,328 @@
+"""``Task``: a function registered with an ``App``, and how its runs are admitted.
+
+``task.enqueue(...)`` queues a run now, ``enqueue_in``/``enqueue_at`` later, the ``a*``
+forms await the same on the app's ``AsyncConnector``; ``enqueue_many`` admits many runs in
+one round trip per 500. ``task.options(priority=, group=, unique=, unique_for=)`` returns
+the same task bound to admission options:
+
+- ``priority``: 0..1_000_000, lower runs first; equal priorities run in mint order.
+- ``group``: the job waits in its group's lane (groups take turns; see ``echomq.groups``).
+- ``unique``: a key; while a job admitted with it is waiting or running (and for
+  ``unique_for`` after its admission, when given) an enqueue writes nothing and returns
+  that job's id. The key is released when the owner completes, dies or is cancelled.
+
+Clocks: ``enqueue_in`` is priced on the SERVER clock; ``enqueue_at`` takes the caller's
+instant (a ``datetime`` with its own zone, naive = local time); ``unique_for`` counts from
+admission on the SERVER clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import inspect
+import itertools
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from . import _guards as guard
+from . import backoff, ids, jobs, keyspace
+from . import partitions as parts
+from .consumer import Route
+from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
+from .isolation import isolated, reference
+from .payload import encode
+
+if TYPE_CHECKING:
+    from .app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_PRIORITY = 1_000_000
+MAX_UNIQUE_CHARS = 512
+
+
+def check_priority(priority: object) -> int:
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), "
+                         f"got {priority}")
+    return priority
+
+
+def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] | None:
+    """Where a child process finds ``fn`` for ``isolation="process"`` (``None`` for the
+    default ``"thread"``); ``ValueError`` for anything else, or an ``async def``."""
+    if isolation == "thread":
+        return None
+    if isolation != "process":
+        raise ValueError(f"isolation must be 'thread' or 'process', not {isolation!r}")
+    if inspect.iscoroutinefunction(fn):
+        raise ValueError("isolation='process' is for plain functions; an async handler is "
+                         "already cancelled at its timeout or cancel request")
+    return reference(fn)
+
+
+def check_unique(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"unique must be a str key, not {type(key).__name__}")
+    if not key or len(key) > MAX_UNIQUE_CHARS:
+        raise ValueError(f"unique must be 1..{MAX_UNIQUE_CHARS} characters")
+    return key
+
+
+class Task(Generic[P, R]):
+    """A function registered with an ``App``; calling it runs it here, ``enqueue`` queues it."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        max_attempts: int,
+        backoff: backoff.Policy | None,
+        retry_delay_ms: int,
+        lease_ms: int,
+        timeout_ms: int | None = None,
+        keep_result_ms: int | None = None,
+        isolation: str = "thread",
+        partitions: int = 1,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        #: the queues this task's jobs live on: ``[queue]``, or ``queue#0`` ... for a
+        #: partitioned queue (see ``echomq.partitions``)
+        self.partitions = parts.validate(queue, partitions)
+        self.queues = parts.names(queue, partitions)
+        # round robin over partitions, shared by options(); each process starts at a random
+        # partition, so many short-lived producers do not all pile onto partition 0
+        self._round = itertools.count(random.randrange(partitions))
+        self._partition_key: str | bytes | int | None = None
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.retry_delay_ms = retry_delay_ms
+        self.lease_ms = lease_ms
+        self.timeout_ms = timeout_ms
+        self.keep_result_ms = keep_result_ms
+        self.isolation = isolation
+        self._ref = check_isolation(fn, isolation)
+        # admission options (``options``): a plain job by default
+        self.priority = 0
+        self.group: str | None = None
+        self.unique: str | None = None
+        self.unique_for_ms: int | None = None
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", name)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        opts = "".join(f" {k}={v!r}" for k, v in self._options().items())
+        return f"<Task {self.name} queue={self.queue}{opts}>"
+
+    def payload(self, *args: Any, **kwargs: Any) -> bytes:
+        """The payload ``enqueue`` would write for these arguments."""
+        return encode(self.name, args, kwargs)
+
+    def options(
+        self,
+        *,
+        priority: int | None = None,
+        group: str | None = None,
+        unique: str | None = None,
+        unique_for: float | dt.timedelta | None = None,
+        partition_key: str | bytes | int | None = None,
+    ) -> Task[P, R]:
+        """This task bound to admission options (unset ones keep their current value):
+        ``priority`` 0..1_000_000 (lower first), ``group`` (a lane), ``unique`` (a key:
+        while its owner waits or runs, enqueue returns the owner's id and writes nothing),
+        ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
+        even once the owner ended). ``partition_key`` picks the partition of a partitioned
+        queue by the key's hash (same key, same partition); without one, jobs go round
+        robin. Checked here, before any I/O."""
+        if partition_key is not None:
+            parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
+        bound = copy.copy(self)
+        if partition_key is not None:
+            bound._partition_key = partition_key
+        if priority is not None:
+            bound.priority = check_priority(priority)
+        if group is not None:
+            bound.group = keyspace.validate_queue(group)
+        if unique is not None:
+            bound.unique = check_unique(unique)
+        if unique_for is not None:
+            bound.unique_for_ms = seconds_to_ms("unique_for", unique_for)
+        if bound.unique_for_ms is not None and bound.unique is None:
+            raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
+        return bound
+
+    def target_queue(self) -> str:
+        """The queue the next enqueue writes to: the task's queue, or for a partitioned one
+        the key's partition (``options(partition_key=...)``) or the next one round robin."""
+        if self.partitions == 1:
+            return self.queue
+        key = self._partition_key
+        index = (next(self._round) % self.partitions if key is None
+                 else parts.key_index(key, self.partitions))
+        return self.queues[index]
+
+    def _options(self) -> dict[str, Any]:
+        """The admission options that differ from a plain job."""
+        out: dict[str, Any] = {}
+        if self.priority:
+            out["priority"] = self.priority
+        if self.group is not None:
+            out["group"] = self.group
+        return out
+
+    def _admission(self, mode: str, value: int, body: bytes) -> tuple[Any, tuple[Any, ...],
+                                                                        dict[str, Any], str]:
+        """``(verb, args, kwargs, job_id)`` for one admission (``args[0]`` its queue): the
+        general ``jobs.admit`` when a unique key or a kept result needs it, else the
+        classic verb."""
+        job_id, q = ids.mint(), self.target_queue()
+        opts = self._options()
+        if self.unique is not None or self.keep_result_ms is not None:
+            return jobs.admit, (q, job_id, body), dict(
+                mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
+                notify_ms=self.keep_result_ms, **opts), job_id
+        if mode == "now":
+            return jobs.enqueue, (q, job_id, body), opts, job_id
+        verb = jobs.enqueue_in if mode == "in" else jobs.enqueue_at
+        return verb, (q, job_id, body, value), opts, job_id
+
+    @staticmethod
+    def _id_of(reply: Any, job_id: str) -> str:
+        # jobs.admit answers Admitted(outcome, id): the owner's id when a unique key refused
+        return str(reply.id) if hasattr(reply, "id") else job_id
+
+    def _enqueue(self, mode: str, value: int, body: bytes) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, body)
+        conn = self.app.connector(args[0])
+        return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
+
+    async def _aenqueue(self, mode: str, value: int, body: bytes) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, body)
+        conn = await self.app.aconnector(args[0])
+        return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
+
+    # sync enqueue ------------------------------------------------------------------------
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
+        return self._enqueue("now", 0, self.payload(*args, **kwargs))
+
+    def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
+        ms = guard.span("delay", to_ms(delay))
+        return self._enqueue("in", ms, self.payload(*args, **kwargs))
+
+    def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
+        at = to_epoch_ms(when)
+        return self._enqueue("at", at, self.payload(*args, **kwargs))
+
+    def enqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
+        """Queue many runs now, one tuple of positional arguments per run
+        (``send.enqueue_many([("a@b.c",), ("d@e.f",)])``): the job ids in order.
+
+        One bulk call per 500 jobs, all pipelined in one round trip; the task's options
+        apply to every run. With a ``unique`` key each run is admitted on its own (the
+        first owns the key; the others return its id). Every argument is checked before
+        anything is written.
+        """
+        bodies = self._bodies(calls)
+        if self.unique is not None:
+            return [self._enqueue("now", 0, body) for body in bodies]
+        per_queue, job_ids = self._bulk_items(bodies)
+        for q, items in per_queue.items():
+            self.app.admit(self.app.connector(q), jobs.enqueue_many, q, items)
+        return job_ids
+
+    # async enqueue -----------------------------------------------------------------------
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """``enqueue``, awaited on the app's ``AsyncConnector``."""
+        return await self._aenqueue("now", 0, self.payload(*args, **kwargs))
+
+    async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
+                          **kwargs: P.kwargs) -> str:
+        ms = guard.span("delay", to_ms(delay))
+        return await self._aenqueue("in", ms, self.payload(*args, **kwargs))
+
+    async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
+                          **kwargs: P.kwargs) -> str:
+        at = to_epoch_ms(when)
+        return await self._aenqueue("at", at, self.payload(*args, **kwargs))
+
+    async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
+        """``enqueue_many``, awaited."""
+        bodies = self._bodies(calls)
+        if self.unique is not None:
+            return [await self._aenqueue("now", 0, body) for body in bodies]
+        per_queue, job_ids = self._bulk_items(bodies)
+        for q, items in per_queue.items():
+            await self.app.admit(await self.app.aconnector(q), jobs.enqueue_many, q, items)
+        return job_ids
+
+    def _bodies(self, calls: Iterable[Sequence[Any]]) -> list[bytes]:
+        bodies: list[bytes] = []
+        for i, call in enumerate(calls):
+            if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
+                raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "
+                                f"positional arguments, not {type(call).__name__}")
+            bodies.append(self.payload(*call))
+        return bodies
+
+    def _bulk_items(self, bodies: list[bytes]
+                    ) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
+        """The bulk items per target queue (one queue unless partitioned) and the ids."""
+        opts = self._options()
+        if self.keep_result_ms is not None:
+            opts["notify_ms"] = self.keep_result_ms
+        job_ids = [ids.mint() for _ in bodies]
+        per_queue: dict[str, list[tuple[Any, ...]]] = {}
+        for jid, body in zip(job_ids, bodies, strict=True):
+            per_queue.setdefault(self.target_queue(), []).append(
+                (jid, body, opts) if opts else (jid, body))
+        return per_queue, job_ids
+
+    # running -----------------------------------------------------------------------------
+
+    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
+        """How a consumer runs one job of this task with these decoded arguments."""
+        fn: Callable[..., Any] = self.fn
+        if self._ref is not None:
+            handler = isolated(self._ref, args, kwargs)
+        elif inspect.iscoroutinefunction(fn):
+            handler = _awaiting(fn, args, kwargs)
+        else:
+            handler = _calling(fn, args, kwargs)
+        return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
+                     self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
+
+
+def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+              ) -> Callable[[Job], Any]:
+    async def handler(_job: Job) -> Any:
+        return await fn(*args, **kwargs)
+
+    return handler
+
+
+def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+             ) -> Callable[[Job], Any]:
+    def handler(_job: Job) -> Any:
+        return fn(*args, **kwargs)
+
+    return handler

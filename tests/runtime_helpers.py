@@ -1,0 +1,77 @@
+"""Helpers for the runtime's job-control tests: a Worker served in a background thread (so
+the test drives the sync App API from the main thread) and polling on the HOST clock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from echomq.events import Event
+from echomq.worker import Worker
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout} s")
+        time.sleep(0.01)
+
+
+class Recorder:
+    """An ``on_event`` observer that keeps every event with its HOST monotonic arrival."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, Event]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, ev: Event) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), ev))
+
+    def kinds(self, job_id: str | None = None) -> list[str]:
+        with self.lock:
+            return [e.kind for _, e in self.events if job_id is None or e.job_id == job_id]
+
+    def first(self, kind: str, job_id: str) -> tuple[float, Event] | None:
+        with self.lock:
+            return next(((t, e) for t, e in self.events
+                         if e.kind == kind and e.job_id == job_id), None)
+
+
+@contextlib.contextmanager
+def serving(app: Any, queues: list[str], **options: Any) -> Iterator[Worker]:
+    """Run ``Worker(app, queues, **options)`` on its own loop in a thread until the block
+    ends; then stop it and wait for its drain."""
+    options.setdefault("beat_ms", 50)
+    options.setdefault("grace_s", 2)
+    worker = Worker(app, queues, **options)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    result: dict[str, Any] = {}
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            result["unfinished"] = loop.run_until_complete(worker.run(stop))
+        except BaseException as exc:  # surfaced to the test below
+            result["error"] = exc
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=main, name="test-worker", daemon=True)
+    thread.start()
+    wait_for(lambda: worker.consumers or "error" in result, 10, "worker start")
+    try:
+        yield worker
+    finally:
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        thread.join(15)
+        if "error" in result:
+            raise result["error"]

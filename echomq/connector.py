@@ -191,11 +191,13 @@ class _Base:
 
     def _args(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
         if isinstance(step, Command):
-            if self.cluster and step.args and step.args[0] in ("WAIT", "WAITAOF"):
-                # keyless: a cluster pipeline cannot send it to the connection of the write
+            if (self.cluster and step.args and step.args[0] in ("WAIT", "WAITAOF")
+                    and step.route is None and step.node is None):
+                # keyless: without a route (durability.confirmed gives the written key) a
+                # cluster could send it to another node than the write's connection
                 raise errors.ConfigError(
-                    f"{step.args[0]} after a write needs a standalone server (a cluster "
-                    "pipeline cannot route the keyless command to the write's connection)")
+                    f"{step.args[0]} on a cluster needs a route: the key whose write it "
+                    "waits for (Command(..., route=key); durability.confirmed sets it)")
             return step.args
         if isinstance(step, Native):
             if self.wire != 6:

@@ -22,11 +22,17 @@ import asyncio
 import contextvars
 import datetime as dt
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from . import _guards as guard
-from . import jobs
+from . import flows, jobs
+
+T = TypeVar("T")
+
+#: how long a plain-function handler waits for a call it hands to the worker's loop
+BLOCKING_CALL_S = 30.0
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
 
@@ -131,7 +137,8 @@ class Job:
             raise RuntimeError("job.progress() would block the event loop: use "
                                "'await job.aprogress(value)' in an async handler")
         future = asyncio.run_coroutine_threadsafe(self._write_progress(text), loop)
-        future.result()
+        # bounded: a worker that stops (its loop closed) must not hang this thread for ever
+        future.result(timeout=BLOCKING_CALL_S)
 
     async def aprogress(self, value: Any) -> None:
         """``progress``, awaited (for ``async`` handlers)."""
@@ -143,6 +150,29 @@ class Job:
             await asyncio.wrap_future(
                 asyncio.run_coroutine_threadsafe(self._write_progress(text), loop))
 
+    def children(self) -> list[flows.Child]:
+        """This flow parent's children, in the order they were given: each one's queue,
+        id, state (``completed``, ``dead``, ``cancelled``), JSON ``result`` (bytes;
+        ``Child.value`` decodes it) and last error. ``[]`` for a job outside a flow. From
+        a plain-function handler (it waits for the read); in an ``async`` handler use
+        ``await job.achildren()``."""
+        loop = self._require_loop()
+        if _on_loop_thread(loop):
+            raise RuntimeError("job.children() would block the event loop: use "
+                               "'await job.achildren()' in an async handler")
+        future = asyncio.run_coroutine_threadsafe(self.achildren(), loop)
+        got: list[flows.Child] = future.result()
+        return got
+
+    async def achildren(self) -> list[flows.Child]:
+        """``children``, awaited (for ``async`` handlers)."""
+        loop = self._require_loop()
+        read: Awaitable[list[flows.Child]] = flows.children(self._conn, self.queue, self.id)
+        if asyncio.get_running_loop() is loop:
+            return await read
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            _awaited(read), loop))
+
     async def _write_progress(self, text: str) -> None:
         await jobs.progress(self._conn, self.queue, self.id, self.token, text)
 
@@ -150,6 +180,10 @@ class Job:
         if self._conn is None or self._loop is None:
             raise RuntimeError(f"job {self.id} is not held by a running consumer")
         return self._loop
+
+
+async def _awaited(read: Awaitable[T]) -> T:
+    return await read
 
 
 def _progress_text(value: Any) -> str:

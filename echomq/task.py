@@ -36,6 +36,7 @@ from .payload import encode
 
 if TYPE_CHECKING:
     from .app import App
+    from .canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -128,6 +129,15 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         opts = "".join(f" {k}={v!r}" for k, v in self._options().items())
         return f"<Task {self.name} queue={self.queue}{opts}>"
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """This task's call with these arguments, made later: a flow node
+        (``app.flow(report.s(month), children=[fetch.s(p) for p in pages])``, ``chain``,
+        ``group(...).then(...)``; see ``echomq.canvas``). It runs with this task's options
+        (queue, priority, group)."""
+        from .canvas import Signature
+
+        return Signature(self, args, kwargs)
 
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""

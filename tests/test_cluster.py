@@ -13,7 +13,18 @@ import time
 
 import pytest
 
-from echomq import AsyncConnector, Connector, discovery, errors, ids, jobs, keyspace, native, urls
+from echomq import (
+    AsyncConnector,
+    Connector,
+    discovery,
+    errors,
+    ids,
+    jobs,
+    keyspace,
+    native,
+    registry,
+    urls,
+)
 from echomq.app import App
 from echomq.cluster import LocalCluster
 
@@ -344,6 +355,7 @@ def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
     queues = [f"board-{i}" for i in range(6)]
     for q in queues:
         jobs.enqueue(conn, q, ids.mint(), b"x")
+    registry.add(conn, queues)  # as an App's or the CLI's enqueue does
     conn.close()
     assert len({cluster.owner(keyspace.queue_key(q, "pending")).port for q in queues}) > 1
     port = free_port()

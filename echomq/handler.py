@@ -31,6 +31,9 @@ from . import flows, jobs
 
 T = TypeVar("T")
 
+#: how long a plain-function handler waits for a call it hands to the worker's loop
+BLOCKING_CALL_S = 30.0
+
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
 
 
@@ -134,7 +137,8 @@ class Job:
             raise RuntimeError("job.progress() would block the event loop: use "
                                "'await job.aprogress(value)' in an async handler")
         future = asyncio.run_coroutine_threadsafe(self._write_progress(text), loop)
-        future.result()
+        # bounded: a worker that stops (its loop closed) must not hang this thread for ever
+        future.result(timeout=BLOCKING_CALL_S)
 
     async def aprogress(self, value: Any) -> None:
         """``progress``, awaited (for ``async`` handlers)."""

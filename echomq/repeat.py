@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from . import _guards as guard
 from . import cron as cronlib
 from . import errors, ids, keyspace
+from ._time import instant_in_zone_ms
 from .outcomes import Outcome
 from .steps import Batch, Command, Eval, Verb, single, text, verb
 
@@ -212,14 +213,6 @@ DEFINITION = (
 )  # fmt: skip
 
 
-def _instant_ms(label: str, value: object, tz: str) -> int:
-    """``value`` as epoch ms: an int is taken as ms; a naive datetime is read in ``tz``."""
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=cronlib.zone(tz))
-        return guard.instant(label, int(aware.timestamp() * 1000))
-    return guard.instant(label, value)
-
-
 def _definition(
     template: bytes | str,
     every_ms: int | None,
@@ -249,8 +242,8 @@ def _definition(
         cronlib.parse(cron)
         d["cron"] = " ".join(cron.split())
         d["tz"] = tz
-    start = None if start_at is None else _instant_ms("start_at", start_at, tz)
-    end = None if end_at is None else _instant_ms("end_at", end_at, tz)
+    start = None if start_at is None else instant_in_zone_ms("start_at", start_at, cronlib.zone(tz))
+    end = None if end_at is None else instant_in_zone_ms("end_at", end_at, cronlib.zone(tz))
     if start is not None and end is not None and end < start:
         raise ValueError("end_at must not be before start_at")
     d["start_at"] = "" if start is None else str(start)

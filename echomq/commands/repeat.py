@@ -147,7 +147,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace) -> int:
     from .. import repeat
-    from .jobs import parse_duration, parse_instant
+    from .._time import parse_duration, parse_instant
 
     if args.task is not None:
         from ..app import encode

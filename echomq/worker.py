@@ -82,7 +82,7 @@ class Worker:
         self.timeout_ms = seconds_to_ms("timeout", timeout)
         self.burst = burst
         # one INFO line per finished job, as rq and arq print (the user's observer still runs)
-        self._observer = JobLog(on_event) if log_jobs else on_event
+        self.log_jobs = log_jobs
         self.consumers: list[Consumer] = []
         self.metronome: Metronome | None = None
         self.pump: Any = None
@@ -104,11 +104,14 @@ class Worker:
 
     async def _serve(self, conn: AsyncConnector, stop: asyncio.Event) -> int:
         retention = self.app.retention
+        # the job lines cost an event per transition: none when INFO would drop them
+        observer = (JobLog(self.on_event) if self.log_jobs and log.isEnabledFor(logging.INFO)
+                    else self.on_event)
         self.consumers = [
             Consumer(
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=self._observer, timeout_ms=self.timeout_ms,
+                pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
             )
             for q in self.queues
         ]

@@ -13,7 +13,18 @@ import time
 
 import pytest
 
-from echomq import AsyncConnector, Connector, discovery, errors, ids, jobs, keyspace, native, urls
+from echomq import (
+    AsyncConnector,
+    Connector,
+    discovery,
+    errors,
+    ids,
+    jobs,
+    keyspace,
+    native,
+    registry,
+    urls,
+)
 from echomq.app import App
 from echomq.cluster import LocalCluster
 
@@ -332,3 +343,40 @@ def test_app_wait_replicas_rides_the_writes_connection_on_a_cluster(cluster):
         assert caught.value.result == "enqueued"  # applied on the primary, not replicated
     finally:
         app.close()
+
+
+def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
+    import http.client
+    import json
+
+    from echomq.server import free_port
+
+    conn = Connector.connect(cluster.url)
+    queues = [f"board-{i}" for i in range(6)]
+    for q in queues:
+        jobs.enqueue(conn, q, ids.mint(), b"x")
+    registry.add(conn, queues)  # as an App's or the CLI's enqueue does
+    conn.close()
+    assert len({cluster.owner(keyspace.queue_key(q, "pending")).port for q in queues}) > 1
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "echomq.cli", "dashboard", "--url",
+                             cluster.url, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        assert "dashboard" in banner, proc.stderr.read() if proc.poll() is not None else banner
+        assert cluster.password not in banner  # the URL's secret stays out of the banner
+        http_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        http_conn.request("GET", "/api/queues", headers={"Host": f"127.0.0.1:{port}"})
+        reply = http_conn.getresponse()
+        body = json.loads(reply.read())
+        http_conn.close()
+        assert reply.status == 200
+        assert all(body[q]["pending"] == 1 for q in queues)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()

@@ -134,10 +134,12 @@ class Worker:
                     helpers.append(task)
             if self.use_pump:
                 # flow completions: the children settled on these queues, carried to their
-                # parents every beat (a parent starts within a beat of its last child)
+                # parents every beat (a parent starts within a beat of its last child), by
+                # one elected worker per queue
                 from .pump import Pump
 
-                self.flow_pump = Pump(conn, self.queues, tick_ms=self.beat_ms, legs=("flows",))
+                self.flow_pump = Pump(conn, self.queues, tick_ms=self.beat_ms, legs=("flows",),
+                                      elect=True)
                 helpers.append(asyncio.ensure_future(self.flow_pump.run(background)))
             log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
                      "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,

@@ -37,6 +37,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from . import _guards as guard
 from . import backoff, canvas, flows, keyspace, registry, results, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -48,7 +49,6 @@ from .consumer import (
 from .durability import Wait, confirmed
 from .errors import ConfigError
 from .events import Observer
-from .handler import seconds_to_ms, to_ms
 from .outcomes import Outcome
 from .payload import decode, encode
 from .retention import Retention

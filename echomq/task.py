@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .consumer import Route
-from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
+from .handler import Job
 from .isolation import isolated, reference
 from .payload import encode
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
 from . import backlog, keyspace, registry, urls
+from ._time import seconds_to_ms
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
-from .handler import seconds_to_ms
 from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
 from .status import JobInfo, info_of
-from .task import Task
+from .task import Group, Task, check_group
 
 __all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
 
@@ -227,6 +227,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
     ) -> Task[P, R]: ...
 
     @overload
@@ -243,6 +244,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -258,6 +260,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -273,8 +276,14 @@ class App:
         return value that long (``app.job(id).result``, ``app.result(id)``).
         ``isolation="process"`` runs a plain function in a killable child process per job
         (``echomq.isolation``): a timeout or a cancel request stops it for real.
+        ``group``: the lane every run joins (groups take turns at the claim, each with its
+        own limit and rate: ``echomq.groups``), as a name or as a function of the task's
+        arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
+        return ``None`` for no group); ``task.options(group=...)`` overrides it.
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
+        if group is not None:
+            group = check_group(group)
         guard.positive("max_attempts", max_attempts)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.span("lease_ms", lease_ms, minimum=1)
@@ -292,6 +301,7 @@ class App:
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
                 timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
+                group=group,
             )
             self.tasks[task_name] = t
             return t

@@ -15,7 +15,11 @@ seed's 1000 ms) or its ``backoff`` policy priced by ``backoff.delay_ms(policy, a
 handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
 failure and without spending an attempt (claims that followed a delay are counted on the
-row as ``delays`` and left out of both the backoff index and the budget). While a
+row as ``delays`` and left out of both the backoff index and the budget); raising
+``RateLimited(ms)`` (``job.rate_limited(ms)``) hands the job back to the front of its lane
+(or pending) with its attempt given back, and its group (or the queue) claims nothing for
+``ms``: the reopen is a due instant ``jobs.next_due_ms`` reports, so the beat wakes for
+it instead of polling. While a
 handler runs, a checkpoint (``echomq.leases``) extends its lease every third of the lease,
 so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
 request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
@@ -56,7 +60,7 @@ from typing import Any
 from . import _guards as guard
 from . import backoff, errors, handler, jobs, keyspace
 from .events import Event, emit
-from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
+from .handler import Delay, Job, RateLimited, current_job, to_epoch_ms, to_ms
 from .leases import Checkpoints, Held, tick_for
 from .metronome import (
     DEFAULT_BATCH,
@@ -79,8 +83,8 @@ DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
 
 # re-exported: handlers and the acceptance tests import these from here
-__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "Route", "current_job",
-           "to_epoch_ms", "to_ms"]
+__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "RateLimited", "Route",
+           "current_job", "to_epoch_ms", "to_ms"]
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -108,6 +112,7 @@ class ConsumerStats:
     retried: int = 0
     dead: int = 0
     delayed: int = 0
+    rate_limited: int = 0
     cancelled: int = 0
     timed_out: int = 0
     abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
@@ -420,6 +425,8 @@ class Consumer:
                     value = await self._call(fn, job, is_async)
         except Delay as d:
             return ("delay", d)
+        except RateLimited as limited:
+            return ("rate_limited", limited)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not job._cancelled or task is None:
@@ -555,6 +562,11 @@ class Consumer:
         elif kind == "cancelled":
             verb = lambda: jobs.finish_cancelled(  # noqa: E731
                 self.conn, self.queue, job.id, job.token)
+        elif kind == "rate_limited":
+            # back to the front of its lane (or pending) with its attempt given back; its
+            # group (or the queue) is blocked for the span, on the SERVER clock
+            verb = lambda: jobs.rate_limited(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, value.ms)
         elif kind == "delay":
             async def verb() -> Any:
                 try:
@@ -601,6 +613,11 @@ class Consumer:
         if kind == "ok":
             self.stats.completed += 1
             self._emit("completed", job.id, job.token)
+        elif kind == "rate_limited":
+            self.stats.rate_limited += 1
+            # the transition names the group it blocked (None: the queue itself)
+            self._emit("rate_limited", job.id, job.token, ms=value.ms,
+                       group=result if isinstance(result, str) else None)
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)

@@ -7,6 +7,8 @@ the same task bound to admission options:
 
 - ``priority``: 0..1_000_000, lower runs first; equal priorities run in mint order.
 - ``group``: the job waits in its group's lane (groups take turns; see ``echomq.groups``).
+  A str, or a function of the task's arguments (``@app.task(group=lambda tenant, *a, **k:
+  tenant)``) called at each enqueue; it returns the group name, or ``None`` for none.
 - ``unique``: a key; while a job admitted with it is waiting or running (and for
   ``unique_for`` after its admission, when given) an enqueue writes nothing and returns
   that job's id. The key is released when the owner completes, dies or is cancelled.
@@ -63,6 +65,20 @@ def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] |
     return reference(fn)
 
 
+Group = str | Callable[..., str | None]
+
+
+def check_group(group: object) -> Group:
+    """A task's group: a valid group name (the rules of a queue name) or a function of the
+    task's arguments that returns one; checked at declaration, before any I/O."""
+    if callable(group):
+        return group
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str or a function of the task's arguments, "
+                        f"not {type(group).__name__}")
+    return keyspace.validate_group(group)
+
+
 def check_unique(key: object) -> str:
     if not isinstance(key, str):
         raise TypeError(f"unique must be a str key, not {type(key).__name__}")
@@ -88,6 +104,7 @@ class Task(Generic[P, R]):
         timeout_ms: int | None = None,
         keep_result_ms: int | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -103,7 +120,7 @@ class Task(Generic[P, R]):
         self._ref = check_isolation(fn, isolation)
         # admission options (``options``): a plain job by default
         self.priority = 0
-        self.group: str | None = None
+        self.group: Group | None = None if group is None else check_group(group)
         self.unique: str | None = None
         self.unique_for_ms: int | None = None
         self.__doc__ = fn.__doc__
@@ -114,7 +131,8 @@ class Task(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        opts = "".join(f" {k}={v!r}" for k, v in self._options().items())
+        group = self.group if isinstance(self.group, str | None) else "<function>"
+        opts = "".join(f" {k}={v!r}" for k, v in self._options(group).items())
         return f"<Task {self.name} queue={self.queue}{opts}>"
 
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
@@ -125,12 +143,13 @@ class Task(Generic[P, R]):
         self,
         *,
         priority: int | None = None,
-        group: str | None = None,
+        group: Group | None = None,
         unique: str | None = None,
         unique_for: float | dt.timedelta | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
-        ``priority`` 0..1_000_000 (lower first), ``group`` (a lane), ``unique`` (a key:
+        ``priority`` 0..1_000_000 (lower first), ``group`` (a lane: a name, or a function
+        of the task's arguments that returns one), ``unique`` (a key:
         while its owner waits or runs, enqueue returns the owner's id and writes nothing),
         ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
         even once the owner ended). Checked here, before any I/O."""
@@ -138,7 +157,7 @@ class Task(Generic[P, R]):
         if priority is not None:
             bound.priority = check_priority(priority)
         if group is not None:
-            bound.group = keyspace.validate_queue(group)
+            bound.group = check_group(group)
         if unique is not None:
             bound.unique = check_unique(unique)
         if unique_for is not None:
@@ -147,21 +166,40 @@ class Task(Generic[P, R]):
             raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
         return bound
 
-    def _options(self) -> dict[str, Any]:
-        """The admission options that differ from a plain job."""
+    def _options(self, group: str | None = None) -> dict[str, Any]:
+        """The admission options that differ from a plain job (``group``: this run's)."""
         out: dict[str, Any] = {}
         if self.priority:
             out["priority"] = self.priority
-        if self.group is not None:
-            out["group"] = self.group
+        if group is not None:
+            out["group"] = group
         return out
 
-    def _admission(self, mode: str, value: int, body: bytes) -> tuple[Any, tuple[Any, ...],
-                                                                        dict[str, Any], str]:
+    def group_for(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+        """The group a run with these arguments joins: the task's group name, or what its
+        group function returns for them (``None``: no group). A function's error, or a name
+        that cannot be a group, raises naming the task, before anything is written."""
+        group = self.group
+        if group is None or isinstance(group, str):
+            return group
+        try:
+            name = group(*args, **kwargs)
+        except (TypeError, ValueError) as exc:  # e.g. arguments the function does not take
+            raise type(exc)(f"{self.name}: group function failed for these arguments: "
+                            f"{exc}") from exc
+        if name is None:
+            return None
+        try:
+            return keyspace.validate_group(name)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.name}: group function returned {name!r}: {exc}") from None
+
+    def _admission(self, mode: str, value: int, body: bytes, group: str | None
+                   ) -> tuple[Any, tuple[Any, ...], dict[str, Any], str]:
         """``(verb, args, kwargs, job_id)`` for one admission: the general ``jobs.admit``
         when a unique key or a kept result needs it, else the classic verb."""
         job_id = ids.mint()
-        opts = self._options()
+        opts = self._options(group)
         if self.unique is not None or self.keep_result_ms is not None:
             return jobs.admit, (self.queue, job_id, body), dict(
                 mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
@@ -176,12 +214,16 @@ class Task(Generic[P, R]):
         # jobs.admit answers Admitted(outcome, id): the owner's id when a unique key refused
         return str(reply.id) if hasattr(reply, "id") else job_id
 
-    def _enqueue(self, mode: str, value: int, body: bytes) -> str:
-        verb, args, kwargs, job_id = self._admission(mode, value, body)
+    def _run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[bytes, str | None]:
+        """A run's payload and group, both checked before any I/O."""
+        return self.payload(*args, **kwargs), self.group_for(args, kwargs)
+
+    def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, *run)
         return self._id_of(verb(self.app.connector(self.queue), *args, **kwargs), job_id)
 
-    async def _aenqueue(self, mode: str, value: int, body: bytes) -> str:
-        verb, args, kwargs, job_id = self._admission(mode, value, body)
+    async def _aenqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, *run)
         conn = await self.app.aconnector(self.queue)
         return self._id_of(await verb(conn, *args, **kwargs), job_id)
 
@@ -189,17 +231,17 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
-        return self._enqueue("now", 0, self.payload(*args, **kwargs))
+        return self._enqueue("now", 0, self._run(args, kwargs))
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
-        return self._enqueue("in", ms, self.payload(*args, **kwargs))
+        return self._enqueue("in", ms, self._run(args, kwargs))
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
-        return self._enqueue("at", at, self.payload(*args, **kwargs))
+        return self._enqueue("at", at, self._run(args, kwargs))
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """Queue many runs now, one tuple of positional arguments per run
@@ -210,10 +252,10 @@ class Task(Generic[P, R]):
         first owns the key; the others return its id). Every argument is checked before
         anything is written.
         """
-        bodies = self._bodies(calls)
+        runs = self._runs(calls)
         if self.unique is not None:
-            return [self._enqueue("now", 0, body) for body in bodies]
-        items, job_ids = self._bulk_items(bodies)
+            return [self._enqueue("now", 0, run) for run in runs]
+        items, job_ids = self._bulk_items(runs)
         jobs.enqueue_many(self.app.connector(self.queue), self.queue, items)
         return job_ids
 
@@ -221,43 +263,45 @@ class Task(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        return await self._aenqueue("now", 0, self.payload(*args, **kwargs))
+        return await self._aenqueue("now", 0, self._run(args, kwargs))
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
-        return await self._aenqueue("in", ms, self.payload(*args, **kwargs))
+        return await self._aenqueue("in", ms, self._run(args, kwargs))
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
-        return await self._aenqueue("at", at, self.payload(*args, **kwargs))
+        return await self._aenqueue("at", at, self._run(args, kwargs))
 
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
-        bodies = self._bodies(calls)
+        runs = self._runs(calls)
         if self.unique is not None:
-            return [await self._aenqueue("now", 0, body) for body in bodies]
-        items, job_ids = self._bulk_items(bodies)
+            return [await self._aenqueue("now", 0, run) for run in runs]
+        items, job_ids = self._bulk_items(runs)
         await jobs.enqueue_many(await self.app.aconnector(self.queue), self.queue, items)
         return job_ids
 
-    def _bodies(self, calls: Iterable[Sequence[Any]]) -> list[bytes]:
-        bodies: list[bytes] = []
+    def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:
+        runs: list[tuple[bytes, str | None]] = []
         for i, call in enumerate(calls):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
                 raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "
                                 f"positional arguments, not {type(call).__name__}")
-            bodies.append(self.payload(*call))
-        return bodies
+            runs.append(self._run(call, {}))
+        return runs
 
-    def _bulk_items(self, bodies: list[bytes]) -> tuple[list[tuple[Any, ...]], list[str]]:
-        opts = self._options()
-        if self.keep_result_ms is not None:
-            opts["notify_ms"] = self.keep_result_ms
-        job_ids = [ids.mint() for _ in bodies]
-        items = [(jid, body, opts) if opts else (jid, body)
-                 for jid, body in zip(job_ids, bodies, strict=True)]
+    def _bulk_items(self, runs: list[tuple[bytes, str | None]]
+                    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+        job_ids = [ids.mint() for _ in runs]
+        items: list[tuple[Any, ...]] = []
+        for jid, (body, group) in zip(job_ids, runs, strict=True):
+            opts = self._options(group)  # per run: a group function may differ per call
+            if self.keep_result_ms is not None:
+                opts["notify_ms"] = self.keep_result_ms
+            items.append((jid, body, opts) if opts else (jid, body))
         return items, job_ids
 
     # running -----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, jobs, keyspace, registry, results
-from .connector import AsyncConnector, Connector
+from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -44,6 +44,7 @@ from .consumer import (
     Job,
     Route,
 )
+from .durability import Wait, confirmed
 from .errors import ConfigError
 from .events import Observer
 from .handler import seconds_to_ms, to_ms
@@ -53,6 +54,7 @@ from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
 from .status import JobInfo, info_of
+from .steps import VerbFn
 from .task import Group, Task, check_group
 
 __all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
@@ -61,6 +63,7 @@ log = logging.getLogger("echomq.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 
@@ -95,6 +98,13 @@ class App:
     ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
     deleted on ack by default, dead ones kept 30 days). ``on_event``: an observer every
     worker of this app hands its timeline to (``echomq.events``).
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
     """
 
     def __init__(
@@ -110,11 +120,21 @@ class App:
         keep_completed_for: int | dt.timedelta | None = None,
         on_event: Observer | None = None,
         durability: str | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        wait_replicas: int = 0,
+        wait_local: bool = False,
+        wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
+                     if wait_replicas or wait_local else None)
         self._url = url
         self.wire = wire
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
@@ -130,13 +150,24 @@ class App:
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
 
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any, **kwargs: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
+        result on a sync connector, an awaitable on an async one)."""
+        if self.wait is None:
+            return verb(conn, *args, **kwargs)
+        return confirmed(conn, verb.steps(*args, **kwargs), self.wait)
+
     # -- the server ----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            self._url = os.environ.get("ECHOMQ_URL") or self._embedded()
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
         return str(self._url)
 
     @url.setter
@@ -169,7 +200,8 @@ class App:
         """The app's sync connector (made on first use); naming ``queue`` registers it in
         the queue registry once per connector (``registry.note``)."""
         if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self.wire)
+            self._conn = Connector.connect(self.url, wire=self.wire,
+                                           max_payload_bytes=self.max_payload_bytes)
         if queue is not None:
             registry.note(self._conn, queue)
         return self._conn
@@ -181,7 +213,8 @@ class App:
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
             url = self.url
-            held = (loop, await AsyncConnector.connect(url, wire=self.wire))
+            held = (loop, await AsyncConnector.connect(
+                url, wire=self.wire, max_payload_bytes=self.max_payload_bytes))
             self._aconns[id(loop)] = held
         if queue is not None:
             await registry.anote(held[1], queue)
@@ -291,9 +324,13 @@ class App:
         keep_result_ms = seconds_to_ms("keep_result", keep_result)
         if backoff is not None:
             _validate_backoff(backoff)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             target = f.fn if isinstance(f, Task) else f
+            if not callable(target):
+                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
             task_name = name or _default_name(target)
             if task_name in self.tasks and self.tasks[task_name].fn is not target:
                 raise ValueError(f"a task named {task_name!r} is already registered")
@@ -334,6 +371,14 @@ class App:
         guard.string("tz", tz)
         if not expr.split():
             raise ValueError("a cron expression must not be empty")
+        # checked here, at declaration, not when a worker starts the Pump
+        from . import cron as cron_mod
+
+        try:
+            cron_mod.validate(expr)
+            cron_mod.zone(tz)
+        except cron_mod.CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
@@ -370,7 +415,9 @@ class App:
             name, args, kwargs = decode(job.payload)
             task = self.tasks.get(name)
             if task is None:
-                raise LookupError(f"no task named {name!r} in this app")
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise LookupError(f"unknown task {name!r}: this app has no task of that "
+                                  f"name (its tasks: {known})")
             return task.route(args, kwargs)
 
         return route

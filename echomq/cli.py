@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 GROUPS = ("server", "demo", "worker", "jobs", "control", "repeat", "dashboard", "cluster")
@@ -58,8 +58,16 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return found
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a two-line refusal (the problem, then where the help is) instead of
+    the whole usage block; sub-command parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n(see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="echomq", description="EchoMQ: a job queue on Valkey in which time is a control."
     )
     parser.add_argument("--version", action="version", version=f"echomq {version()}")
@@ -142,7 +150,7 @@ def explain(exc: BaseException, url: str | None) -> tuple[str, int]:
     from . import errors
 
     if isinstance(exc, errors.WireError):
-        reason = str(exc).split(": ", 1)[-1].rstrip(".")
+        reason = _reason(str(exc))
         return (f"cannot reach Valkey at {where(url)} ({reason}).\n"
                 "Start one with `echomq server` and set ECHOMQ_URL to the URL it prints, "
                 "or pass --url.", 1)
@@ -150,10 +158,23 @@ def explain(exc: BaseException, url: str | None) -> tuple[str, int]:
         return plain(exc), 1
     if isinstance(exc, errors.EchoMQError):
         return str(exc), 1
-    if isinstance(exc, (ValueError, TypeError, LookupError)):
+    if isinstance(exc, (ValueError, TypeError, LookupError, argparse.ArgumentTypeError)):
         return str(exc), 2
     return (f"unexpected {type(exc).__name__}: {exc}\n"
             "(run again with --verbose for the traceback)", 1)
+
+
+def _reason(text: str) -> str:
+    low = text.lower()
+    for needle, words in (("refused", "connection refused"), ("error 111", "connection refused"),
+                          ("timed out", "timed out"),
+                          ("timeout", "timed out"), ("name or service", "unknown host"),
+                          ("nodename", "unknown host"), ("wrongpass", "wrong password"),
+                          ("noauth", "a password is required"),
+                          ("invalid username-password", "wrong password")):
+        if needle in low:
+            return words
+    return text.split(": ", 1)[-1].rstrip(".")
 
 
 def plain(exc: BaseException, job_id: str | None = None) -> str:

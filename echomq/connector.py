@@ -13,6 +13,13 @@ What to send (and what to do on ``NOSCRIPT``) is decided once, in ``_Plan``: a g
 of client calls. The two connectors only differ in how they perform a call: directly, or
 awaited. Errors: connection failures raise ``errors.WireError``; server refusals raise the
 ``errors.ServerError`` subclass for their text, the text kept exactly.
+
+Sizes: every argument is measured before a byte is sent. One over ``max_payload_bytes``
+(default ``MAX_PAYLOAD_BYTES``, 64 MiB), or a command over ``MAX_COMMAND_BYTES`` in all
+(512 MiB: the server drops a client whose query buffer passes 1 GiB, and refuses one bulk
+string over ``proto-max-bulk-len``, 512 MiB), raises ``errors.PayloadTooLarge`` naming the
+size and the limit; without it a 600 MB payload streamed out in full and then failed as a
+connection reset.
 """
 
 from __future__ import annotations
@@ -32,22 +39,57 @@ from . import errors, native, scripts, urls
 from .steps import Arg, Batch, Command, Eval, Native, Nodes, Step
 
 WIRES = (4, 6)
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+MAX_COMMAND_BYTES = 512 * 1024 * 1024
 NATIVE_MODULE = "emq"
-_CODE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# A reply's first word survives valkey-py only when it is not "ERR" (stripped): these are
+# the codes the server (and our scripts) send that valkey-py keeps. Anything else was an
+# "ERR ..." reply, even when its text opens with an upper-case word ("ERR WAITAOF ...").
+_KEPT_CODES = frozenset({
+    "WRONGTYPE", "BUSY", "BUSYKEY", "BUSYGROUP", "MISCONF", "MASTERDOWN", "NOREPLICAS",
+    "UNKILLABLE", "NOTBUSY", "NOPROTO", "CROSSSLOT", "CLUSTERDOWN", "TRYAGAIN", "MOVED",
+    "ASK", "UNBLOCKED", "NOGROUP", "NOQUORUM", "NOGOODSLAVE", "NOTREADY", "INVALIDOBJ",
+})
+_CODE = re.compile(r"^EMQ[A-Z0-9_]*$")
 _WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError)
 
 
-def _server_error(exc: vexc.ResponseError) -> errors.ServerError:
-    # valkey-py strips a leading "ERR " from error replies; the contract keeps texts exact,
-    # so a reply whose first word is not an error code gets its "ERR " back.
+# valkey-py strips the code of these replies and says it with the exception's class instead
+_STRIPPED: tuple[tuple[type[Exception], str], ...] = (
+    (vexc.OutOfMemoryError, "OOM"),
+    (vexc.ReadOnlyError, "READONLY"),
+    (vexc.BusyLoadingError, "LOADING"),
+    (vexc.NoScriptError, "NOSCRIPT"),
+    (vexc.NoPermissionError, "NOPERM"),
+    (vexc.ExecAbortError, "EXECABORT"),
+)
+
+
+def _server_error(exc: Exception) -> errors.ServerError:
+    # The contract keeps server texts exact, code included (a producer backs off on OOM),
+    # so the code valkey-py stripped goes back: from the exception's class where it has
+    # one, else "ERR" for a reply whose first word is not a code (ERR is stripped too).
     text = str(exc)
-    if not _CODE.match(text.split(" ", 1)[0]):
+    for cls, code in _STRIPPED:
+        if isinstance(exc, cls):
+            return errors.from_server(f"{code} {text}")
+    first = text.split(" ", 1)[0]
+    if first not in _KEPT_CODES and not _CODE.match(first):
         text = "ERR " + text
     return errors.from_server(text)
 
 
 def _wire_error(exc: BaseException) -> errors.WireError:
     return errors.WireError(f"{type(exc).__name__}: {exc}")
+
+
+def check_payload_limit(limit: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"max_payload_bytes must be an int >= 1, not {limit!r}")
+    if limit > MAX_COMMAND_BYTES:
+        raise ValueError(f"max_payload_bytes must be at most {MAX_COMMAND_BYTES:,} "
+                         f"(the server's proto-max-bulk-len), not {limit:,}")
+    return limit
 
 
 def _check_wire(wire: int) -> int:
@@ -95,12 +137,41 @@ class _Base:
 
     is_async: ClassVar[bool] = False
 
-    def __init__(self, client: Any, wire: int = 4, *, cluster: bool = False) -> None:
+    def __init__(self, client: Any, wire: int = 4, *, cluster: bool = False,
+                 max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
         self.client = client
         self.wire = _check_wire(wire)
         self.cluster = cluster
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+
+    def _sized(self, args: tuple[Arg, ...]) -> None:
+        """Refuse an argument over ``max_payload_bytes`` (or a command over
+        ``MAX_COMMAND_BYTES``) before anything is sent."""
+        limit = self.max_payload_bytes
+        total = 0
+        for a in args:
+            if type(a) is int:
+                continue
+            n = len(a)  # type: ignore[arg-type]
+            if n * 4 > limit and isinstance(a, str):  # UTF-8 may take up to 4 bytes a char
+                n = len(a.encode())
+            if n > limit:
+                raise errors.PayloadTooLarge(
+                    f"payload is {n:,} bytes, over the limit of {limit:,} bytes "
+                    f"(max_payload_bytes; the server's own cap is proto-max-bulk-len); "
+                    f"nothing was sent", n, limit)
+            total += n
+        if total > MAX_COMMAND_BYTES:
+            raise errors.PayloadTooLarge(
+                f"one command would carry {total:,} bytes, over {MAX_COMMAND_BYTES:,} "
+                f"bytes (send fewer jobs per call); nothing was sent", total, MAX_COMMAND_BYTES)
 
     def _command(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
+        args = self._args(step)
+        self._sized(args)
+        return args
+
+    def _args(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
         if isinstance(step, Command):
             return step.args
         if isinstance(step, Native):
@@ -127,7 +198,8 @@ class _Base:
         try:
             return (yield call)
         except vexc.NoScriptError:
-            assert isinstance(step, Eval)
+            if not isinstance(step, Eval):  # a plain EVALSHA someone sent: theirs to handle
+                raise
             yield self._load(step.script)
             return (yield call)
 
@@ -138,10 +210,15 @@ class _Base:
         if missing:
             for name in dict.fromkeys(steps[i].script for i in missing):  # type: ignore[union-attr]
                 yield self._load(name)
+            # a WAIT / WAITAOF counts the writes sent before it on its connection, so it
+            # rides again behind the re-sent ones (durability.confirmed)
+            missing = sorted({*missing, *(i for i, s in enumerate(steps) if isinstance(s, Command)
+                                          and s.args and s.args[0] in ("WAIT", "WAITAOF"))})
             again = yield _Pipe(tuple(self._command(steps[i]) for i in missing))
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
-        return [_server_error(r) if isinstance(r, vexc.ResponseError) else r for r in replies]
+        return [_server_error(r) if isinstance(r, (vexc.ResponseError, vexc.BusyLoadingError))
+                else r for r in replies]
 
     def _issue(self, op: _Call | _Pipe) -> Any:
         """Send one op: the reply on a sync client, an awaitable of it on an async one."""
@@ -197,15 +274,18 @@ class Connector(_Base):
 
     @classmethod
     def connect(
-        cls, url: str, wire: int = 4, *, cluster: bool = False, **options: Any
+        cls, url: str, wire: int = 4, *, cluster: bool = False,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
     ) -> Connector:
         """Connect to ``url`` (``valkey://``, ``valkeys://``, ``redis://``, ``rediss://``,
         ``unix://``; user and password in the URL). ``options`` go to the connection pool.
+        ``max_payload_bytes`` bounds one argument (see the module docstring).
 
         ``cluster=True`` treats ``url`` as one startup node of a Valkey Cluster: the client
         discovers the rest and routes every step to the node owning its keys' slot (one
         queue = one hash tag = one slot)."""
         _check_wire(wire)
+        check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
         cluster = cluster or target.cluster
         try:
@@ -219,7 +299,7 @@ class Connector(_Base):
             raise _wire_error(exc) from exc
         except vexc.ValkeyClusterException as exc:  # no startup node answered
             raise _wire_error(exc) from exc
-        conn = cls(client, wire=wire, cluster=cluster)
+        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes)
         try:
             conn.ping()
             if wire == 6:
@@ -241,7 +321,7 @@ class Connector(_Base):
                     op = plan.send(reply)
         except StopIteration as stop:
             return stop.value
-        except vexc.ResponseError as exc:
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
             raise _server_error(exc) from None
         except _WIRE_FAULTS as exc:
             raise _wire_error(exc) from exc
@@ -286,10 +366,12 @@ class AsyncConnector(_Base):
 
     @classmethod
     async def connect(
-        cls, url: str, wire: int = 4, *, cluster: bool = False, **options: Any
+        cls, url: str, wire: int = 4, *, cluster: bool = False,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
     ) -> AsyncConnector:
         """Connect to ``url``; see ``Connector.connect``."""
         _check_wire(wire)
+        check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
         cluster = cluster or target.cluster
         client: Any
@@ -298,7 +380,7 @@ class AsyncConnector(_Base):
                 target.url, **_startup(target, avcluster.ClusterNode), **options)
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
-        conn = cls(client, wire=wire, cluster=cluster)
+        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes)
         try:
             if cluster:
                 try:
@@ -325,7 +407,7 @@ class AsyncConnector(_Base):
                     op = plan.send(reply)
         except StopIteration as stop:
             return stop.value
-        except vexc.ResponseError as exc:
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
             raise _server_error(exc) from None
         except _WIRE_FAULTS as exc:
             raise _wire_error(exc) from exc

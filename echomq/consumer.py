@@ -24,7 +24,7 @@ handler runs, a checkpoint (``echomq.leases``) extends its lease every third of 
 so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
 request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
 plain function, and the job ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the
-consumer's default) bounds a handler with ``asyncio.timeout``: an ``async`` one is
+consumer's default) bounds a handler (``echomq.runner``): an ``async`` one is
 cancelled, a plain function abandoned in its thread (its pool is replaced, so the slot is
 free at once); the attempt fails with a ``TimeoutError`` text. A route's
 ``keep_result_ms`` makes the ack store the JSON return value (``echomq.results``).
@@ -47,18 +47,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import datetime as dt
-import inspect
-import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, handler, jobs, keyspace
+from . import backoff, errors, jobs, keyspace, metrics
 from .events import Event, emit
 from .handler import Delay, Job, RateLimited, current_job, to_epoch_ms, to_ms
 from .leases import Checkpoints, Held, tick_for
@@ -73,6 +71,7 @@ from .metronome import (
 )
 from .retention import Retention
 from .retention import resolve as resolve_retention
+from .runner import Runner
 
 log = logging.getLogger("echomq.consumer")
 
@@ -117,6 +116,9 @@ class ConsumerStats:
     timed_out: int = 0
     abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
     lost: int = 0
+    # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
+    # restart): not lost, and counted in completed/retried/... as well when known
+    already_settled: int = 0
     reaped: int = 0
     promoted: int = 0
     degraded_sleeps: list[int] = field(default_factory=list)
@@ -188,9 +190,12 @@ class Consumer:
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
+        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
-                                   self._cancel_requested)
+                                   self._runner.cancel_requested)
+        self._runner.held = self._leases.held
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
         self._beat_no = 0
@@ -199,9 +204,6 @@ class Consumer:
         # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
         # so the two never claim the same free slot twice
         self._reserved = 0
-        self._is_async: dict[Callable[[Job], Any], bool] = {}
-        self._executor = executor
-        self._own_executor = executor is None
         self._slot = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._streak = 0
@@ -224,6 +226,8 @@ class Consumer:
             await self._claims(stop)
         finally:
             self._running = False
+            if self.meter.durations:
+                await self.meter.flush(self.conn, self.queue, self._streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -267,7 +271,11 @@ class Consumer:
                     counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
                 else:
                     self._beat_no += 1
+                    began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                    self.meter.beat_s = time.monotonic() - began
+                    if self.meter.due():
+                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -402,94 +410,17 @@ class Consumer:
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
         held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
         if route is not None:
-            outcome = await self._handle(route, job, held)
-        await self._settle(job, route or Route(_no_handler), outcome, held)
-
-    async def _handle(self, route: Route, job: Job, held: Held) -> tuple[str, Any]:
-        """Run the handler while its lease is checkpointed; the outcome as (kind, value):
-        ok, delay, fail, timeout or cancelled."""
-        fn = route.handler
-        is_async = self._is_async.get(fn)
-        if is_async is None:
-            is_async = self._is_async[fn] = inspect.iscoroutinefunction(fn)
-        # a cancel request stops an async handler by cancelling this task (at an await)
-        held.task = asyncio.current_task() if is_async else None
-        self._leases.held[job.id] = held
-        timeout_ms = route.timeout_ms or self.timeout_ms
-        clock: asyncio.Timeout | None = None
-        try:
-            if timeout_ms is None:
-                value = await self._call(fn, job, is_async)
-            else:
-                async with asyncio.timeout(timeout_ms / 1000) as clock:
-                    value = await self._call(fn, job, is_async)
-        except Delay as d:
-            return ("delay", d)
-        except RateLimited as limited:
-            return ("rate_limited", limited)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not job._cancelled or task is None:
-                raise  # a drain or shutdown, not a cancel request
-            task.uncancel()
-            return ("cancelled", None)
-        except TimeoutError as exc:
-            if clock is None or not clock.expired():
-                return ("fail", exc)  # the handler's own timeout, an ordinary failure
-            if not is_async:
-                self._abandon(job)
-            return ("timeout", TimeoutError(
-                f"job exceeded its timeout of {(timeout_ms or 0) / 1000:g} s"))
-        except Exception as exc:
-            return ("fail", exc)
-        finally:
-            self._leases.held.pop(job.id, None)
-        if job._cancelled:  # a plain function saw .cancelled and returned
-            return ("cancelled", None)
-        if route.keep_result_ms is None:
-            return ("ok", None)
-        try:
-            return ("ok", json.dumps(value, separators=(",", ":"), allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            return ("fail", TypeError(f"return value is not JSON-serializable (the task "
-                                      f"keeps its result): {exc}"))
-
-    async def _call(self, fn: Callable[[Job], Any], job: Job, is_async: bool) -> Any:
-        token = handler.enter(job)
-        try:
-            if is_async:
-                return await fn(job)
-            ctx = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._pool(), ctx.run, fn, job)
-            if inspect.isawaitable(result):
-                return await result
-            return result
-        finally:
-            handler.leave(token)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="echomq")
-        return self._executor
-
-    def _abandon(self, job: Job) -> None:
-        """A plain-function handler ran past its timeout: Python cannot stop a thread, so
-        it is left to finish on its own (its return is ignored; its job was failed) and new
-        jobs get a fresh pool, so the slot it held is free at once."""
-        self.stats.abandoned += 1
-        log.warning("job %s: plain-function handler abandoned in its thread at its timeout "
-                    "(%d abandoned so far)", job.id, self.stats.abandoned)
-        if self._own_executor and self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
-
-    def _cancel_requested(self, held: Held) -> None:
-        """A checkpoint saw a cancel request for a running job: stop an async handler as
-        ``task.cancel()`` would; a plain function reads ``job.cancelled``."""
-        log.info("job %s: cancel requested", held.job.id)
-        if held.task is not None:
-            held.task.cancel()
+            started = time.monotonic()
+            outcome = await self._runner.run(route.handler, job, held,
+                                             route.timeout_ms or self.timeout_ms,
+                                             route.keep_result_ms is not None)
+        # a job no route fits (an unknown task, a payload that is not a task's) fails the
+        # same way on every attempt: dead-letter it at once instead of retrying it 25 times
+        await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
+        if route is not None:
+            self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
+        if self.meter.due():
+            await self.meter.flush(self.conn, self.queue, self._streak)
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
@@ -595,7 +526,9 @@ class Consumer:
             try:
                 result = await verb()
                 break
-            except errors.WireError as exc:
+            except (errors.WireError, errors.Unavailable) as exc:
+                # Unavailable too: a restarted server answers LOADING, a full one OOM, a
+                # demoted one READONLY, and each wrote nothing: the same weather
                 if deadline.lapsed():
                     log.warning("job %s: outcome %s not recorded before its lease lapsed "
                                 "(%s); the reaper will return it", job.id, kind, exc)
@@ -605,6 +538,8 @@ class Consumer:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
             except errors.ServerError as exc:
+                if await self._landed_before(job, kind, exc):
+                    return
                 log.warning("job %s: %s refused (%s); another holder owns it now",
                             job.id, kind, exc)
                 self.stats.lost += 1
@@ -627,7 +562,8 @@ class Consumer:
             self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s", job.id, priced["tried"], value)
+            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
+                      type(value).__name__, value)
             self._emit("dead", job.id, job.token, tried=priced["tried"],
                        error=f"{type(value).__name__}: {value}")
         else:
@@ -636,6 +572,23 @@ class Consumer:
                         priced["tried"], priced["delay_ms"], type(value).__name__, value)
             self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
                        tried=priced["tried"], error=f"{type(value).__name__}: {value}")
+
+    async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
+        """True (and counted) when a refused outcome only found its own earlier try: the
+        row is gone or settled at this job's token (see ``jobs.fate``)."""
+        try:
+            fate = await jobs.fate(self.conn, self.queue, job.id, job.token)
+        except errors.EchoMQError:
+            return False
+        if fate == "moved":
+            return False
+        self.stats.already_settled += 1
+        if kind == "ok":
+            self.stats.completed += 1
+        log.info("job %s: %s already settled (%s; row %s at token %d): an earlier try "
+                 "landed", job.id, kind, exc, fate, job.token)
+        self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
+        return True
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)
@@ -659,9 +612,7 @@ class Consumer:
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None
-        if self._executor is not None and self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self._runner.shutdown()
         return len(left)
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:

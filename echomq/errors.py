@@ -5,6 +5,14 @@ The seed's transitions answer with error replies whose first word is a code:
 the row is missing), ``EMQSTATE`` (the job is not in the state the verb needs) and, for the
 native commands' own argument checks, ``ERR EMQ.<VERB> ...``. ``from_server`` maps a text
 to its class; the most specific text is matched first, as the seed's handles do.
+
+The server's own codes are kept too (``str(exc)`` starts with the code the server sent:
+``OOM``, ``READONLY``, ``LOADING``, ``BUSY``, ``MISCONF``, ``NOPERM``, ``NOSCRIPT``, ...),
+and the ones a producer acts on have a class: ``Unavailable`` (the server refused for now
+and wrote nothing: back off and retry) with ``OutOfMemory``, ``ReadOnly``, ``Loading``,
+``Busy``, ``Misconf`` and ``TryAgain`` under it, and ``NoPermission``, ``NoScript``. All are
+``CommandError``s, so code that caught ``CommandError`` before still does; ``code`` holds
+the first word.
 """
 
 from __future__ import annotations
@@ -20,6 +28,11 @@ class ServerError(EchoMQError):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+    @property
+    def code(self) -> str:
+        """The reply's first word: ``EMQSTALE``, ``OOM``, ``ERR``, ..."""
+        return self.text.split(" ", 1)[0]
 
 
 class KindError(ServerError):
@@ -40,6 +53,74 @@ class StateError(ServerError):
 
 class CommandError(ServerError):
     """``ERR ...``: a command refused its arguments (e.g. a native command's own checks)."""
+
+
+class PayloadTooLarge(EchoMQError, ValueError):
+    """A command argument (a payload, a template) is over the connector's
+    ``max_payload_bytes``, or a whole command over ``MAX_COMMAND_BYTES``: refused before
+    anything is sent, so nothing is written. ``size`` and ``limit`` are in bytes."""
+
+    def __init__(self, message: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class Unavailable(CommandError):
+    """The server refused the command for now and wrote nothing (a script refused at its
+    first write writes nothing either): full, read-only, loading, busy or unable to
+    persist. Back off and retry; the same call can succeed later."""
+
+
+class OutOfMemory(Unavailable):
+    """``OOM``: used memory is over ``maxmemory`` and the policy evicts nothing."""
+
+
+class ReadOnly(Unavailable):
+    """``READONLY``: a replica (for instance a primary demoted by a failover)."""
+
+
+class Loading(Unavailable):
+    """``LOADING``: the server is loading its dataset after a start."""
+
+
+class Busy(Unavailable):
+    """``BUSY``: a script or module command is running past ``busy-reply-threshold``."""
+
+
+class Misconf(Unavailable):
+    """``MISCONF``: the server cannot persist (a failed RDB save stops writes)."""
+
+
+class TryAgain(Unavailable):
+    """``TRYAGAIN`` / ``MASTERDOWN`` / ``CLUSTERDOWN``: the topology is moving."""
+
+
+class NoPermission(CommandError):
+    """``NOPERM``: the ACL user may not run this command or touch these keys."""
+
+
+class NoScript(CommandError):
+    """``NOSCRIPT``: no script with that SHA (the connectors reload and retry it)."""
+
+
+_CODES: dict[str, type[CommandError]] = {
+    "OOM": OutOfMemory, "READONLY": ReadOnly, "LOADING": Loading, "BUSY": Busy,
+    "MISCONF": Misconf, "TRYAGAIN": TryAgain, "MASTERDOWN": TryAgain,
+    "CLUSTERDOWN": TryAgain, "NOPERM": NoPermission, "NOSCRIPT": NoScript,
+}
+
+
+class NotDurable(EchoMQError):
+    """A write asked to wait (``durability.Wait``) was applied on the primary, but fewer
+    replicas (or no local fsync) acknowledged it in time. ``result`` is the write's own
+    outcome; ``local`` (1/0, -1 when not asked) and ``replicas`` what was acknowledged."""
+
+    def __init__(self, message: str, result: object, local: int, replicas: int) -> None:
+        super().__init__(message)
+        self.result = result
+        self.local = local
+        self.replicas = replicas
 
 
 class WireError(EchoMQError):
@@ -64,7 +145,7 @@ def from_server(text: str) -> ServerError:
         return KindError(text)
     if text.startswith("EMQSTATE"):
         return StateError(text)
-    return CommandError(text)
+    return _CODES.get(text.split(" ", 1)[0], CommandError)(text)
 
 
 # -- waiting for a job's end (``App.result``) ----------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import handler
-from .handler import Delay, Job
+from .handler import Delay, Job, RateLimited
 
 _CONTEXT = "forkserver"
 
@@ -57,7 +57,8 @@ def _resolve(module: str, qualname: str) -> Callable[..., Any]:
     target: Any = importlib.import_module(module)
     for part in qualname.split("."):
         target = getattr(target, part)
-    return getattr(target, "fn", target)  # the module attribute is usually the Task
+    fn: Callable[..., Any] = getattr(target, "fn", target)  # the attribute is usually a Task
+    return fn
 
 
 def _child(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any],
@@ -67,6 +68,8 @@ def _child(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any],
         value = _resolve(*ref)(*args, **kwargs)
     except Delay as d:
         out.send(("delay", d.mode, d.value))
+    except RateLimited as limited:
+        out.send(("rate_limited", limited.ms))
     except BaseException as exc:  # everything crosses back as a failure
         out.send(("fail", type(exc).__name__, str(exc)))
     else:
@@ -80,7 +83,7 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
     """An ``async`` handler running ``ref(*args, **kwargs)`` in a killable child process."""
 
     async def run(job: Job) -> Any:
-        ctx = multiprocessing.get_context(_CONTEXT)
+        ctx: Any = multiprocessing.get_context(_CONTEXT)
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, name=f"echomq-{job.id}", daemon=True,
                            args=(ref, args, kwargs, (job.queue, job.id, job.token, job.payload),
@@ -110,6 +113,8 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
             return reply[1]
         if reply[0] == "delay":
             raise Delay(reply[2]) if reply[1] == "in" else Delay(at=reply[2])
+        if reply[0] == "rate_limited":
+            raise RateLimited(reply[1])
         # named as the child's exception, so the error text reads "ValueError: ..."
         raise type(reply[1], (IsolatedFailure,), {})(reply[1], reply[2])
 

@@ -433,7 +433,8 @@ def retry(
     """Fail a job in hand, fenced on ``token``: ``"retrying"`` or ``"dead"``.
 
     Parks it at SERVER now + ``delay_ms`` as scheduled, or dead-letters it once its attempts
-    reach ``max_attempts``. The error text is kept on the row either way.
+    reach ``max_attempts``. The error text is kept on the row either way. A job whose
+    cancel was requested while it ran ends ``"cancelled"`` instead (never retried).
     """
     row, active = _held(queue, job_id, token)
     guard.span("delay_ms", delay_ms)
@@ -444,7 +445,10 @@ def retry(
         (row, active, keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "dead")),
         (job_id, str(token), str(delay_ms), str(max_attempts), error),
     )
-    return single(step, lambda r: Outcome.RETRYING if int(r) == 1 else Outcome.DEAD)
+    return single(step, lambda r: _RETRY_OUTCOMES[int(r)])
+
+
+_RETRY_OUTCOMES = {1: Outcome.RETRYING, 2: Outcome.DEAD, 3: Outcome.CANCELLED}
 
 
 @verb
@@ -515,9 +519,129 @@ def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     return single(step, int)
 
 
+class Checkpoint(NamedTuple):
+    """A lease checkpoint: the new expiry (SERVER ms) and whether a cancel was requested."""
+
+    expires_ms: int
+    cancelled: bool
+
+
+@verb
+def checkpoint(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[Checkpoint]:
+    """``extend``, also reporting whether a cancel was requested for the job in hand (the
+    holder then stops the handler and calls ``finish_cancelled``). SERVER clock."""
+    row, active = _held(queue, job_id, token)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms), "cancel"))
+    return single(step, lambda r: Checkpoint(int(r[0]), bool(int(r[1]))))
+
+
+_CANCEL_OUTCOMES = {0: Outcome.ABSENT, 1: Outcome.CANCELLED, 2: Outcome.REQUESTED}
+
+
+@verb
+def cancel(queue: str, job_id: str) -> Verb[Outcome]:
+    """Cancel a job: ``"cancelled"``, ``"requested"`` or ``"absent"``.
+
+    A waiting job (pending, a lane, scheduled) leaves its set and its row becomes
+    ``state=cancelled`` in one transition (``"cancelled"``). An active job is marked
+    (``"requested"``): its holder learns it at its next lease checkpoint and ends it with
+    ``finish_cancelled``; a retry or reap of it ends it cancelled too, and an ack that lands
+    first completes it. An unknown, completed, dead or already cancelled id: ``"absent"``,
+    nothing written. ``cancelled_at`` is SERVER ms.
+    """
+    guard.string("job_id", job_id)
+    step = Eval(
+        "cancel",
+        (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "cancelled")),
+        (job_id, keyspace.base(queue)),
+    )
+    return single(step, lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+@verb
+def finish_cancelled(queue: str, job_id: str, token: int) -> Verb[None]:
+    """The holder ends a cancelled job in hand: active -> cancelled, fenced on ``token``."""
+    row, active = _held(queue, job_id, token)
+    step = Eval("finish_cancelled", (row, active), (job_id, str(token)))
+    return single(step, lambda _: None)
+
+
+def _pause_step(queue: str, flag: str) -> Eval:
+    return Eval(
+        "pause",
+        (keyspace.queue_key(queue, "paused"), keyspace.queue_key(queue, "wake")),
+        (flag,),
+    )
+
+
+@verb
+def pause(queue: str) -> Verb[bool]:
+    """Pause claims on ``queue`` (admission and promote go on); True if it was running."""
+    return single(_pause_step(queue, "1"), lambda r: bool(int(r)))
+
+
+@verb
+def resume(queue: str) -> Verb[bool]:
+    """Resume claims on ``queue`` and wake a blocked consumer; True if it was paused."""
+    return single(_pause_step(queue, "0"), lambda r: bool(int(r)))
+
+
+@verb
+def is_paused(queue: str) -> Verb[bool]:
+    """Whether ``queue`` is paused (its claims hand out nothing)."""
+    key = keyspace.queue_key(queue, "paused")
+    return single(Command(("EXISTS", key)), lambda r: bool(int(r)))
+
+
+STAT_NAMES = ("enqueued", "completed", "failed", "retried", "dead", "cancelled")
+
+
+@verb
+def stats(queue: str) -> Verb[dict[str, int]]:
+    """The queue's server-side counters (``emq:{q}:stats``), kept by the transitions
+    themselves: ``enqueued``, ``completed``, ``failed`` (each retry or death), ``retried``,
+    ``dead``, ``cancelled``; a counter never bumped reads 0."""
+    key = keyspace.queue_key(queue, "stats")
+
+    def decode(reply: Any) -> dict[str, int]:
+        got = {text(k): int(v) for k, v in (reply or {}).items()}
+        return {name: got.get(name, 0) for name in STAT_NAMES} | got
+
+    return single(Command(("HGETALL", key)), decode)
+
+
 # -- reads (plain commands; no transition) ------------------------------------------------
 
-STATE_SETS = ("pending", "scheduled", "active", "dead", "completed")
+# states a fenced outcome leaves behind (ack, retry, delay, or a cancel at a checkpoint)
+_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled"})
+
+
+@verb
+def fate(queue: str, job_id: str, token: int) -> Verb[str]:
+    """Where a job stands for the holder of ``token`` once a fenced outcome was refused.
+
+    ``"gone"``: no row (completed and deleted under the default retention, by this
+    holder's earlier try or a later one's). ``"settled"``: the row is still at this token
+    and no longer running (completed, scheduled by a retry or delay, dead): this holder's
+    own earlier try landed, typically a retried call whose first reply was lost in a
+    restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
+    the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.
+    """
+    row, _active = _held(queue, job_id, token)
+
+    def decode(reply: Any) -> str:
+        state, attempts = reply
+        if state is None:
+            return "gone"
+        if text(state) in _SETTLED and attempts is not None and int(attempts) == token:
+            return "settled"
+        return "moved"
+
+    return single(Command(("HMGET", row, "state", "attempts")), decode)
+
+
+STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
 _SET_OF = {"scheduled": "schedule"}
 
 
@@ -563,7 +687,8 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
 
     The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
-    of completion or death for ``completed``/``dead`` (newest first for those two); ``pending``
+    of completion, death or cancel for ``completed``/``dead``/``cancelled`` (newest first for
+    those three); ``pending``
     is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``.
     """
     if state not in STATE_SETS:
@@ -571,7 +696,7 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     guard.non_negative("start", start)
     guard.positive("count", count)
     key = keyspace.queue_key(queue, _SET_OF.get(state, state))
-    newest_first = state in ("completed", "dead")
+    newest_first = state in ("completed", "dead", "cancelled")
     read = "ZREVRANGE" if newest_first else "ZRANGE"
 
     def calls() -> Verb[list[dict[str, Any]]]:

@@ -18,3 +18,5 @@ class Outcome(StrEnum):
     ABSENT = "absent"
     FIRED = "fired"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    REQUESTED = "requested"

@@ -1,10 +1,11 @@
-"""Retention: completed and dead jobs must not grow memory without bound.
+"""Retention: completed, dead and cancelled jobs must not grow memory without bound.
 
 The classic Bull out-of-memory was a completed set nobody trimmed. Here the runtime's
 defaults are: a completed row is deleted by its ack (nothing to trim), a dead row is kept
-30 days, both configurable. When rows are kept, ``trim`` drops the oldest beyond a count
-and those older than an age, in bounded batches, inside the beats that already run (the
-Consumer's recovery leg or the Metronome), never as a separate sweeper.
+30 days (a cancelled row likewise, under the dead bounds), all configurable. When rows
+are kept, ``trim`` drops the oldest beyond a count and those older than an age, in bounded
+batches, inside the beats that already run (the Consumer's recovery leg or the Metronome),
+never as a separate sweeper.
 
 Clocks: a kept row's score is the SERVER ms it completed or died (written by ``ack`` /
 ``retry`` / ``reap``), and ``trim`` compares ages against SERVER ``TIME``.
@@ -103,13 +104,14 @@ def trim(
     keep_for_ms: int | None,
     batch: int = TRIM_BATCH,
 ) -> Verb[int]:
-    """Trim the ``which`` set (``"completed"`` or ``"dead"``): oldest first, at most
-    ``batch`` rows, beyond ``keep`` members or older than ``keep_for_ms`` (SERVER clock).
+    """Trim the ``which`` set (``"completed"``, ``"dead"`` or ``"cancelled"``): oldest
+    first, at most ``batch`` rows, beyond ``keep`` members or older than ``keep_for_ms``
+    (SERVER clock).
 
     Returns how many were trimmed; ``None`` bounds are not applied.
     """
-    if which not in ("completed", "dead"):
-        raise ValueError(f"which must be 'completed' or 'dead', not {which!r}")
+    if which not in ("completed", "dead", "cancelled"):
+        raise ValueError(f"which must be 'completed', 'dead' or 'cancelled', not {which!r}")
     keep_arg = -1 if keep is None else guard.non_negative("keep", keep)
     age_arg = -1 if keep_for_ms is None else guard.span("keep_for_ms", keep_for_ms)
     guard.positive("batch", batch)
@@ -134,7 +136,9 @@ async def apply(conn: Any, queue: str, policy: Retention) -> int:
             policy.keep_completed_for or None, policy.batch,
         ))
     if policy.keep_dead is not None or policy.keep_dead_for is not None:
-        done += await (trim(
-            conn, queue, "dead", policy.keep_dead, policy.keep_dead_for, policy.batch
-        ))
+        # cancelled rows are kept like dead ones: the same bounds, trimmed on their own set
+        for which in ("dead", "cancelled"):
+            done += await (trim(
+                conn, queue, which, policy.keep_dead, policy.keep_dead_for, policy.batch
+            ))
     return int(done)

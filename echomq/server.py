@@ -144,6 +144,19 @@ def answers(record: Record) -> bool:
         return False
 
 
+def still_running(record: Record) -> bool:
+    """The recorded pid is still that server (its process title names the recorded port),
+    even if it did not answer in time: a second server must never share its data dir."""
+    if record.pid is None or not datadir.pid_alive(record.pid):
+        return False
+    try:
+        title = pathlib.Path(f"/proc/{record.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    where = record.unix_socket or f":{record.port}"
+    return b"-server" in title and where.encode() in title
+
+
 class EmbeddedServer:
     """One Valkey server process owned by this object (or, detached, by its data dir).
 
@@ -430,10 +443,9 @@ class EmbeddedServer:
     def find(cls, data_dir: str | os.PathLike[str] | None = None) -> Record | None:
         """The live server recorded for ``data_dir`` (default: ``default_data_dir()``), or
         ``None``. Refuses (``ConfigError``) a data dir other users can write."""
-        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
-        if not path.exists():
+        path = _existing(data_dir)
+        if path is None:
             return None
-        datadir.secure(path)
         with datadir.locked(path):
             found = datadir.read(path)
             return found if found is not None and answers(found) else None
@@ -459,7 +471,7 @@ class EmbeddedServer:
         path = datadir.secure(data_dir if data_dir is not None else default_data_dir())
         with datadir.locked(path):
             found = datadir.read(path)
-            if found is not None and answers(found):
+            if found is not None and _answers_in_time(found, timeout):
                 if durability == "always" and found.durability != "always":
                     found = _raise_durability(found, path)
                 return found
@@ -484,10 +496,9 @@ class EmbeddedServer:
         """Stop the server recorded for ``data_dir`` (SIGTERM: it flushes its AOF; SIGKILL
         after ``timeout`` s). Returns the record of the server stopped, ``None`` when none
         was running. The record keeps the port and password for the next start."""
-        path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
-        if not path.exists():
+        path = _existing(data_dir)
+        if path is None:
             return None
-        datadir.secure(path)
         with datadir.locked(path):
             found = datadir.read(path)
             if found is None or found.pid is None:
@@ -498,6 +509,28 @@ class EmbeddedServer:
                 _terminate(found.pid, timeout)
             datadir.write(path, found.stopped())
             return found if alive else None
+
+
+def _existing(data_dir: str | os.PathLike[str] | None) -> pathlib.Path | None:
+    """The data dir, checked, if it exists (looking for a server never creates one)."""
+    path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
+    return datadir.secure(path) if path.exists() else None
+
+
+def _answers_in_time(found: Record, timeout: float) -> bool:
+    """``answers``, waiting up to ``timeout`` s (monotonic) while the recorded process is
+    still the server (busy with a long script, or loading a big AOF)."""
+    deadline = time.monotonic() + timeout
+    while not answers(found):
+        if not still_running(found):
+            return False
+        if time.monotonic() > deadline:
+            raise ServerError(
+                f"the embedded server pid {found.pid} for {found.data_dir} runs but does not "
+                f"answer; see {found.data_dir}/valkey.log, or `echomq server stop` it"
+            )
+        time.sleep(0.1)
+    return True
 
 
 def _terminate(pid: int, timeout: float) -> None:

@@ -10,19 +10,24 @@ names which one sorted set holds its id:
   is the token that fences every later verb on the job in hand.
 - ``completed``: acked; kept on ``completed`` (scored by SERVER ms) or deleted outright.
 - ``dead``: dead-lettered on ``dead``, scored by the SERVER ms it died.
+- ``cancelled``: ended by a cancel on ``cancelled``, scored by the SERVER ms it was
+  cancelled (kept and trimmed like ``dead``). A cancel of an active job only marks its row
+  (``cancel`` = 1); the job stays ``active`` until its holder, a retry or a reap ends it.
 
 Every move between them is one atomic server-side transition (a script, or a native module
 command at wire 6). ``TRANSITIONS`` lists each verb with the states it moves a job from and
 to, and the clock that prices it: ``server`` (Valkey ``TIME`` inside the transition),
 ``caller`` (an absolute ms the caller computed), or ``host`` (the registry's clock, for
-recurrence, which mints new jobs and moves no existing one).
+recurrence, which mints new jobs and moves no existing one). ``script`` names the Lua file's
+verb that runs the row and ``native`` the module command that runs it at wire 6 (``-``: the
+script runs on both wires).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATES = ("scheduled", "pending", "active", "completed", "dead")
+STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled")
 
 #: the sorted set each state lives on (the lane is the grouped form of ``pending``)
 SET_OF = {
@@ -31,6 +36,7 @@ SET_OF = {
     "active": "active",
     "completed": "completed",
     "dead": "dead",
+    "cancelled": "cancelled",
 }
 
 
@@ -41,25 +47,38 @@ class Transition:
     target: str
     clock: str
     note: str
+    script: str = ""  # the script's verb ("" = the verb's own name)
+    native: str = "-"  # the module command at wire 6, or "-"
+
+    @property
+    def runs(self) -> str:
+        return self.script or self.verb
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("enqueue", (), "pending", "-", "admit claimable now; a duplicate id writes nothing"),
-    Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms"),
-    Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay"),
-    Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; grouped rows to their lane"),
-    Transition("claim", ("pending",), "active", "server", "lease = TIME + lease_ms; attempts + 1 = token"),
-    Transition("extend", ("active",), "active", "server", "lease checkpoint, token-fenced"),
-    Transition("ack", ("active",), "completed", "server", "token-fenced; row kept or deleted"),
+    Transition("enqueue", (), "pending", "-", "admit claimable now at its priority (or on its group's lane); a duplicate id writes nothing"),
+    Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms", "schedule", "EMQ.SCHEDULE"),
+    Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay", "schedule", "EMQ.SCHEDULE"),
+    Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; at the row's priority; grouped rows to their lane", "promote", "EMQ.PROMOTE"),
+    Transition("claim", ("pending",), "active", "server", "lease = TIME + lease_ms; attempts + 1 = token; nothing while paused"),
+    Transition("claim", ("pending",), "cancelled", "server", "a row marked cancel is ended, not handed out"),
+    Transition("extend", ("active",), "active", "server", "lease checkpoint, token-fenced (checkpoint: also reports a cancel request)"),
+    Transition("ack", ("active",), "completed", "server", "token-fenced; row kept or deleted; wins over a pending cancel request"),
     Transition("retry", ("active",), "scheduled", "server", "token-fenced; run-at = TIME + delay"),
     Transition("retry", ("active",), "dead", "server", "when attempts reach max_attempts"),
-    Transition("delay", ("active",), "scheduled", "server", "token-fenced; attempts untouched ('at' mode: caller)"),
-    Transition("reap", ("active",), "pending", "server", "lease expired (score <= TIME); stalled + 1"),
+    Transition("retry", ("active",), "cancelled", "server", "when a cancel was requested: never retried"),
+    Transition("delay", ("active",), "scheduled", "server", "token-fenced; attempts untouched ('at' mode: caller)", "delay", "EMQ.DELAY"),
+    Transition("reap", ("active",), "pending", "server", "lease expired (score <= TIME); stalled + 1; at its priority"),
     Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
-    Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX"),
-    Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0"),
-    Transition("trim", ("completed", "dead"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
+    Transition("reap", ("active",), "cancelled", "server", "lease expired and a cancel was requested"),
+    Transition("cancel", ("pending", "scheduled"), "cancelled", "server", "removed from its set with the row in one call"),
+    Transition("cancel", ("active",), "active", "-", "marks the row (cancel = 1): 'requested'"),
+    Transition("finish_cancelled", ("active",), "cancelled", "server", "token-fenced: the holder stopped the handler"),
+    Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX", "-", "EMQ.RESCHEDULE"),
+    Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0, at its priority"),
+    Transition("trim", ("completed", "dead", "cancelled"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
+    Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
 )
 
 
@@ -70,8 +89,11 @@ def moves(verb: str) -> list[Transition]:
 
 def table_markdown() -> str:
     """``TRANSITIONS`` as a Markdown table (the README's copy is generated from this)."""
-    lines = ["| verb | from | to | clock | note |", "|---|---|---|---|---|"]
+    lines = ["| verb | from | to | clock | script | wire 6 | note |",
+             "|---|---|---|---|---|---|---|"]
     for t in TRANSITIONS:
         src = ", ".join(t.source) or "(new)"
-        lines.append(f"| `{t.verb}` | {src} | {t.target} | {t.clock} | {t.note} |")
+        script = f"`{t.runs}`" if t.runs != "-" else "-"
+        lines.append(f"| `{t.verb}` | {src} | {t.target} | {t.clock} | {script} | {t.native} "
+                     f"| {t.note} |")
     return "\n".join(lines)

@@ -220,12 +220,13 @@ class Task(Generic[P, R]):
 
     def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
-        return self._id_of(verb(self.app.connector(self.queue), *args, **kwargs), job_id)
+        conn = self.app.connector(self.queue)
+        return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     async def _aenqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
         conn = await self.app.aconnector(self.queue)
-        return self._id_of(await verb(conn, *args, **kwargs), job_id)
+        return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     # sync enqueue ------------------------------------------------------------------------
 
@@ -256,7 +257,7 @@ class Task(Generic[P, R]):
         if self.unique is not None:
             return [self._enqueue("now", 0, run) for run in runs]
         items, job_ids = self._bulk_items(runs)
-        jobs.enqueue_many(self.app.connector(self.queue), self.queue, items)
+        self.app.admit(self.app.connector(self.queue), jobs.enqueue_many, self.queue, items)
         return job_ids
 
     # async enqueue -----------------------------------------------------------------------
@@ -281,7 +282,8 @@ class Task(Generic[P, R]):
         if self.unique is not None:
             return [await self._aenqueue("now", 0, run) for run in runs]
         items, job_ids = self._bulk_items(runs)
-        await jobs.enqueue_many(await self.app.aconnector(self.queue), self.queue, items)
+        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue_many,
+                             self.queue, items)
         return job_ids
 
     def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from echomq import ids, jobs, keyspace, repeat
+from echomq import Connector, errors, ids, jobs, keyspace, repeat
 from echomq.app import App
 from echomq.consumer import Delay
 
@@ -155,3 +155,48 @@ def test_deeply_nested_argument_is_the_encoders_type_error(app, queue, snap):
         t.enqueue({1j})  # the message an ordinary unencodable argument gets, for comparison
     assert snap(queue) == before
     assert t.enqueue(_deep(50))  # moderate nesting still goes through
+
+
+def test_payload_over_the_default_limit_is_refused_before_sending(run, queue, snap):
+    from echomq.connector import MAX_PAYLOAD_BYTES
+
+    assert MAX_PAYLOAD_BYTES == 64 * 1024 * 1024
+    before = snap(queue)
+    big = b"x" * (MAX_PAYLOAD_BYTES + 1)
+    with pytest.raises(errors.PayloadTooLarge, match=r"payload is 67,108,865 bytes, over the "
+                                                     r"limit of 67,108,864 bytes") as exc:
+        run(jobs.enqueue, queue, ids.mint(), big)
+    assert (exc.value.size, exc.value.limit) == (MAX_PAYLOAD_BYTES + 1, MAX_PAYLOAD_BYTES)
+    assert isinstance(exc.value, ValueError)
+    with pytest.raises(errors.PayloadTooLarge):
+        run(jobs.enqueue_many, queue, [(ids.mint(), b"ok"), (ids.mint(), big)])
+    assert snap(queue) == before
+    assert run(jobs.enqueue, queue, ids.mint(), b"x") == "enqueued"  # the connection is fine
+
+
+def test_max_payload_bytes_is_configurable(url, queue, snap):
+    with App(url, max_payload_bytes=1024) as app:
+        @app.task(queue=queue)
+        def t(s: str) -> None: ...
+
+        before = snap(queue)
+        with pytest.raises(errors.PayloadTooLarge, match=r"bytes, over the limit of 1,024"):
+            t.enqueue("x" * 2000)
+        with pytest.raises(errors.PayloadTooLarge):
+            asyncio.run(t.aenqueue("x" * 2000))
+        with pytest.raises(errors.PayloadTooLarge):
+            t.enqueue_in(1000, "é" * 600)  # 600 characters, 1,200+ bytes on the wire
+        assert snap(queue) == before
+        assert t.enqueue("x" * 500)
+    conn = Connector.connect(url, max_payload_bytes=1024)
+    try:
+        assert jobs.enqueue(conn, queue, ids.mint(), b"x" * 1024) == "enqueued"  # the edge
+        with pytest.raises(errors.PayloadTooLarge, match="1,025 bytes"):
+            jobs.enqueue(conn, queue, ids.mint(), b"x" * 1025)
+    finally:
+        conn.close()
+    for bad in (0, -1, 2**40, 1.5):
+        with pytest.raises(ValueError):
+            App(url, max_payload_bytes=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            Connector.connect(url, max_payload_bytes=bad)  # type: ignore[arg-type]

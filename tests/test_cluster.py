@@ -43,7 +43,8 @@ def test_transitions_route_to_each_queues_slot(cluster, wire):
     assert len(owners) > 1  # the queues really spread over several nodes
     for q in queues:
         assert lifecycle(conn, q) == {
-            "pending": 0, "scheduled": 1, "active": 0, "dead": 0, "completed": 1
+            "pending": 0, "scheduled": 1, "active": 0, "dead": 0, "completed": 1,
+            "cancelled": 0,
         }
     conn.close()
 

@@ -100,7 +100,7 @@ def test_eight_threads_claim_each_job_exactly_once(url, queue):
     assert len(every) == 2_000 and set(every) == set(minted)
     assert sum(1 for out in claimed if out) > 1  # the work was really shared
     assert jobs.counts(conn, queue) == {
-        "pending": 0, "scheduled": 0, "active": 0, "dead": 0, "completed": 0
+        "pending": 0, "scheduled": 0, "active": 0, "dead": 0, "completed": 0, "cancelled": 0
     }
     conn.close()
 

@@ -257,7 +257,7 @@ def test_idle_consumer_blocks_on_the_wake_list(url, raw, queue):
     assert latency < 0.3, f"enqueued job started {latency * 1000:.0f} ms later (beat 1000 ms)"
 
 
-def test_unknown_route_is_a_failure_with_its_text(url, raw, queue):
+def test_unknown_route_is_dead_at_once_with_its_text(url, raw, queue):
     def router(job: Job):
         raise LookupError("no task named 'nope' in this app")
 
@@ -266,15 +266,16 @@ def test_unknown_route_is_a_failure_with_its_text(url, raw, queue):
         await jobs.enqueue(conn, queue, jid, b"p")
         consumer = Consumer(conn, queue, router=router)
         stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.retried == 1)
+        await until(lambda: consumer.stats.dead == 1)
         stop.set()
         await task
         await conn.close()
+        assert consumer.stats.retried == 0  # unroutable is permanent: no retries
 
     jid = ids.mint()
     asyncio.run(main())
     row = raw.hgetall(keyspace.job_key(queue, jid))
-    assert row[b"state"] == b"scheduled"
+    assert (row[b"state"], row[b"attempts"]) == (b"dead", b"1")
     assert row[b"error"] == b"LookupError: no task named 'nope' in this app"
 
 

@@ -325,6 +325,14 @@ def test_unique_enqueue_returns_the_owner_id_and_writes_nothing(app, raw, queue,
     assert once.enqueue(2) == owner
     assert once.enqueue_in(1000, 3) == owner
     assert invoice.options(unique="invoice-42", priority=3).enqueue(4) == owner
+
+    async def aenqueue() -> str:
+        try:
+            return await once.aenqueue(7)
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(aenqueue()) == owner
     assert snap(queue) == before  # nothing written while the key is live
     assert invoice.options(unique="invoice-43").enqueue(5) != owner
     with serving(app, [queue]) as worker:

@@ -1,88 +1,451 @@
-"""The dashboard against a real server: pages list what is there, actions act."""
+"""The dashboard against a real server over real HTTP: pages show what is there, actions
+act, and the access rules of issue 10 hold (Host, Origin, headers, token, read-only)."""
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
+import os
+import re
+import subprocess
+import sys
+import time
 import urllib.parse
-import urllib.request
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from echomq import dashboard, ids, jobs, repeat
+from echomq import dashboard, dead, ids, insight, jobs, metrics, repeat
+from echomq.app import encode
+
+
+class Client:
+    """Plain HTTP to one dashboard, with full control of Host/Origin/cookies."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.port, self.host = port, host
+        self.origin = f"http://{host}:{port}"
+        self.cookie: str | None = None
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        hdrs = {"Host": f"{self.host}:{self.port}"}
+        if self.cookie:
+            hdrs["Cookie"] = self.cookie
+        data = None
+        if method == "POST":
+            hdrs["Origin"] = self.origin
+            hdrs["Content-Type"] = "application/x-www-form-urlencoded"
+            data = urllib.parse.urlencode(body or {}, doseq=True).encode()
+        hdrs.update(headers or {})
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        conn.request(method, path, body=data, headers=hdrs)
+        r = conn.getresponse()
+        text = r.read().decode(errors="replace")
+        conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, text
+
+    def get(self, path: str, **kw: Any) -> tuple[int, str]:
+        status, _, text = self.request("GET", path, **kw)
+        return status, text
+
+    def post(self, path: str, body: dict[str, Any] | None = None, **kw: Any) -> int:
+        return self.request("POST", path, body, **kw)[0]
 
 
 @pytest.fixture
-def board(conn, queue):
+def board(conn, queue) -> Iterator[Client]:
     httpd = dashboard.serve(conn, port=0, queues=[queue])
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.board
+    yield Client(httpd.server_address[1])
     httpd.shutdown()
+    httpd.server_close()
 
 
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+def die(conn, queue: str, payload: bytes = b"x", error: str = "boom") -> str:
+    jid = ids.mint()
+    jobs.enqueue(conn, queue, jid, payload)
+    c = jobs.claim(conn, queue, 10_000)
+    assert c is not None and c.id == jid
+    assert jobs.retry(conn, queue, jid, c.token, 0, 1, error) == "dead"
+    return jid
 
 
-def post(url: str, data: dict[str, str]) -> int:
-    body = urllib.parse.urlencode(data).encode()
-    req = urllib.request.Request(url, data=body, method="POST")
-    opener = urllib.request.build_opener(NoRedirect)
-    try:
-        with opener.open(req, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):  # keep the 303 visible to the test
-        return None
-
+# -- pages ----------------------------------------------------------------------------------
 
 def test_pages_show_the_queue_and_its_jobs(board, conn, queue):
-    base, _ = board
-    dying, pending = ids.mint(), ids.mint()
-    jobs.enqueue_many(conn, queue, [(dying, b"x"), (pending, b"<script>")])
-    c = jobs.claim(conn, queue, 10_000)
-    jobs.retry(conn, queue, c.id, c.token, 0, 1, "boom <b>")
-    code, page = get(base + "/")
+    dying = die(conn, queue, b"x", "boom <b>")
+    pending = ids.mint()
+    jobs.enqueue(conn, queue, pending, b"<script>")
+    code, page = board.get("/")
     assert code == 200 and queue in page
-    code, page = get(f"{base}/q/{queue}?state=dead")
-    assert code == 200 and dying in page and "boom &lt;b&gt;" in page and "<b>" not in page
-    code, page = get(f"{base}/q/{queue}/job/{pending}")
-    assert code == 200 and "&lt;script&gt;" in page
-    assert json.loads(get(f"{base}/api/q/{queue}")[1])["counts"]["dead"] == 1
-    assert json.loads(get(f"{base}/api/queues")[1])[queue]["pending"] == 1
-    assert get(f"{base}/q/{queue}/job/{ids.mint()}")[0] == 404
-    assert get(f"{base}/q/a{{b")[0] == 400
-    assert get(f"{base}/q/{queue}?state=nope")[0] == 400
+    code, page = board.get(f"/q/{queue}?state=dead")
+    assert code == 200 and dying in page and "boom &lt;b&gt;" in page and "<b>boom" not in page
+    code, page = board.get(f"/q/{queue}/job/{pending}")
+    assert code == 200 and "&lt;script&gt;" in page and "<script>" not in page.split("</head>")[1]
+    assert json.loads(board.get(f"/api/q/{queue}")[1])["counts"]["dead"] == 1
+    assert json.loads(board.get("/api/queues")[1])[queue]["pending"] == 1
+    assert board.get(f"/q/{queue}/job/{ids.mint()}")[0] == 404
+    assert board.get("/q/a{b")[0] == 400
+    assert board.get(f"/q/{queue}?state=nope")[0] == 400
 
 
-def test_revive_needs_the_form_token(board, conn, queue):
-    base, b = board
+def test_an_empty_queue_is_listed(conn, queue):
+    httpd = dashboard.serve(conn, port=0, queues=[queue, queue + "-empty"])
+    try:
+        code, page = Client(httpd.server_address[1]).get("/")
+        assert code == 200 and f"{queue}-empty" in page
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_job_lists_show_task_args_and_time_remaining(board, conn, queue):
+    jid = ids.mint()
+    jobs.enqueue_in(conn, queue, jid, encode("mail.send", ["ada@example.com"], {"n": 3}),
+                    3_600_000)
+    code, page = board.get(f"/q/{queue}?state=scheduled")
+    assert code == 200
+    assert "mail.send" in page and "&quot;ada@example.com&quot;, n=3" in page
+    assert re.search(r"in (59m \d\ds|1h 00m)", page), "time remaining shown"
+
+
+def test_cursor_paging_walks_every_job_once(board, conn, queue):
+    minted = [ids.mint() for _ in range(123)]
+    jobs.enqueue_many(conn, queue, [(j, b"x") for j in minted])
+    seen: list[str] = []
+    path = f"/q/{queue}?state=pending"
+    for _ in range(5):
+        code, page = board.get(path)
+        assert code == 200
+        seen += re.findall(r"<code>(JOB[0-9A-Z]{26})</code></a></td>", page)
+        nxt = re.search(r"href='([^']+)'>next 50", page)
+        if not nxt:
+            break
+        path = nxt.group(1).replace("&amp;", "&")
+    assert seen == minted  # claim order, each once
+
+
+def test_cursor_survives_the_cursor_job_leaving(conn, queue):
+    now = jobs.server_now_ms(conn)
+    minted = [ids.mint() for _ in range(10)]
+    for i, j in enumerate(minted):
+        jobs.enqueue_at(conn, queue, j, b"x", now + 60_000 + i)
+    first = insight.page(conn, queue, "scheduled", None, 4)
+    assert [x["id"] for x in first.entries] == minted[:4] and first.next_cursor
+    insight.discard(conn, queue, minted[3])  # the cursor's own job goes
+    second = insight.page(conn, queue, "scheduled", first.next_cursor, 4)
+    assert [x["id"] for x in second.entries] == minted[4:8]
+    tied = [ids.mint() for _ in range(6)]
+    jobs.enqueue_many(conn, queue, [(j, b"x") for j in tied])
+    first = insight.page(conn, queue, "pending", None, 3)
+    insight.discard(conn, queue, tied[2])
+    again = insight.page(conn, queue, "pending", first.next_cursor, 10)
+    assert set(tied) - {tied[2]} <= {x["id"] for x in again.entries}  # none skipped
+
+
+def test_search_by_id_goes_to_the_job(board, conn, queue):
     jid = ids.mint()
     jobs.enqueue(conn, queue, jid, b"x")
-    c = jobs.claim(conn, queue, 10_000)
-    jobs.retry(conn, queue, jid, c.token, 0, 1, "boom")
-    assert post(f"{base}/q/{queue}/dead/{jid}/retry", {"token": "forged"}) == 403
+    status, headers, _ = board.request("GET", f"/find?id={jid}")
+    assert status == 303 and headers["location"] == f"/q/{queue}/job/{jid}"
+    status, headers, _ = board.request("GET", f"/q/{queue}?id={jid}")
+    assert status == 303
+    assert board.get(f"/find?id={ids.mint()}")[0] == 404
+
+
+def test_job_detail_shows_payload_error_and_times(board, conn, queue):
+    jid = die(conn, queue, encode("report.build", [2024], {}), "ValueError: no data")
+    code, page = board.get(f"/q/{queue}/job/{jid}")
+    assert code == 200
+    assert "report.build" in page and "ValueError: no data" in page
+    assert '"args": [\n    2024\n  ]' in page.replace("&quot;", '"')  # pretty-printed
+    assert "died" in page and re.search(r"data-ms='\d{13}'", page)
+    assert f"/q/{queue}/job/{jid}/retry" in page
+
+
+def test_job_actions_retry_run_now_delete(board, conn, queue):
+    jid = die(conn, queue)
+    assert board.post(f"/q/{queue}/job/{jid}/retry") == 303
+    assert jobs.get(conn, queue, jid)["state"] == "pending"
+    later = ids.mint()
+    jobs.enqueue_in(conn, queue, later, b"x", 3_600_000)
+    assert board.post(f"/q/{queue}/job/{later}/run") == 303
+    assert jobs.promote(conn, queue, 10) == 1  # due now
+    gone = ids.mint()
+    jobs.enqueue_in(conn, queue, gone, b"x", 3_600_000)
+    assert board.post(f"/q/{queue}/job/{gone}/delete") == 303
+    assert jobs.get(conn, queue, gone) is None
+    assert jobs.counts(conn, queue)["scheduled"] == 0
+    held = jobs.claim(conn, queue, 10_000)
+    assert held is not None
+    assert board.post(f"/q/{queue}/job/{held.id}/delete") == 409  # running: refused
+    assert jobs.get(conn, queue, held.id)["state"] == "active"
+
+
+def test_dead_bulk_retry_asks_first(board, conn, queue):
+    a, b, c = die(conn, queue), die(conn, queue), die(conn, queue)
+    code, _, page = board.request("POST", f"/q/{queue}/bulk", {"op": "retry", "id": [a, b]})
+    assert code == 200 and "Retry these 2 dead job(s)?" in page
+    assert dead.count(conn, queue) == 3  # nothing yet
+    assert board.post(f"/q/{queue}/bulk", {"op": "retry", "id": [a, b], "confirm": "1"}) == 303
+    assert jobs.get(conn, queue, a)["state"] == "pending"
+    assert jobs.get(conn, queue, b)["state"] == "pending"
+    assert board.post(f"/q/{queue}/bulk", {"op": "delete", "all": "1", "confirm": "1"}) == 303
+    assert jobs.get(conn, queue, c) is None and dead.count(conn, queue) == 0
+
+
+def test_registrations_show_next_five_runs_in_their_zone(board, conn, queue):
+    repeat.register(conn, queue, "nightly", 86_400_000, b"{}", 1000)
+    repeat.register_cron(conn, queue, "paris-9am", "0 9 * * *", b"{}", tz="Europe/Paris")
+    code, page = board.get(f"/q/{queue}/repeat")
+    assert code == 200 and "nightly" in page and "every 1d 00h" in page
+    runs = re.findall(r"<li>(\d{4}-\d\d-\d\d 09:00:00 CES?T)</li>", page)
+    assert len(runs) == 5
+    assert board.post(f"/q/{queue}/repeat/nightly/cancel") == 303
+    assert repeat.count(conn, queue) == 1
+
+
+def test_schedule_clock_counts_what_a_promote_would_release(board, conn, queue):
+    now = jobs.server_now_ms(conn)
+    soon = [ids.mint() for _ in range(3)]
+    for i, j in enumerate(soon):
+        jobs.enqueue_at(conn, queue, j, b"x", now + 10_000 * (i + 1))
+    jobs.enqueue_at(conn, queue, ids.mint(), b"x", now + 3_600_000)
+    code, page = board.get(f"/q/{queue}/clock?at={now + 25_000}")
+    assert code == 200 and "id='release-count'>2<" in page and soon[0] in page
+    body = json.loads(board.get(f"/api/q/{queue}/release?at={now + 35_000}")[1])
+    assert body["count"] == 3 and [x["id"] for x in body["first"]] == soon
+    assert body["scheduled"] == 4
+
+
+def test_backoff_curve_totals_time_to_dead_letter(board):
+    code, page = board.get("/backoff?kind=exponential&base=1000&cap=60000&max_attempts=5")
+    assert code == 200 and "<svg class='curve'" in page
+    # retries after attempts 1..4: 1 + 2 + 4 + 8 s
+    assert "id='backoff-total'>15.0 s<" in page
+    code, page = board.get("/backoff?kind=fixed&base=500&max_attempts=3&jitter=1")
+    assert "between 0 ms and 1.0 s" in page
+    assert board.get("/backoff?kind=exponential&base=0&cap=1")[0] == 400
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+def test_metrics_scrape_parses_and_reports_the_server_side_numbers(board, conn, queue):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    die(conn, queue)
+    jobs.enqueue(conn, queue, ids.mint(), b"x")
+    jobs.enqueue_in(conn, queue, ids.mint(), b"x", 60_000)
+    metrics.observe(conn, queue, [0.003, 0.2, 0.2, 7.0], completed=3, failed=1, beat_s=0.002,
+                    degraded=0)
+    code, text = board.get("/metrics")
+    assert code == 200
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+
+    def sample(family: str, name: str, **labels: str) -> float:
+        for s in fams[family].samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+        raise AssertionError(f"{name} {labels} missing")
+
+    assert sample("echomq_jobs", "echomq_jobs", queue=queue, state="pending") == 1
+    assert sample("echomq_jobs", "echomq_jobs", queue=queue, state="scheduled") == 1
+    assert sample("echomq_jobs", "echomq_jobs", queue=queue, state="dead") == 1
+    h = "echomq_handler_duration_seconds"
+    assert sample(h, h + "_count", queue=queue) == 4
+    assert sample(h, h + "_bucket", queue=queue, le="0.005") == 1
+    assert sample(h, h + "_bucket", queue=queue, le="0.25") == 3
+    assert sample(h, h + "_bucket", queue=queue, le="+Inf") == 4
+    assert sample(h, h + "_sum", queue=queue) == pytest.approx(7.403)
+    assert sample("echomq_beat_duration_seconds", "echomq_beat_duration_seconds_count",
+                  queue=queue) == 1
+    assert "echomq_jobs_completed" in fams and "echomq_promote_lag_seconds" in fams
+    view = insight.overview(conn, queue)
+    assert view.series[-1][1:] == (3, 1)  # this minute: 3 completed, 1 failed
+
+
+def test_events_stream_sends_counts(board, conn, queue):
+    jobs.enqueue(conn, queue, ids.mint(), b"x")
+    c = http.client.HTTPConnection("127.0.0.1", board.port, timeout=10)
+    c.request("GET", "/events", headers={"Host": f"127.0.0.1:{board.port}"})
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+    buf = b""
+    while b"event: counts" not in buf or not buf.endswith(b"\n\n"):
+        buf += r.read1(4096)
+    data = json.loads(buf.split(b"event: counts\ndata: ")[1].split(b"\n")[0])
+    assert data["queues"][queue]["counts"]["pending"] == 1
+    c.close()
+
+
+# -- issue 10: access -----------------------------------------------------------------------
+
+def test_foreign_host_headers_are_refused(board, conn, queue):
+    """DNS rebinding: evil.example resolving to 127.0.0.1 must not read a page."""
+    assert board.get("/", headers={"Host": f"evil.example:{board.port}"})[0] == 421
+    assert board.get("/metrics", headers={"Host": f"evil.example:{board.port}"})[0] == 421
+    assert board.get("/", headers={"Host": f"localhost:{board.port}"})[0] == 200
+    assert board.get("/", headers={"Host": "127.0.0.1:1"})[0] == 421
+
+
+def test_allow_list_adds_host_names(conn, queue):
+    httpd = dashboard.serve(conn, port=0, queues=[queue], allow_hosts=["queues.internal"])
+    try:
+        c = Client(httpd.server_address[1])
+        assert c.get("/", headers={"Host": "queues.internal"})[0] == 200
+        assert c.get("/", headers={"Host": "other.internal"})[0] == 421
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_posts_need_a_same_origin(board, conn, queue):
+    jid = die(conn, queue)
+    path = f"/q/{queue}/job/{jid}/retry"
+    assert board.post(path, headers={"Origin": None}) == 403  # neither Origin nor Referer
+    assert board.post(path, headers={"Origin": "http://evil.example"}) == 403
+    assert board.post(path, headers={"Origin": "null"}) == 403
+    assert board.post(path, headers={"Origin": None,
+                                     "Referer": f"http://evil.example:{board.port}/"}) == 403
     assert jobs.get(conn, queue, jid)["state"] == "dead"
-    assert post(f"{base}/q/{queue}/dead/{jid}/retry", {"token": b.token}) == 303
+    assert board.post(path, headers={"Origin": None,
+                                     "Referer": f"{board.origin}/q/{queue}"}) == 303
     assert jobs.get(conn, queue, jid)["state"] == "pending"
 
 
-def test_registrations_page_and_cancel(board, conn, queue):
-    base, b = board
-    repeat.register(conn, queue, "nightly", 86_400_000, b"{}", 1000)
-    code, page = get(f"{base}/q/{queue}/repeat")
-    assert code == 200 and "nightly" in page and "every 86400000 ms" in page
-    assert post(f"{base}/q/{queue}/repeat/nightly/cancel", {"token": b.token}) == 303
-    assert repeat.count(conn, queue) == 0
+def test_every_answer_forbids_framing_and_sniffing(board, queue):
+    for path in ("/", f"/q/{queue}", "/static/dashboard.css", "/nope", "/metrics"):
+        _, headers, _ = board.request("GET", path)
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+        csp = headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    _, headers, _ = board.request("GET", "/", headers={"Host": "evil.example"})
+    assert headers["x-frame-options"] == "DENY"
 
 
-def test_discovery_finds_queues_by_their_sets(conn, queue):
-    jobs.enqueue_in(conn, queue, ids.mint(), b"x", 60_000)
-    assert queue in dashboard.discover_queues(conn)
+def test_token_guards_everything(conn, queue):
+    httpd = dashboard.serve(conn, port=0, queues=[queue], token="s3cret-token")
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get("/")
+        assert code == 401 and "Sign in" in page and queue not in page
+        assert c.get(f"/q/{queue}")[0] == 401
+        assert c.get("/metrics")[0] == 401
+        assert c.get("/api/queues")[0] == 401
+        assert c.get("/?token=wrong")[0] == 401
+        assert c.get("/metrics", headers={"Authorization": "Bearer s3cret-token"})[0] == 200
+        status, headers, _ = c.request("GET", f"/q/{queue}?state=dead&token=s3cret-token")
+        assert status == 303 and headers["location"] == f"/q/{queue}?state=dead"
+        cookie = headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        c.cookie = cookie.split(";")[0]
+        assert c.get(f"/q/{queue}")[0] == 200
+        jid = die(conn, queue)
+        c2 = Client(httpd.server_address[1])  # no cookie: an action is refused too
+        assert c2.post(f"/q/{queue}/job/{jid}/retry") == 401
+        assert c.post(f"/q/{queue}/job/{jid}/retry") == 303
+        status, headers, _ = c2.request("POST", "/login", {"token": "s3cret-token"})
+        assert status == 303 and "echomq_dashboard=s3cret-token" in headers["set-cookie"]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_non_loopback_bind_needs_a_token(conn):
+    with pytest.raises(ValueError, match="without an access token"):
+        dashboard.serve(conn, host="0.0.0.0", port=0)
+    httpd = dashboard.serve(conn, host="0.0.0.0", port=0, token="t0ken")
+    try:
+        c = Client(httpd.server_address[1])
+        assert c.get("/")[0] == 401
+        assert c.get("/", headers={"Authorization": "Bearer t0ken"})[0] == 200
+        assert c.get("/", headers={"Authorization": "Bearer t0ken",
+                                   "Host": f"rebound.example:{c.port}"})[0] == 421
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_read_only_refuses_actions_and_draws_no_buttons(conn, queue):
+    jid = die(conn, queue)
+    httpd = dashboard.serve(conn, port=0, queues=[queue], read_only=True)
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get(f"/q/{queue}/job/{jid}")
+        assert code == 200 and "/retry" not in page
+        assert c.post(f"/q/{queue}/job/{jid}/retry") == 403
+        assert jobs.get(conn, queue, jid)["state"] == "dead"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "echomq.cli", "dashboard", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_refuses_a_wildcard_bind_without_a_token(url):
+    p = _cli("--url", url, "--host", "0.0.0.0", "--port", "0",
+             env={"ECHOMQ_DASHBOARD_TOKEN": ""})
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 2
+    assert "without an access token" in err and "Traceback" not in err
+
+
+def test_cli_generates_and_prints_a_token(url, queue):
+    p = _cli("--url", url, "--port", "0", "--token", "auto", "--queue", queue)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=([\w-]{20,})", line)
+        assert m, line
+        c = Client(int(m.group(1)))
+        assert c.get("/")[0] == 401
+        assert c.get("/", headers={"Authorization": f"Bearer {m.group(2)}"})[0] == 200
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+# -- the consumer reports its numbers ----------------------------------------------------------
+
+def test_consumer_reports_handler_durations(url, queue):
+    import asyncio
+
+    from echomq import AsyncConnector
+    from echomq.consumer import Consumer
+
+    async def main() -> None:
+        aconn = await AsyncConnector.connect(url)
+        for _ in range(5):
+            await jobs.enqueue(aconn, queue, ids.mint(), b"x")
+
+        async def handler(job: Any) -> None:
+            await asyncio.sleep(0.02)
+
+        c = Consumer(aconn, queue, handler, concurrency=2, beat_ms=50)
+        stop = asyncio.Event()
+        run = asyncio.ensure_future(c.run(stop))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if (await metrics.read(aconn, queue)).duration_count >= 5:
+                break
+            await asyncio.sleep(0.1)
+        stop.set()
+        await run
+        await c.drain(5)
+        o = await metrics.read(aconn, queue)
+        assert o.duration_count == 5 and o.duration_sum_s >= 0.1
+        assert sum(o.buckets[:2]) == 0 and sum(o.buckets[2:5]) == 5  # 10..100 ms each
+        assert o.beat_count >= 1
+        await aconn.close()
+
+    asyncio.run(main())

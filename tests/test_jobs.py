@@ -437,7 +437,7 @@ def test_get_and_counts(run, queue):
     assert run(jobs.get, queue, a) == {"state": "pending", "attempts": "0", "payload": b"x"}
     assert run(jobs.get, queue, ids.mint()) is None
     assert run(jobs.counts, queue) == {
-        "pending": 1, "scheduled": 1, "active": 0, "dead": 0, "completed": 0
+        "pending": 1, "scheduled": 1, "active": 0, "dead": 0, "completed": 0, "cancelled": 0
     }
 
 

@@ -209,3 +209,26 @@ def test_the_password_is_never_printed(tmp_path):
             assert secret not in text, what
     finally:
         EmbeddedServer.stop_recorded(data)
+
+
+def test_a_detached_start_that_fails_says_why_at_once(tmp_path):
+    import time
+
+    bogus = tmp_path / "bogus.so"
+    bogus.write_bytes(b"not a module")
+    t0 = time.monotonic()
+    with pytest.raises(ServerError, match="exited"):
+        EmbeddedServer(data_dir=tmp_path / "d", native=False,
+                       loadmodules=[bogus]).start(timeout=30, detach=True)
+    assert time.monotonic() - t0 < 10  # seen from its pidfile, not waited out
+
+
+def test_a_record_written_by_the_previous_version_is_understood(tmp_path):
+    import json
+
+    with EmbeddedServer(data_dir=tmp_path, native=False) as srv:
+        (tmp_path / "echomq-server.json").write_text(json.dumps({"url": srv.url,
+                                                                 "pid": srv.pid}))
+        found = EmbeddedServer.find(tmp_path)
+        assert found is not None and found.pid == srv.pid and found.url == srv.url
+        assert EmbeddedServer.find_or_start(tmp_path).pid == srv.pid

@@ -24,7 +24,7 @@ import valkey
 
 from echomq import App, datadir
 from echomq.errors import ConfigError
-from echomq.server import EmbeddedServer, free_port
+from echomq.server import EmbeddedServer, ServerError, free_port
 
 TASKS = '''
 import os
@@ -148,8 +148,9 @@ def env(tmp_path: Path) -> Iterator[Env]:
 
 def test_a_job_enqueued_by_an_exited_script_runs_when_a_worker_starts_later(env):
     job_id, pid = env.enqueue("first")
-    # the script is gone; the server it started is not
+    # the script is gone; the server it started is not: it leads its own session
     assert alive(pid)
+    assert os.getsid(pid) == pid
     assert env.record().pid == pid
     status = env.echomq("server", "status")
     assert status.returncode == 0, status.stderr
@@ -212,6 +213,12 @@ def test_dashboard_and_worker_restarted_in_any_order_keep_working(env):
     after = env.record()
     assert after.pid != before.pid and after.port == before.port
     assert get(port) == 200
+    # and a worker that keeps running across a server stop and start carries on
+    assert env.echomq("server", "stop").returncode == 0
+    assert env.echomq("server", "start").returncode == 0
+    env.enqueue("e")
+    env.wait_ran("e")
+    assert get(port) == 200
     stop(board)
     assert stop(worker) is not None and worker.returncode == 0
 
@@ -221,7 +228,16 @@ def test_status_stop_and_url_as_commands(env):
     assert status.returncode == 3 and "not running" in status.stdout
     started = env.echomq("server", "start", "--fsync", "always")
     assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("started\n")
+    again = env.echomq("server", "start")
+    assert again.returncode == 0 and again.stdout.startswith("already running\n")
     rec = env.record()
+    as_json = env.echomq("server", "status", "--json")
+    body = json.loads(as_json.stdout)
+    assert as_json.returncode == 0 and body["running"] is True and body["pid"] == rec.pid
+    assert body["appendfsync"] == "always" and body["uptime_s"] >= 0
+    assert body["url"] == f"valkey://127.0.0.1:{rec.port}/0"
+    assert rec.password not in as_json.stdout
     assert rec.pid is not None and alive(rec.pid)
     status = env.echomq("server", "status")
     assert status.returncode == 0, status.stderr
@@ -243,6 +259,7 @@ def test_status_stop_and_url_as_commands(env):
     again = env.echomq("server", "stop")
     assert again.returncode == 0 and "not running" in again.stdout
     assert env.echomq("server", "status").returncode == 3
+    assert json.loads(env.echomq("server", "status", "--json").stdout)["running"] is False
     assert env.echomq("server", "url").returncode == 3
     env.echomq("server", "start")
     client = valkey.Valkey.from_url(env.record().url)
@@ -262,6 +279,40 @@ def test_a_crashed_server_is_replaced_on_the_same_port(env):
     # "x" was acknowledged before the kill: the AOF (written before the reply) kept it
     assert client.zcard("emq:{mail}:pending") == 2
     client.close()
+
+
+def test_a_live_pid_that_is_not_the_server_is_not_taken_for_it(env):
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    port = free_port()
+    # a record left by a server whose pid now belongs to another process
+    record = datadir.Record(
+        url=f"valkey://:pw@127.0.0.1:{port}/0", pid=decoy.pid, host="127.0.0.1", port=port,
+        unix_socket=None, password="pw", durability="everysec", started_at=time.time(),
+        data_dir=str(env.data))
+    try:
+        datadir.secure(env.data)
+        datadir.write(env.data, record)
+        assert EmbeddedServer.find(env.data) is None
+        assert env.echomq("server", "stop").stdout.startswith("not running")
+        assert decoy.poll() is None  # stop never signals a pid it could not confirm
+        datadir.write(env.data, record)
+        _, pid = env.enqueue("after-decoy")
+        assert pid != decoy.pid and decoy.poll() is None
+        assert env.record().password == "pw"  # the recorded password is kept
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def test_a_server_that_runs_but_does_not_answer_is_never_doubled(env):
+    _, pid = env.enqueue("x")
+    os.kill(pid, signal.SIGSTOP)  # busy: a long script, a huge AOF to load
+    try:
+        with pytest.raises(ServerError, match=f"pid {pid} .* runs but does not answer"):
+            EmbeddedServer.find_or_start(env.data, timeout=1.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert EmbeddedServer.find_or_start(env.data).pid == pid
 
 
 def test_foreground_server_is_found_and_refuses_a_second(env):
@@ -289,6 +340,8 @@ def test_durability_always_on_the_app_and_the_server(tmp_path):
         App(ephemeral=True, durability="always")
     with pytest.raises(ConfigError, match="ephemeral"):
         EmbeddedServer(ephemeral=True, durability="always")
+    with pytest.raises(ConfigError, match="embedded server"):
+        App("valkey://127.0.0.1:1/0", durability="always")
     data = tmp_path / "d"
     try:
         plain = App(data_dir=data)

@@ -30,7 +30,15 @@ def place(conn, raw, queue: str, state: str) -> tuple[str, int]:
 
 
 def act(conn, raw, queue: str, t: states.Transition, jid: str, token: int) -> None:
-    if t.verb == "promote":
+    if t.target == "cancelled" and t.verb in ("claim", "retry", "reap"):
+        # the row a cancel request left (jobs.cancel of a waiting job ends it at once)
+        raw.hset(keyspace.job_key(queue, jid), "cancel", "1")
+    if t.verb == "cancel":
+        assert jobs.cancel(conn, queue, jid) == ("requested" if t.target == "active"
+                                                 else "cancelled")
+    elif t.verb == "finish_cancelled":
+        jobs.finish_cancelled(conn, queue, jid, token)
+    elif t.verb == "promote":
         jobs.promote(conn, queue, 10)
     elif t.verb == "claim":
         jobs.claim(conn, queue, 60_000)
@@ -50,7 +58,8 @@ def act(conn, raw, queue: str, t: states.Transition, jid: str, token: int) -> No
 
 
 MOVING = [t for t in states.TRANSITIONS if t.source and t.verb in
-          {"promote", "claim", "extend", "ack", "retry", "delay", "reap"}]
+          {"promote", "claim", "extend", "ack", "retry", "delay", "reap", "cancel",
+           "finish_cancelled"}]
 
 
 @pytest.mark.parametrize("t", MOVING, ids=lambda t: f"{t.verb}:{t.source[0]}->{t.target}")

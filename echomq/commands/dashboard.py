@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import sys
 import threading
 from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("dashboard", help="serve the web dashboard (loopback by default)")
+    p = sub.add_parser(
+        "dashboard", help="serve the web dashboard (loopback by default)",
+        description="Serve the web dashboard. On a loopback address the access token is "
+        "optional; on any other address it is required (--token or $ECHOMQ_DASHBOARD_TOKEN).")
     p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8089)
     p.add_argument("--queue", action="append", default=None,
-                   help="show these queues (default: discover them with SCAN)")
+                   help="show these queues (default: every queue the server knows)")
+    p.add_argument("--token", default=None,
+                   help="access token required for every page ('auto' generates one and "
+                   "prints it; default: $ECHOMQ_DASHBOARD_TOKEN, else none on loopback)")
+    p.add_argument("--read-only", action="store_true", help="refuse every action")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                   help="also accept this Host header (e.g. a reverse proxy's name)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..dashboard.access import TOKEN_ENV, check_bind, generate_token
+
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if token == "auto":
+        token = generate_token()
+    try:
+        check_bind(args.host, token)
+    except ValueError as exc:
+        print(f"echomq dashboard: {exc}", file=sys.stderr)
+        return 2
+
     from ..app import App
     from ..cli import default_url
     from ..connector import Connector
@@ -26,12 +48,25 @@ def run(args: argparse.Namespace) -> int:
 
     app = App(default_url(args.url))
     conn = Connector.connect(app.url)
-    httpd = serve(conn, args.host, args.port, args.queue)
+    try:
+        httpd = serve(conn, args.host, args.port, args.queue, token=token,
+                      read_only=args.read_only, allow_hosts=args.allow_host)
+    except OSError as exc:
+        print(f"echomq dashboard: cannot listen on {args.host}:{args.port}: {exc}",
+              file=sys.stderr)
+        conn.close()
+        app.close()
+        return 1
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     host, port = str(httpd.server_address[0]), int(httpd.server_address[1])
-    print(f"EchoMQ dashboard on http://{host}:{port}/ (Ctrl-C to stop)", flush=True)
+    shown = f"[{host}]" if ":" in host else host
+    link = f"http://{shown}:{port}/"
+    if token:
+        link += f"?token={token}"
+    mode = " (read-only)" if args.read_only else ""
+    print(f"EchoMQ dashboard{mode} on {link} (Ctrl-C to stop)", flush=True)
     stop.wait()
     httpd.shutdown()
     conn.close()

@@ -135,11 +135,11 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"echomq: --kwargs is not JSON ({exc.msg} at character {exc.pos}): "
+        raise ValueError(f"--kwargs is not JSON ({exc.msg} at character {exc.pos}): "
                          f"write an object with double-quoted keys, e.g. "
                          "'{\"y\": 2}'") from None
     if not isinstance(value, dict):
-        raise SystemExit("echomq: --kwargs must be a JSON object, e.g. '{\"y\": 2}'")
+        raise ValueError("--kwargs must be a JSON object, e.g. '{\"y\": 2}'")
     return value
 
 
@@ -157,18 +157,15 @@ def run_enqueue(args: argparse.Namespace) -> int:
             (t for n, t in target.tasks.items() if n.rsplit(".", 1)[-1] == name), None)
         if task is None:
             known = ", ".join(sorted(target.tasks)) or "none"
-            raise SystemExit(f"echomq: {args.app} has no task named {name!r} "
+            raise ValueError(f"{args.app} has no task named {name!r} "
                              f"(its tasks: {known}); nothing was queued")
         name, queue = task.name, queue or task.queue
     queue = queue or "default"
-    try:
-        keyspace.validate_queue(queue)
-        payload = encode(name, [_value(a) for a in args.args], kwargs)
-    except (TypeError, ValueError) as exc:
-        raise SystemExit(f"echomq: {exc}") from None
+    keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
+    payload = encode(name, [_value(a) for a in args.args], kwargs)
     job_id = args.id or ids.mint()
     if not job_id.startswith("JOB"):
-        raise SystemExit(f"echomq: --id {job_id!r} is not a job id: ids start with JOB "
+        raise ValueError(f"--id {job_id!r} is not a job id: ids start with JOB "
                          "(leave --id out for a fresh one)")
     opts: dict[str, Any] = {}
     try:
@@ -221,7 +218,7 @@ def find_queue(conn: Any, job_id: str, declared: list[str] | None = None) -> str
 
 def _job_id(text: str) -> str:
     if not text.startswith("JOB"):
-        raise SystemExit(f"echomq: {text!r} is not a job id (ids look like JOB01H...)")
+        raise ValueError(f"{text!r} is not a job id (ids look like JOB01H...)")
     return text
 
 
@@ -339,7 +336,7 @@ def run_dead_retry(args: argparse.Namespace) -> int:
     from ..cli import plain
 
     if not args.ids and not args.all:
-        raise SystemExit("echomq: give job ids, or --all for every dead job")
+        raise ValueError("give job ids, or --all for every dead job")
     for job_id in args.ids:
         _job_id(job_id)
     conn, app = _connect(args)

@@ -152,8 +152,9 @@ def run_add(args: argparse.Namespace) -> int:
     if args.task is not None:
         from ..app import encode
         from .jobs import _value as _word
+        from .jobs import parse_kwargs
 
-        kwargs = json.loads(args.kwargs) if args.kwargs else {}
+        kwargs = parse_kwargs(args.kwargs)
         task, *words = args.task
         template: bytes | str = encode(task, [_word(a) for a in words], kwargs)
     else:

@@ -11,6 +11,7 @@ uses the same server.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -41,6 +42,8 @@ def register(sub: Any) -> None:
     p.add_argument("--ephemeral", action="store_true", help="temp dir, no AOF: nothing is kept")
     p.add_argument("--password", default=None,
                    help="password (default: generated once, kept in the data dir's record)")
+    p.add_argument("--json", action="store_true",
+                   help="status: one JSON object (no password) instead of lines")
     p.add_argument("--no-native", action="store_true", help="do not load the EMQ module")
     p.add_argument("--loadmodule", action="append", default=[], help="extra module to load")
     p.set_defaults(func=run)
@@ -94,6 +97,12 @@ def _status(args: argparse.Namespace) -> int:
 
     path = _data_dir(args)
     found = EmbeddedServer.find(path)
+    if args.json:
+        body: dict[str, Any] = {"running": found is not None, "data_dir": str(path)}
+        if found is not None:
+            body.update(pid=found.pid, url=found.public_url, **server_info(found))
+        print(json.dumps(body), flush=True)
+        return 0 if found is not None else NOT_RUNNING
     if found is None:
         print(f"not running (data dir {path}); `echomq server start` starts it", flush=True)
         return NOT_RUNNING
@@ -129,9 +138,12 @@ def _start(args: argparse.Namespace) -> int:
     from ..server import EmbeddedServer, server_info
 
     _only_run_flags(args)
+    before = EmbeddedServer.find(_data_dir(args))
     found = EmbeddedServer.find_or_start(
         _data_dir(args), durability=args.fsync, native=not args.no_native
     )
+    print("already running" if before is not None and before.pid == found.pid else "started",
+          flush=True)
     print(_describe(found, server_info(found)), flush=True)
     return 0
 

@@ -52,7 +52,14 @@ def load_app(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if exc.name == module_name:
+            raise SystemExit(f"echomq: cannot import {module_name!r}: no such module in "
+                             f"{os.getcwd()} or on sys.path (run from your project's "
+                             "directory)") from exc
         raise SystemExit(f"echomq: cannot import {module_name!r}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        # a declaration refused at import (a bad cron expression, zone or task option)
+        raise ValueError(f"{module_name}: {exc}") from exc
     app = getattr(module, attr or "app", None)
     if not isinstance(app, App):
         raise SystemExit(f"echomq: {spec!r} is not an echomq.App (got {type(app).__name__})")

@@ -23,6 +23,9 @@
  * in active is refused (EMQSTATE delay not active); a key of the wrong type is refused
  * with WRONGTYPE before anything is written (a script would fail midway).
  *
+ * Like the scripted schedule, EMQ.SCHEDULE bumps the queue's 'enqueued' counter on
+ * <base>stats (the base is the schedule key minus 'schedule').
+ *
  * Like the scripted promote, EMQ.PROMOTE leaves one wake token on <base>wake (RPUSH '1'
  * when the list is empty) when it moved at least one flat job to pending, so a consumer
  * blocked on that list claims at once.
@@ -185,6 +188,28 @@ static void set_state(EmqCtx *ctx, EmqStr *row, EmqStr *state) {
     Emq_CloseKey(k);
 }
 
+/* The queue's counters, as the scripts keep them: an admission bumps 'enqueued' on
+ * <base>stats, the base being the schedule key minus its 'schedule' suffix (same hash tag,
+ * same slot). Through Call with "!" so the HINCRBY replicates as itself. */
+static void count_enqueued(EmqCtx *ctx, EmqStr *sched) {
+    size_t len;
+    const char *p = Emq_StringPtrLen(sched, &len);
+    static const char tail[] = "schedule";
+    char *buf;
+    EmqStr *key;
+    EmqReply *r;
+    if (len < sizeof(tail) - 1 || memcmp(p + len - (sizeof(tail) - 1), tail, sizeof(tail) - 1))
+        return;
+    buf = Emq_Alloc(len);
+    memcpy(buf, p, len - (sizeof(tail) - 1));
+    memcpy(buf + len - (sizeof(tail) - 1), "stats", 5);
+    key = Emq_CreateString(ctx, buf, len - (sizeof(tail) - 1) + 5);
+    Emq_Free(buf);
+    r = Emq_Call(ctx, "HINCRBY", "!scc", key, "enqueued", "1");
+    if (r) Emq_FreeCallReply(r);
+    Emq_FreeString(ctx, key);
+}
+
 /* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
 
 static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
@@ -225,6 +250,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_Replicate(ctx, "HSET", "scccccs", row, "state", "scheduled", "attempts", "0",
                   "payload", argv[5]);
     Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
+    count_enqueued(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 

@@ -4,15 +4,19 @@
 -- Reply: 1. Refusals (nothing written): EMQKIND, EMQSTALE job gone,
 -- EMQSTALE ack token mismatch, EMQSTATE ack not active (the lease was reaped).
 -- A kept row is written state = completed, completed_at = SERVER ms, and indexed on the
--- completed set by that ms so retention can trim by count and age.
+-- completed set by that ms so retention can trim by count and age. An ack wins over a
+-- cancel request that has not ended the job yet (the job is completed, the mark dropped).
+-- Counted on emq:{q}:stats (completed). Derived: the queue base, KEYS[2] minus 'active'.
 --@include fence
---@include now
+--@include ended
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'ack', KEYS[2])
 if refused then return redis.error_reply(refused) end
 redis.call('ZREM', KEYS[2], ARGV[1])
+ended(string.sub(KEYS[2], 1, -7), KEYS[1], ARGV[1], 'completed')
 if ARGV[3] == '1' then
   local now = now_ms()
   redis.call('HSET', KEYS[1], 'state', 'completed', 'completed_at', now)
+  redis.call('HDEL', KEYS[1], 'cancel')
   redis.call('ZADD', KEYS[3], now, ARGV[1])
 else
   redis.call('DEL', KEYS[1])

@@ -6,9 +6,9 @@
 -- ('EMQKIND ...', 'EMQSTALE job gone', 'EMQSTALE ack token mismatch',
 -- 'EMQSTATE ack not active') as a string; a refused job is left exactly as it was.
 -- Kept rows are written state = completed, completed_at = SERVER ms, and indexed on the
--- completed set; deleted rows go in one DEL.
+-- completed set; deleted rows go in one DEL. Counted on emq:{q}:stats (completed).
 --@include fence
---@include now
+--@include ended
 --@include chunks
 local p = ARGV[1]
 local out, fenced, slot, seen, dups = {}, {}, {}, {}, {}
@@ -48,10 +48,12 @@ for c = 1, #fenced, 1000 do
 end
 if #live > 0 then
   in_chunks(live, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
+  for j, id in ipairs(live) do ended(p, rows[j], id, 'completed') end
   if ARGV[2] == '1' then
     local now = now_ms()
     for _, id in ipairs(live) do
       redis.call('HSET', p .. 'job:' .. id, 'state', 'completed', 'completed_at', now)
+      redis.call('HDEL', p .. 'job:' .. id, 'cancel')
       done[#done + 1] = now
       done[#done + 1] = id
     end

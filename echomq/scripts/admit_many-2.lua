@@ -22,8 +22,11 @@ for i = 2, #ARGV, 6 do
   out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3],
     {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
 end
+local n = 0
 for key, list in pairs(batch) do
   in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+  n = n + #list / 2
 end
+if n > 0 then count(p, 'enqueued', n) end
 if batch[KEYS[1]] then wake(p .. 'wake') end
 return out

@@ -20,5 +20,6 @@ local admitted = batch[KEYS[1]]
 if admitted then
   in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
   wake(p .. 'wake')
+  count(p, 'enqueued', #admitted / 2)
 end
 return out

@@ -6,8 +6,10 @@
 -- error 'stalled', on the dead set at now); otherwise it rejoins pending (or its lane) with
 -- state = pending and its attempts kept, so the next claim's token fences the old holder;
 -- it waits at its row's priority.
+-- A row marked cancel = 1 (a cancel was requested while it ran) ends cancelled instead.
+-- Counted on emq:{q}:stats: dead (and failed) or cancelled.
 -- A ghost (an active id with no row) is only removed from active.
---@include now
+--@include ended
 --@include lane
 local p = ARGV[1]
 local now = now_ms()
@@ -16,11 +18,15 @@ local limit = tonumber(ARGV[3])
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = p .. 'job:' .. id
-  if redis.call('EXISTS', jk) == 1 then
+  if redis.call('HGET', jk, 'cancel') then
+    cancel_row(p, jk, id, now)
+  elseif redis.call('EXISTS', jk) == 1 then
     local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
     if stalled > limit then
       redis.call('HSET', jk, 'state', 'dead', 'error', 'stalled', 'died_at', now)
       redis.call('ZADD', KEYS[3], now, id)
+      count(p, 'failed')
+      ended(p, jk, id, 'dead')
     else
       readmit(p, jk, id)
     end

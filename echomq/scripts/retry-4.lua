@@ -5,21 +5,34 @@
 -- Reply: 1 retrying (parked on the schedule set at SERVER now + delay, state = scheduled),
 -- 2 dead (attempts reached max attempts: on the dead set at SERVER now, state = dead).
 -- Either way failures is incremented and the error text is kept on the row.
+-- 3 cancelled: a cancel was requested while it ran (cancel = 1): it ends cancelled
+-- (state = cancelled, on the cancelled set), never retried nor dead-lettered.
+-- Counted on emq:{q}:stats: failed, and retried or dead (or cancelled).
+-- Derived (same slot): the queue base, KEYS[2] minus 'active'.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE retry token mismatch,
 -- EMQSTATE retry not active.
 --@include fence
---@include now
+--@include ended
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
 if refused then return redis.error_reply(refused) end
 local now = now_ms()
+local p = string.sub(KEYS[2], 1, -7)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
+if redis.call('HGET', KEYS[1], 'cancel') then
+  redis.call('HSET', KEYS[1], 'error', ARGV[5])
+  cancel_row(p, KEYS[1], ARGV[1], now)
+  return 3
+end
+count(p, 'failed')
 -- the fence held, so the token is the row's attempts
 if tonumber(ARGV[2]) >= tonumber(ARGV[4]) then
   redis.call('HSET', KEYS[1], 'state', 'dead', 'error', ARGV[5], 'died_at', now)
   redis.call('ZADD', KEYS[4], now, ARGV[1])
+  ended(p, KEYS[1], ARGV[1], 'dead')
   return 2
 end
 redis.call('HSET', KEYS[1], 'state', 'scheduled', 'error', ARGV[5])
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+count(p, 'retried')
 return 1

@@ -18,5 +18,7 @@ for i = 2, #ARGV, 4 do
   local mode = ARGV[i + 2] == 'in' and 'in' or 'at'
   out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], {now = now, batch = batch})
 end
-in_chunks(batch[KEYS[1]] or {}, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
+local admitted = batch[KEYS[1]] or {}
+in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
+if #admitted > 0 then count(p, 'enqueued', #admitted / 2) end
 return out

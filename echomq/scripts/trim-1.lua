@@ -1,9 +1,9 @@
--- the @trim script: retention for a terminal set (completed or dead), bounded per call.
--- KEYS[1] = the set (emq:{q}:completed or emq:{q}:dead), ids scored by the SERVER ms they
+-- the @trim script: retention for a terminal set (completed, dead or cancelled), bounded per call.
+-- KEYS[1] = the set (emq:{q}:completed, :dead or :cancelled), ids scored by the SERVER ms they
 -- reached it
 -- ARGV[1] = the queue base, ARGV[2] = keep at most this many (-1: no count limit),
 -- ARGV[3] = keep for at most this many ms (-1: no age limit), ARGV[4] = the batch,
--- ARGV[5] = the state a row must still carry to be deleted ('completed' or 'dead')
+-- ARGV[5] = the state a row must still carry to be deleted (the set's own name)
 -- Reply: how many members were trimmed (at most the batch). Oldest first: the count limit
 -- drops the lowest scores beyond it, the age limit drops scores at or before SERVER now -
 -- age. A member whose row moved on (revived, re-run) loses only its set membership.

@@ -7,9 +7,11 @@
 --   batch     a table: the ZADDs are collected as batch[key] = {score, id, ...} for the
 --             caller to flush (one variadic ZADD per set instead of one per job), and no
 --             wake token is left (the caller wakes once)
--- Returns 1 admitted, 0 the id already has a row (nothing written).
+-- Returns 1 admitted, 0 the id already has a row (nothing written). Counted on
+-- emq:{q}:stats (enqueued) unless opts.batch (the caller counts the batch once).
 --@include price
 --@include wake
+--@include ended
 local function admit(p, id, payload, mode, value, opts)
   local jk = p .. 'job:' .. id
   if redis.call('EXISTS', jk) == 1 then
@@ -41,6 +43,7 @@ local function admit(p, id, payload, mode, value, opts)
   else
     redis.call('ZADD', key, score, id)
     if key == p .. 'pending' then wake(p .. 'wake') end
+    count(p, 'enqueued')
   end
   return 1
 end

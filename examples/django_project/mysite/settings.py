@@ -17,6 +17,7 @@ MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
 ROOT_URLCONF = "mysite.urls"
 DATABASES: dict[str, dict[str, str]] = {}  # the example keeps its state in EchoMQ only
 USE_TZ = True
+TIME_ZONE = "UTC"  # Django sets the process's TZ from this (its default is America/Chicago)
 
 ECHOMQ_URL = os.environ.get("ECHOMQ_URL")  # None: the embedded server
 ECHOMQ_KEEP_COMPLETED_S = int(os.environ.get("ECHOMQ_KEEP_COMPLETED_S", "3600"))

@@ -1,0 +1,21 @@
+"""The web dashboard: see a queue's time as the queue sees it, and act on its jobs.
+
+Server-rendered pages with a little plain script (no build step; readable with scripts
+off), live counts over Server-Sent Events, ``/metrics`` for Prometheus. Standalone with
+``echomq dashboard`` (the standard library's ``http.server``), or mounted in an ASGI site
+(``echomq.dashboard.asgi.dashboard_app``). Modules: ``app`` (routes, the access gate,
+actions), ``pages`` (HTML), ``charts`` (SVG), ``access`` (Host/Origin/token rules),
+``prometheus`` (``/metrics``), ``stdlib`` and ``asgi`` (the two servers), ``web``
+(request/response).
+
+Clocks: job times are SERVER ms (the schedule, leases, completion and death); registration
+times are HOST ms (the registry's clock). Pages show UTC, and the browser's zone beside it.
+"""
+
+from __future__ import annotations
+
+from .access import Access
+from .app import Dashboard, discover_queues
+from .stdlib import DashboardServer, serve
+
+__all__ = ["Access", "Dashboard", "DashboardServer", "discover_queues", "serve"]

@@ -1,0 +1,362 @@
+"""The dashboard's core: routes, the access gate, actions. Pages are drawn in ``pages``.
+
+``Dashboard.handle(request) -> response`` is the whole web app; it reads and acts only
+through verbs (``insight``, ``jobs``, ``dead``, ``repeat``, ``metrics``), each a bounded
+number of server commands, on one sync ``Connector`` (thread safe: it pools).
+
+Routes (all under the mount root):
+
+| path | what |
+|---|---|
+| ``/`` | every queue: counts per state, sparklines, oldest due age, promote lag, paused |
+| ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
+| ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
+| ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
+| ``/q/<q>/repeat`` | registrations with their next 5 runs |
+| ``/q/<q>/groups`` | groups: waiting, active, limit, paused (when ``echomq.groups`` exists) |
+| ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
+| ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
+| ``/metrics`` | Prometheus text format |
+| ``/api/queues``, ``/api/q/<q>``, ``/api/q/<q>/release?at=MS`` | JSON |
+
+Every POST is an action: it needs a same-origin ``Origin``/``Referer`` and is refused when
+the dashboard is read-only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from importlib import resources
+from typing import Any
+from urllib.parse import unquote, urlencode
+
+from .. import dead, discovery, errors, insight, jobs, keyspace, registry, repeat
+from ..connector import Connector
+from . import pages, prometheus
+from .access import COOKIE, SECURITY_HEADERS, Access
+from .web import Request, Response, e, html_response, json_response, q, redirect
+
+SCAN_BUDGET = 20_000  # keys looked at when no queue registry answers
+MAX_QUEUES = 200  # queues shown (and read per overview) at most
+EVENT_EVERY_S = 1.0  # SSE throttle: at most one update a second per client
+EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by itself
+BULK_MAX = 500
+
+
+def discover_queues(conn: Connector) -> list[str]:
+    """Queue names: the registry (``registry.names``: one ``SMEMBERS``, empty queues
+    included), or, while it is empty (queues written only through the low-level verbs), a
+    bounded scan for the queues' sorted sets (``discovery.queues``, ``SCAN_BUDGET`` keys
+    per node)."""
+    names = registry.names(conn)
+    if not names:
+        names = discovery.queues(conn, SCAN_BUDGET)
+    return sorted(names)[:MAX_QUEUES]
+
+
+def _optional(module: str) -> Any:
+    """``echomq.<module>`` when this build has it (groups arrive with job control)."""
+    try:
+        return importlib.import_module(f"echomq.{module}")
+    except ModuleNotFoundError:
+        return None
+
+
+class Forbidden(Exception):
+    pass
+
+
+class Dashboard:
+    """The dashboard on one connector. ``queues``: show only these (default: discover)."""
+
+    def __init__(self, conn: Connector, queues: list[str] | None = None,
+                 access: Access | None = None) -> None:
+        self.conn = conn
+        self.fixed_queues = [keyspace.validate_queue(x) for x in queues] if queues else None
+        self.access = access or Access()
+        self._lock = threading.Lock()
+        self._known: tuple[float, list[str]] = (0.0, [])
+
+    # -- data -----------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        if self.fixed_queues:
+            return self.fixed_queues
+        with self._lock:  # a few seconds of cache: discovery is the one costly read
+            at, known = self._known
+            if time.monotonic() - at < 5.0:
+                return known
+        found = discover_queues(self.conn)
+        with self._lock:
+            self._known = (time.monotonic(), found)
+        return found
+
+    def views(self) -> list[insight.QueueView]:
+        return [insight.overview(self.conn, x) for x in self.queues()]
+
+    # -- the gate -------------------------------------------------------------------------
+
+    def handle(self, req: Request) -> Response:
+        """Answer one request (security headers on every answer)."""
+        resp = self._gate(req)
+        resp.headers.extend(SECURITY_HEADERS)
+        return resp
+
+    def _gate(self, req: Request) -> Response:
+        a = self.access
+        if not a.host_ok(req.headers.get("host")):
+            return html_response(421, pages.message(req, "Unknown host",
+                                 "This dashboard does not answer to that host name."))
+        if req.method == "POST" and not a.origin_ok(req.headers.get("origin"),
+                                                    req.headers.get("referer"),
+                                                    req.headers.get("host")):
+            return html_response(403, pages.message(req, "Forbidden",
+                                 "Actions are accepted only from the dashboard's own pages."))
+        if req.path.startswith("/static/"):
+            return self._static(req.path[len("/static/"):])
+        if req.path == "/login":
+            return self._login(req)
+        if a.token is not None:
+            given = req.arg("token")
+            if given and req.method == "GET":
+                if not a.matches(given):
+                    return html_response(401, pages.login(req, "That token is not valid."))
+                rest = {k: v for k, v in req.query.items() if k != "token"}
+                target = req.url(req.path) + ("?" + urlencode(rest, doseq=True) if rest else "")
+                return redirect(target, self._cookie(req))
+            if not a.token_ok(req.headers.get("authorization"), req.cookie(COOKIE)):
+                if req.path in ("/metrics", "/events") or req.path.startswith("/api/"):
+                    return Response(401, b"access token required\n",
+                                    [("Content-Type", "text/plain"),
+                                     ("WWW-Authenticate", "Bearer")])
+                return html_response(401, pages.login(req, ""))
+        try:
+            if req.method == "POST":
+                if a.read_only:
+                    return html_response(403, pages.message(
+                        req, "Read-only", "This dashboard is read-only: actions are off."))
+                return self._act(req)
+            if req.method in ("GET", "HEAD"):
+                return self._get(req)
+            return Response(405, b"", [("Allow", "GET, POST")])
+        except errors.WireError as exc:
+            return html_response(503, pages.unreachable(req, str(exc)), ("Retry-After", "2"))
+        except (ValueError, TypeError) as exc:
+            return html_response(400, pages.message(req, "Bad request", str(exc)))
+        except errors.EchoMQError as exc:
+            return html_response(409, pages.message(req, "Refused", str(exc)))
+        except LookupError:
+            return html_response(404, pages.message(req, "Not found", "Nothing here."))
+
+    def _cookie(self, req: Request) -> tuple[str, str]:
+        assert self.access.token is not None
+        return ("Set-Cookie", f"{COOKIE}={self.access.token}; Path={req.root or '/'}; "
+                "HttpOnly; SameSite=Strict")
+
+    def _login(self, req: Request) -> Response:
+        if req.method == "POST":
+            given = req.form().get("token", [""])[0]
+            if self.access.token is None or self.access.matches(given):
+                extra = [self._cookie(req)] if self.access.token else []
+                return redirect(req.url("/"), *extra)
+            return html_response(401, pages.login(req, "That token is not valid."))
+        return html_response(200, pages.login(req, ""))
+
+    def _static(self, name: str) -> Response:
+        kinds = {"dashboard.css": "text/css; charset=utf-8",
+                 "dashboard.js": "text/javascript; charset=utf-8"}
+        if name not in kinds:
+            raise_404 = Response(404, b"not found", [("Content-Type", "text/plain")])
+            return raise_404
+        data = resources.files(__package__).joinpath("static", name).read_bytes()
+        return Response(200, data, [("Content-Type", kinds[name])])
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _get(self, req: Request) -> Response:
+        parts = [unquote(p) for p in req.path.split("/") if p]
+        if not parts:
+            return html_response(200, pages.overview(req, self.views(), self.access))
+        head = parts[0]
+        if head == "events" and len(parts) == 1:
+            return Response(200, self._events(), [("Content-Type", "text/event-stream"),
+                                                  ("X-Accel-Buffering", "no")])
+        if head == "metrics" and len(parts) == 1:
+            body = prometheus.render(self.conn, self.queues())
+            return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
+        if head == "backoff" and len(parts) == 1:
+            return html_response(200, pages.backoff_page(req))
+        if head == "find" and len(parts) == 1:
+            return self._find(req, self.queues())
+        if head == "api":
+            return self._api(req, parts[1:])
+        if head == "q" and len(parts) >= 2:
+            queue = keyspace.validate_queue(parts[1])
+            rest = parts[2:]
+            if not rest:
+                if req.arg("id"):
+                    return self._find(req, [queue])
+                state = req.arg("state", "pending")
+                after = req.arg("after") or None
+                page = insight.page(self.conn, queue, state, after, pages.PAGE)
+                view = insight.overview(self.conn, queue)
+                return html_response(200, pages.queue_page(req, view, page, self.access))
+            if rest[0] == "job" and len(rest) == 2:
+                row = insight.job(self.conn, queue, rest[1])
+                if row is None:
+                    raise LookupError(rest[1])
+                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access))
+            if rest == ["clock"]:
+                tl = insight.timeline(self.conn, queue, 500)
+                at = int(req.arg("at") or tl.now_ms)
+                rel = insight.release_at(self.conn, queue, at, 20)
+                return html_response(200, pages.clock_page(req, queue, tl, rel))
+            if rest == ["repeat"]:
+                regs = repeat.records(self.conn, queue)[:pages.PAGE]
+                return html_response(200, pages.repeat_page(req, queue, regs, self.access))
+            if rest == ["groups"]:
+                return html_response(200, pages.groups_page(req, queue, self._groups(queue),
+                                                            self.access))
+        raise LookupError(req.path)
+
+    def _groups(self, queue: str) -> dict[str, Any] | None:
+        groups = _optional("groups")
+        if groups is None:
+            return None
+        stats: dict[str, Any] = groups.stats(self.conn, queue)
+        return dict(sorted(stats.items())[:BULK_MAX])
+
+    def _find(self, req: Request, queues: list[str]) -> Response:
+        job_id = req.arg("id").strip()
+        where = registry.locate(self.conn, job_id, queues) if job_id else None
+        if where is not None:
+            return redirect(req.url(f"/q/{q(where)}/job/{q(job_id)}"))
+        return html_response(404, pages.message(
+            req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
+
+    def _api(self, req: Request, parts: list[str]) -> Response:
+        if parts == ["queues"]:
+            return json_response(json.dumps({v.queue: v.counts for v in self.views()}))
+        if len(parts) == 2 and parts[0] == "q":
+            v = insight.overview(self.conn, keyspace.validate_queue(parts[1]))
+            return json_response(json.dumps(_view_json(v)))
+        if len(parts) == 3 and parts[0] == "q" and parts[2] == "release":
+            queue = keyspace.validate_queue(parts[1])
+            rel = insight.release_at(self.conn, queue, int(req.arg("at")), 20)
+            return json_response(json.dumps({
+                "at_ms": rel.at_ms, "count": rel.count, "scheduled": rel.scheduled,
+                "now_ms": rel.now_ms, "first": [{"id": i, "run_at_ms": s} for i, s in rel.first],
+            }))
+        raise LookupError("/api/" + "/".join(parts))
+
+    def _events(self) -> Iterator[bytes]:
+        """Counts per queue once a second while they change (a comment every 15 s keeps
+        proxies from closing an idle stream); ``down`` while Valkey is unreachable. The
+        stream ends after ``EVENT_STREAM_S``; the browser's EventSource reconnects."""
+        yield b"retry: 2000\n\n"
+        last, quiet, started = "", 0.0, time.monotonic()
+        while time.monotonic() - started < EVENT_STREAM_S:
+            try:
+                body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
+                                  sort_keys=True)
+                kind = "counts"
+            except errors.WireError as exc:
+                body, kind = json.dumps({"error": str(exc)}), "down"
+            if body != last:
+                yield f"event: {kind}\ndata: {body}\n\n".encode()
+                last, quiet = body, 0.0
+            else:
+                quiet += EVENT_EVERY_S
+                if quiet >= 15:
+                    yield b": ping\n\n"
+                    quiet = 0.0
+            time.sleep(EVENT_EVERY_S)
+
+    # -- actions --------------------------------------------------------------------------
+
+    def _act(self, req: Request) -> Response:
+        parts = [unquote(p) for p in req.path.split("/") if p]
+        form = req.form()
+        if len(parts) < 3 or parts[0] != "q":
+            raise LookupError(req.path)
+        queue = keyspace.validate_queue(parts[1])
+        rest = parts[2:]
+        back = req.url(f"/q/{q(queue)}")
+        # /q/<q>/job/<id>/<op> (and the older /q/<q>/dead/<id>/retry)
+        if len(rest) == 3 and rest[0] in ("job", "dead"):
+            job_id, op = rest[1], rest[2]
+            ops: dict[str, Callable[[], Any]] = {
+                "retry": lambda: dead.revive(self.conn, queue, job_id),
+                "run": lambda: insight.run_now(self.conn, queue, job_id),
+                "delete": lambda: insight.discard(self.conn, queue, job_id),
+                "cancel": lambda: self._cancel(queue, job_id),
+            }
+            if op not in ops:
+                raise LookupError(op)
+            ops[op]()
+            if rest[0] == "dead" or op == "delete":
+                return redirect(back + ("?state=dead" if rest[0] == "dead" else ""))
+            return redirect(req.url(f"/q/{q(queue)}/job/{q(job_id)}"))
+        if rest == ["bulk"]:
+            return self._bulk(req, queue, form)
+        if len(rest) == 3 and rest[0] == "repeat" and rest[2] == "cancel":
+            repeat.cancel(self.conn, queue, rest[1])
+            return redirect(req.url(f"/q/{q(queue)}/repeat"))
+        if rest in (["pause"], ["resume"]):
+            verb = getattr(jobs, rest[0], None)
+            if verb is None:
+                raise LookupError("pause needs job control (jobs.pause)")
+            verb(self.conn, queue)
+            return redirect(req.url("/"))
+        if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
+            groups = _optional("groups")
+            if groups is None:
+                raise LookupError("groups")
+            getattr(groups, rest[2])(self.conn, queue, rest[1])
+            return redirect(req.url(f"/q/{q(queue)}/groups"))
+        raise LookupError(req.path)
+
+    def _cancel(self, queue: str, job_id: str) -> Any:
+        cancel = getattr(jobs, "cancel", None)
+        if cancel is None:
+            raise LookupError("cancel needs job control (jobs.cancel)")
+        return cancel(self.conn, queue, job_id)
+
+    def _bulk(self, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
+        """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:
+        without ``confirm=1`` the answer is a page that lists them and asks."""
+        op = form.get("op", [""])[0]
+        if op not in ("retry", "delete"):
+            raise ValueError("op must be retry or delete")
+        chosen = form.get("id", [])[:BULK_MAX]
+        if form.get("all", [""])[0] == "1":
+            chosen = [x["id"] for x in dead.list_dead(self.conn, queue, 0, BULK_MAX)]
+        if not chosen:
+            raise ValueError("no job chosen")
+        if form.get("confirm", [""])[0] != "1":
+            return html_response(200, pages.confirm_bulk(req, queue, op, chosen))
+        done = 0
+        for job_id in chosen:
+            try:
+                if op == "retry":
+                    dead.revive(self.conn, queue, job_id)
+                else:
+                    insight.discard(self.conn, queue, job_id)
+                done += 1
+            except errors.ServerError:
+                continue  # moved meanwhile: the others still go
+        return redirect(req.url(f"/q/{q(queue)}?state=dead&done={done}&op={e(op)}"))
+
+
+def _view_json(v: insight.QueueView) -> dict[str, Any]:
+    return {
+        "queue": v.queue, "counts": v.counts, "stats": v.stats, "paused": v.paused,
+        "now_ms": v.now_ms, "server_now_ms": v.now_ms, "oldest_due_age_ms": v.oldest_due_age_ms,
+        "promote_lag_ms": v.promote_lag_ms, "repeat": v.registrations,
+        "completed_per_min": [c for _, c, _ in v.series],
+        "failed_per_min": [f for _, _, f in v.series],
+    }

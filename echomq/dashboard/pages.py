@@ -1,0 +1,472 @@
+"""The pages, drawn on the server as HTML (readable with scripts off).
+
+Times: every job time shown is a SERVER-clock ms (schedule, leases, completion, death)
+written as UTC, with a ``data-ms`` the script turns into the browser's zone and a live
+countdown; registrations are HOST-clock ms (the registry's clock), shown in their zone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from .. import backoff, ids, insight, repeat
+from . import charts
+from .access import Access
+from .charts import DASH, NONE, duration
+from .web import Request, e, q
+
+PAGE = 50
+STATE_LABELS = {
+    "pending": "Pending", "scheduled": "Scheduled", "active": "Active",
+    "completed": "Completed", "dead": "Dead", "cancelled": "Cancelled",
+}
+SCORE_MEANING = {
+    "pending": "priority", "scheduled": "run at", "active": "lease until",
+    "completed": "completed", "dead": "died", "cancelled": "cancelled",
+}
+
+
+def utc(ms: int | None) -> str:
+    if ms is None:
+        return NONE
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def when(ms: int | None, now_ms: int | None = None) -> str:
+    """A ``<time>`` in UTC with its ms for the script (browser zone, countdown)."""
+    if ms is None:
+        return NONE
+    rel = ""
+    if now_ms is not None:
+        d = ms - now_ms
+        rel = (f" <span class='rel' data-ms='{ms}'>"
+               f"{'in ' + duration(d) if d >= 0 else duration(-d) + ' ago'}</span>")
+    return (f"<time datetime='{e(utc(ms))}' data-ms='{ms}'>{e(utc(ms))}</time>"
+            f"<span class='local' data-ms='{ms}'></span>{rel}")
+
+
+def _form(req: Request, action: str, label: str, cls: str = "", confirm: str = "",
+          hidden: dict[str, str] | None = None) -> str:
+    fields = "".join(f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
+                     for k, v in (hidden or {}).items())
+    ask = f" data-confirm='{e(confirm)}'" if confirm else ""
+    return (f"<form method='post' action='{e(req.url(action))}' class='inline'{ask}>"
+            f"{fields}<button class='{cls}'>{e(label)}</button></form>")
+
+
+def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | None = None,
+          live: bool = False) -> str:
+    root = e(req.root)
+    now_attr = f" data-server-now='{now_ms}'" if now_ms is not None else ""
+    live_attr = f" data-events='{e(req.url('/events'))}'" if live else ""
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{e(title)} · EchoMQ</title>"
+        f"<link rel='stylesheet' href='{root}/static/dashboard.css'>"
+        f"<script src='{root}/static/dashboard.js' defer></script></head>"
+        f"<body data-root='{root}'{now_attr}{live_attr}>"
+        f"<header class='top'><a class='brand' href='{root}/'><span class='logo'>◷</span> "
+        "EchoMQ</a><nav>"
+        f"<a href='{root}/'>Queues</a><a href='{root}/backoff'>Backoff</a>"
+        f"<a href='{root}/metrics'>Metrics</a></nav>"
+        f"<form class='search' method='get' action='{root}/find'><input name='id' "
+        "placeholder='Find a job by id' aria-label='job id' size='30'></form>"
+        "<div class='clocks' id='clocks'>"
+        + (f"server <b id='server-clock' data-ms='{now_ms}'>{e(utc(now_ms)[11:23])}</b>"
+           " <span class='js'>· browser <b id='browser-clock'></b> · skew "
+           "<b id='skew'></b></span>" if now_ms is not None else "")
+        + "</div></header>"
+        "<div id='banner' class='banner' role='status' hidden></div>"
+        f"<main>{crumbs}<h1>{e(title)}</h1>{body}</main>"
+        "<footer>EchoMQ · times are UTC (the server's clock); "
+        "<span class='js'>your zone is shown beside them</span></footer></body></html>"
+    )
+
+
+def message(req: Request, title: str, text: str) -> str:
+    return shell(req, title, f"<p class='note'>{e(text)}</p>")
+
+
+def unreachable(req: Request, detail: str) -> str:
+    body = (
+        "<div class='banner down'>The Valkey server is not answering. The dashboard keeps "
+        "trying; this page reloads by itself.</div>"
+        f"<p class='note'>{e(detail)}</p>"
+        "<meta http-equiv='refresh' content='3'>"
+    )
+    return shell(req, "Valkey unreachable", body)
+
+
+def login(req: Request, error: str) -> str:
+    err = f"<p class='error'>{e(error)}</p>" if error else ""
+    body = (
+        f"{err}<p>This dashboard needs its access token (printed when it started, or the "
+        "value of <code>--token</code> / <code>ECHOMQ_DASHBOARD_TOKEN</code>).</p>"
+        f"<form method='post' action='{e(req.url('/login'))}' class='login'>"
+        "<input type='password' name='token' autocomplete='current-password' "
+        "aria-label='access token' placeholder='access token' autofocus> "
+        "<button>Sign in</button></form>"
+    )
+    return shell(req, "Sign in", body)
+
+
+def _crumbs(req: Request, queue: str | None = None, extra: str = "") -> str:
+    out = f"<a href='{e(req.url('/'))}'>Queues</a>"
+    if queue is not None:
+        out += f" / <a href='{e(req.url('/q/' + q(queue)))}'>{e(queue)}</a>"
+    if extra:
+        out += f" / {e(extra)}"
+    return f"<div class='crumbs'>{out}</div>"
+
+
+# -- overview ---------------------------------------------------------------------------
+
+def overview(req: Request, views: list[insight.QueueView], access: Access) -> str:
+    now = views[0].now_ms if views else None
+    if not views:
+        return shell(req, "Queues", "<p class='note'>No queues yet. Enqueue a job and it "
+                     "shows up here.</p>", now_ms=now, live=True)
+    head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
+    rows = []
+    for v in views:
+        qq = q(v.queue)
+        cells = "".join(
+            f"<td class='n'><a class='count {s}' data-q='{e(v.queue)}' data-k='{s}' "
+            f"href='{e(req.url(f'/q/{qq}?state={s}'))}'>{v.counts[s]}</a></td>"
+            for s in insight.STATES)
+        done = [c for _, c, _ in v.series]
+        failed = [f for _, _, f in v.series]
+        paused = (f"<span class='badge paused' data-q='{e(v.queue)}' data-k='paused'>paused"
+                  "</span>" if v.paused else
+                  f"<span class='badge paused' data-q='{e(v.queue)}' data-k='paused' hidden>"
+                  "paused</span>")
+        toggle = ""
+        if not access.read_only:
+            op = "resume" if v.paused else "pause"
+            toggle = _form(req, f"/q/{qq}/{op}", op, "small ghost")
+        rows.append(
+            f"<tr data-queue='{e(v.queue)}'><td class='qname'><a href='{e(req.url('/q/' + qq))}'>"
+            f"{e(v.queue)}</a> {paused}</td>{cells}"
+            f"<td>{charts.sparkline(done, 'done', label='completed')}"
+            f"{charts.sparkline(failed, 'failed', label='failed')}</td>"
+            f"<td class='n' data-q='{e(v.queue)}' data-k='oldest_due_age_ms'>"
+            f"{e(duration(v.oldest_due_age_ms))}</td>"
+            f"<td class='n' data-q='{e(v.queue)}' data-k='promote_lag_ms'>"
+            f"{e(duration(v.promote_lag_ms))}</td>"
+            f"<td class='links'><a href='{e(req.url(f'/q/{qq}/clock'))}'>clock</a> "
+            f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations ({v.registrations})</a>"
+            f" {toggle}</td></tr>")
+    totals = {k: sum(v.stats.get(k, 0) for v in views)
+              for k in ("completed", "failed", "retried", "dead", "cancelled")}
+    stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
+                   for k, n in totals.items())
+    body = (
+        f"<div class='stats'>{stat}</div>"
+        "<table class='grid overview'><thead><tr><th>queue</th>"
+        f"{head}<th>last hour <span class='legend done'>done</span> "
+        "<span class='legend failed'>failed</span></th><th class='n'>oldest due</th>"
+        f"<th class='n'>promote lag</th><th></th></tr></thead><tbody>{''.join(rows)}"
+        "</tbody></table>"
+        "<p class='hint'>Counts refresh live. <b>Oldest due</b>: how long the oldest claimable "
+        "job has waited; <b>promote lag</b>: how far past its run-at the earliest scheduled "
+        "job still sits (0 when promotion keeps up).</p>"
+    )
+    return shell(req, "Queues", body, now_ms=now, live=True)
+
+
+# -- a queue's jobs -----------------------------------------------------------------------
+
+def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: Access) -> str:
+    qq = q(v.queue)
+    tabs = "".join(
+        f"<a class='tab{' on' if s == page.state else ''}' "
+        f"href='{e(req.url(f'/q/{qq}?state={s}'))}'>{STATE_LABELS[s]} "
+        f"<span class='count' data-q='{e(v.queue)}' data-k='{s}'>{v.counts[s]}</span></a>"
+        for s in insight.STATES)
+    links = (f"<a href='{e(req.url(f'/q/{qq}/clock'))}'>schedule clock</a> · "
+             f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations "
+             f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups</a>")
+    search = (f"<form method='get' action='{e(req.url('/q/' + qq))}' class='search-q'>"
+              "<input name='id' placeholder='job id' aria-label='job id' size='32'> "
+              "<button class='ghost'>find</button></form>")
+    st = page.state
+    bulk = st == "dead" and not access.read_only
+    rows = []
+    for x in page.entries:
+        link = req.url(f"/q/{qq}/job/{q(x['id'])}")
+        score = x["score"]
+        shown = (str(score) if st == "pending" else when(score, page.now_ms))
+        check = (f"<td><input type='checkbox' name='id' value='{e(x['id'])}' form='bulk' "
+                 f"aria-label='choose {e(x['id'])}'></td>" if bulk else "")
+        err = x.get("error") or ""
+        rows.append(
+            f"<tr>{check}<td><a href='{e(link)}'><code>{e(x['id'])}</code></a></td>"
+            f"<td>{e(x['task'] or NONE)}</td><td class='args'><code>{e(x['args'])}</code></td>"
+            f"<td class='n'>{e(x['attempts'] if x['attempts'] is not None else 0)}</td>"
+            f"<td>{shown}</td><td class='err'>{e(err[:160])}</td></tr>")
+    nav = ""
+    if req.arg("after"):
+        nav += f"<a class='ghost btn' href='{e(req.url(f'/q/{qq}?state={st}'))}'>⟵ first page</a> "
+    if page.next_cursor:
+        nxt = req.url(f"/q/{qq}?" + urlencode({"state": st, "after": page.next_cursor}))
+        nav += f"<a class='btn' rel='next' href='{e(nxt)}'>next {PAGE} ⟶</a>"
+    head_check = "<th></th>" if bulk else ""
+    table = (
+        f"<table class='grid jobs'><thead><tr>{head_check}<th>id</th><th>task</th>"
+        f"<th>arguments</th><th class='n'>attempts</th><th>{SCORE_MEANING[st]}</th>"
+        f"<th>last error</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows else f"<p class='note'>No {st} jobs.</p>")
+    bulk_form = ""
+    if bulk and rows:
+        bulk_form = (
+            f"<form id='bulk' method='post' action='{e(req.url(f'/q/{qq}/bulk'))}' "
+            "class='bulk' data-confirm='Apply to the chosen dead jobs?'>"
+            "<button name='op' value='retry'>retry chosen</button> "
+            "<button name='op' value='delete' class='danger'>delete chosen</button> "
+            "<label><input type='checkbox' name='all' value='1'> all (up to 500)</label>"
+            "</form>")
+    done = ""
+    if req.arg("done"):
+        done = f"<p class='ok'>{e(req.arg('op'))}: {e(req.arg('done'))} job(s).</p>"
+    paused = "<span class='badge paused'>paused</span>" if v.paused else ""
+    body = (
+        f"<div class='tabs'>{tabs}</div><div class='bar'>{links} {paused}{search}</div>"
+        f"{done}{bulk_form}{table}<div class='pager'>{nav}"
+        f"<span class='muted'>{page.total:,} {st} in all</span></div>"
+    )
+    return shell(req, f"{v.queue}: {st}", body, _crumbs(req, v.queue), v.now_ms, live=True)
+
+
+def _pretty(raw: Any) -> str:
+    if raw is None:
+        return NONE
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    try:
+        return json.dumps(json.loads(data), indent=2, ensure_ascii=False, sort_keys=True)
+    except (ValueError, UnicodeDecodeError):
+        return data.decode(errors="replace")
+
+
+def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access) -> str:
+    qq, jj = q(queue), q(job_id)
+    state = row.get("state", "?")
+    now = row["now_ms"]
+    score = row.get("score")
+    facts = [("state", f"<span class='badge {e(state)}'>{e(state)}</span>")]
+    if state == "scheduled":
+        facts.append(("run at", when(score, now)))
+    elif state == "active":
+        facts.append(("lease until", when(score, now)))
+    elif state in ("completed", "dead", "cancelled") and score is not None:
+        facts.append((SCORE_MEANING[state], when(score, now)))
+    for k in ("attempts", "failures", "delays", "stalled", "priority", "group", "unique"):
+        if row.get(k) is not None:
+            facts.append((k, e(row[k])))
+    with contextlib.suppress(ValueError):  # a hand-written id has no mint time
+        facts.append(("minted", when(ids.timestamp_ms(job_id), now)))
+    for k in ("completed_at", "died_at", "cancelled_at"):
+        if row.get(k):
+            facts.append((k.replace("_", " "), when(int(float(row[k])), now)))
+    if row.get("progress") is not None:
+        facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
+    known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
+             "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
+             "died_at", "cancelled_at"}
+    for k in sorted(set(row) - known):
+        facts.append((k, f"<code>{e(row[k])}</code>"))
+    table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
+    task, _ = insight.preview(row.get("payload"))
+    actions = []
+    if not access.read_only:
+        if state == "dead":
+            actions.append(_form(req, f"/q/{qq}/job/{jj}/retry", "retry"))
+        if state == "scheduled":
+            actions.append(_form(req, f"/q/{qq}/job/{jj}/run", "run now"))
+        if state in ("pending", "scheduled", "active"):
+            actions.append(_form(req, f"/q/{qq}/job/{jj}/cancel", "cancel", "warn",
+                                 "Cancel this job?"))
+        if state != "active":
+            actions.append(_form(req, f"/q/{qq}/job/{jj}/delete", "delete", "danger",
+                                 "Delete this job for good?"))
+    err = row.get("error")
+    body = (
+        f"<div class='actions'>{''.join(actions)}</div>"
+        f"<div class='cols'><div><h2>Facts</h2><table class='facts'>{table}</table></div>"
+        f"<div><h2>Payload{' · ' + e(task) if task else ''}</h2>"
+        f"<pre class='payload'>{e(_pretty(row.get('payload')))}</pre>"
+        + (f"<h2>Last error</h2><pre class='error'>{e(err)}</pre>" if err else "")
+        + (f"<h2>Result</h2><pre>{e(_pretty(row['result']))}</pre>"
+           if row.get("result") is not None else "")
+        + "</div></div>"
+    )
+    return shell(req, f"Job {job_id}", body, _crumbs(req, queue, job_id), now)
+
+
+# -- the schedule clock -----------------------------------------------------------------
+
+def clock_page(req: Request, queue: str, tl: insight.Timeline, rel: insight.Release) -> str:
+    qq = q(queue)
+    run_ats = [s for _, s in tl.entries]
+    frame = charts.clock_frame(tl.now_ms, run_ats)
+    svg = charts.clock_svg(frame, run_ats, tl.now_ms, rel.at_ms)
+    first = "".join(
+        f"<li><a href='{e(req.url(f'/q/{qq}/job/{q(i)}'))}'><code>{e(i)}</code></a> "
+        f"{when(s, tl.now_ms)}</li>" for i, s in rel.first)
+    more = rel.count - len(rel.first)
+    shown = (f"the soonest {len(tl.entries):,} of {tl.total:,} scheduled jobs"
+             if tl.total > len(tl.entries) else f"all {tl.total:,} scheduled jobs")
+    offset = rel.at_ms - tl.now_ms
+    body = (
+        "<p class='hint'>Each bar is scheduled jobs by run-at. Drag the handle (or use the "
+        "arrow keys on it) to ask: <em>if a promote ran at this instant, on the server's "
+        f"clock, what would it release?</em> Drawn: {shown}.</p>"
+        f"<div class='clockbox' data-queue='{e(queue)}' "
+        f"data-api='{e(req.url(f'/api/q/{qq}/release'))}'>{svg}</div>"
+        "<div class='release'><div class='big'><span id='release-count'>"
+        f"{rel.count:,}</span></div><div>job(s) would be released by a promote at "
+        f"<span id='release-at'>{when(rel.at_ms, tl.now_ms)}</span> "
+        f"(<span id='release-offset'>{e(('+' if offset >= 0 else '-') + duration(abs(offset)))}"
+        "</span> from server now)</div></div>"
+        f"<ol id='release-list' class='ids'>{first}</ol>"
+        f"<p id='release-more' class='muted'>"
+        f"{'and ' + format(more, ',') + ' more' if more > 0 else ''}</p>"
+        f"<form method='get' action='{e(req.url(f'/q/{qq}/clock'))}' class='nojs'>"
+        "<label>release at (server ms) <input name='at' type='number' "
+        f"value='{rel.at_ms}'></label> <button class='ghost'>ask</button></form>"
+    )
+    return shell(req, f"{queue}: schedule clock", body, _crumbs(req, queue, "schedule clock"),
+                 tl.now_ms)
+
+
+# -- registrations ------------------------------------------------------------------------
+
+def repeat_page(req: Request, queue: str, regs: list[dict[str, Any]], access: Access) -> str:
+    rows = []
+    for entry in regs:
+        cadence = entry.get("cron") or f"every {duration(entry.get('every_ms') or 0)}"
+        zone = entry.get("tz") or "UTC"
+        try:
+            upcoming = "".join(f"<li>{e(d.strftime('%Y-%m-%d %H:%M:%S %Z'))}</li>"
+                               for d in repeat.next_runs(entry, 5))
+        except (ValueError, KeyError, TypeError) as exc:
+            upcoming = f"<li class='error'>{e(exc)}</li>"
+        cancel = "" if access.read_only else _form(
+            req, f"/q/{q(queue)}/repeat/{q(entry['name'])}/cancel", "cancel", "danger small",
+            f"Cancel the registration {entry['name']}?")
+        rows.append(
+            f"<tr><td><b>{e(entry['name'])}</b></td><td><code>{e(cadence)}</code></td>"
+            f"<td>{e(zone)}</td><td><ol class='runs'>{upcoming}</ol></td>"
+            f"<td class='n'>{e(entry.get('fired', 0))}</td><td>{cancel}</td></tr>")
+    table = (
+        "<table class='grid'><thead><tr><th>name</th><th>cadence</th><th>zone</th>"
+        "<th>next 5 runs (in its zone)</th><th class='n'>fired</th><th></th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>" if rows else
+        "<p class='note'>No registrations on this queue.</p>")
+    return shell(req, f"{queue}: registrations", table, _crumbs(req, queue, "registrations"))
+
+
+# -- groups -------------------------------------------------------------------------------
+
+def groups_page(req: Request, queue: str, stats: dict[str, Any] | None, access: Access) -> str:
+    if stats is None:
+        body = "<p class='note'>Groups arrive with job control (<code>echomq.groups</code>).</p>"
+        return shell(req, f"{queue}: groups", body, _crumbs(req, queue, "groups"))
+    rows = []
+    for name, g in stats.items():
+        def get(k: str, g: Any = g) -> Any:
+            return g.get(k) if isinstance(g, dict) else getattr(g, k, None)
+
+        paused = bool(get("paused"))
+        rate = get("rate_max")
+        rate_txt = f"{rate} per {duration(get('rate_ms') or 0)}" if rate else NONE
+        op = "resume" if paused else "pause"
+        act = "" if access.read_only else _form(
+            req, f"/q/{q(queue)}/groups/{q(name)}/{op}", op, "small ghost")
+        rows.append(
+            f"<tr><td><b>{e(name)}</b></td><td class='n'>{e(get('waiting'))}</td>"
+            f"<td class='n'>{e(get('active'))}</td><td class='n'>{e(get('limit') or NONE)}</td>"
+            f"<td>{e(rate_txt)}</td><td>{'<span class=badge>paused</span>' if paused else ''}"
+            f"</td><td>{act}</td></tr>")
+    table = (
+        "<table class='grid'><thead><tr><th>group</th><th class='n'>waiting</th>"
+        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows else "<p class='note'>No groups on this queue.</p>")
+    return shell(req, f"{queue}: groups", table, _crumbs(req, queue, "groups"))
+
+
+# -- bulk confirmation ---------------------------------------------------------------------
+
+def confirm_bulk(req: Request, queue: str, op: str, chosen: list[str]) -> str:
+    hidden = "".join(f"<input type='hidden' name='id' value='{e(i)}'>" for i in chosen)
+    items = "".join(f"<li><code>{e(i)}</code></li>" for i in chosen[:50])
+    more = f"<li>… and {len(chosen) - 50} more</li>" if len(chosen) > 50 else ""
+    body = (
+        f"<p>{e(op.capitalize())} these {len(chosen)} dead job(s)?</p><ul class='ids'>{items}"
+        f"{more}</ul><form method='post' action='{e(req.url(f'/q/{q(queue)}/bulk'))}'>"
+        f"{hidden}<input type='hidden' name='op' value='{e(op)}'>"
+        "<input type='hidden' name='confirm' value='1'>"
+        f"<button class='{'danger' if op == 'delete' else ''}'>yes, {e(op)}</button> "
+        f"<a href='{e(req.url(f'/q/{q(queue)}?state=dead'))}'>no, go back</a></form>"
+    )
+    return shell(req, "Confirm", body, _crumbs(req, queue, "confirm"))
+
+
+# -- backoff ------------------------------------------------------------------------------
+
+def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
+    kind = req.arg("kind", "exponential")
+    base = int(req.arg("base", "1000"))
+    cap = int(req.arg("cap", "3600000"))
+    attempts = int(req.arg("max_attempts", "10"))
+    if not 1 <= attempts <= 100:
+        raise ValueError("max_attempts must be 1..100")
+    inner: backoff.Policy = ("fixed", base) if kind == "fixed" else ("exponential", base, cap)
+    policy = ("jitter", inner) if req.arg("jitter") else inner
+    backoff.validate(policy)
+    return policy, attempts
+
+
+def backoff_page(req: Request) -> str:
+    policy, attempts = _policy_from(req)
+    c = charts.curve(policy, attempts)
+    kind = req.arg("kind", "exponential")
+    rows = "".join(
+        f"<tr><td class='n'>{a}</td><td class='n'>"
+        f"{e(duration(lo)) + ' ' + DASH + ' ' if lo != hi else ''}{e(duration(hi))}</td>"
+        f"<td class='n'>{e(duration(cum))}</td></tr>" for a, lo, hi, cum in c.rows)
+    jit = bool(req.arg("jitter"))
+    total = (f"between {duration(c.total_low_ms)} and {duration(c.total_ms)} "
+             f"(on average {duration(c.total_ms / 2)})" if jit else duration(c.total_ms))
+    sel = {k: " selected" if kind == k else "" for k in ("fixed", "exponential")}
+    body = (
+        f"<form method='get' action='{e(req.url('/backoff'))}' class='policy'>"
+        f"<label>policy <select name='kind'><option{sel['exponential']}>exponential</option>"
+        f"<option{sel['fixed']}>fixed</option></select></label>"
+        "<label>base ms <input name='base' type='number' min='0' "
+        f"value='{e(req.arg('base', '1000'))}'>"
+        f"</label><label>cap ms <input name='cap' type='number' min='1' "
+        f"value='{e(req.arg('cap', '3600000'))}'></label>"
+        f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
+        f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
+        f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"
+        f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
+        f"dead-lettered at attempt {attempts}, <b id='backoff-total'>{e(total)}</b> after its "
+        "first failure (handler time not counted).</p>"
+        f"<div class='chart'>{charts.curve_svg(c)}</div>"
+        "<p class='hint'>Bars: the delay before each retry (a light band for jitter: a uniform "
+        "draw from 0 to the bar's top). Line: the cumulative time, right axis.</p>"
+        "<table class='grid narrow'><thead><tr><th class='n'>after attempt</th>"
+        f"<th class='n'>delay</th><th class='n'>cumulative</th></tr></thead><tbody>{rows}"
+        "</tbody></table>"
+    )
+    return shell(req, "Backoff curve", body)
+

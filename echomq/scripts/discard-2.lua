@@ -1,0 +1,34 @@
+-- the @discard script: delete a job that is not running (an operator's "delete").
+-- KEYS[1] = the job row, KEYS[2] = its kept result (emq:{q}:result:<id>)
+-- ARGV[1] = the queue base (emq:{q}:), ARGV[2] = id
+-- Reply: 1 deleted, 0 no row. Refusals (nothing written): EMQKIND,
+-- EMQSTATE discard active (a running job is cancelled, never deleted under its holder).
+-- Row, index entry, result and the unique key the job owns go together, so no ghost id is
+-- left on a set and no unique key keeps refusing admissions for a job that is gone.
+-- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
+--@include kind
+if not is_job(ARGV[2]) then
+  return redis.error_reply(KIND_ERROR)
+end
+local st = redis.call('HGET', KEYS[1], 'state')
+if not st then
+  return 0
+end
+if st == 'active' then
+  return redis.error_reply('EMQSTATE discard active')
+end
+local p = ARGV[1]
+local group = redis.call('HGET', KEYS[1], 'group')
+if st == 'pending' and group then
+  redis.call('ZREM', p .. 'g:' .. group .. ':pending', ARGV[2])
+elseif st == 'scheduled' then
+  redis.call('ZREM', p .. 'schedule', ARGV[2])
+else
+  redis.call('ZREM', p .. st, ARGV[2])
+end
+local unique = redis.call('HGET', KEYS[1], 'unique')
+if unique and redis.call('GET', p .. 'unique:' .. unique) == ARGV[2] then
+  redis.call('DEL', p .. 'unique:' .. unique)
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1

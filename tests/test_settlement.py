@@ -1,0 +1,111 @@
+"""A refused outcome tells "already settled" from "another holder owns it" (issue 10,
+point 8), in the log and in the Consumer's counters.
+
+"Already settled" is a retried call whose first try landed (its reply lost, as in a server
+restart): here the handler itself settles its own job with the same token first, which is
+exactly the state such a first try leaves. "Another holder" is a lease that lapsed and was
+claimed again under a new token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from echomq import AsyncConnector, errors, ids, jobs, keyspace
+from echomq.consumer import Consumer, Event, Job
+
+
+async def _until(pred, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def _run_one(url: str, queue: str, handler, **opts) -> tuple[Consumer, list[Event]]:
+    events: list[Event] = []
+
+    async def main() -> Consumer:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue(conn, queue, ids.mint(), b"p")
+        consumer = Consumer(conn, queue, handler, concurrency=1, beat_ms=50,
+                            on_event=events.append, **opts)
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(consumer.serve(stop, grace_s=5))
+        await _until(lambda: any(e.kind in ("completed", "lost", "settled", "retrying",
+                                            "delayed") for e in events))
+        await asyncio.sleep(0.05)
+        stop.set()
+        await task
+        await conn.close()
+        return consumer
+
+    return asyncio.run(main()), events
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["deleted", "kept"])
+def test_an_ack_whose_first_try_landed_is_already_settled(url, queue, caplog, keep):
+    async def handler(job: Job) -> None:
+        # the first try of this very ack, landed (its reply is what a restart loses)
+        side = await AsyncConnector.connect(url)
+        await jobs.ack(side, queue, job.id, job.token, keep=keep)
+        await side.close()
+
+    caplog.set_level(logging.INFO, logger="echomq.consumer")
+    opts = {"keep_completed": 100} if keep else {}
+    consumer, events = _run_one(url, queue, handler, **opts)
+    assert consumer.stats.lost == 0
+    assert consumer.stats.already_settled == 1
+    assert consumer.stats.completed == 1
+    assert [e.kind for e in events if e.kind != "started"] == ["settled"]
+    assert events[-1].info["fate"] == ("settled" if keep else "gone")
+    assert "another holder" not in caplog.text
+    assert "ok already settled" in caplog.text
+
+
+def test_a_retry_whose_first_try_landed_is_already_settled(url, queue, caplog):
+    async def handler(job: Job) -> None:
+        side = await AsyncConnector.connect(url)
+        await jobs.retry(side, queue, job.id, job.token, 60_000, 5, "boom")
+        await side.close()
+        raise RuntimeError("boom")
+
+    caplog.set_level(logging.INFO, logger="echomq.consumer")
+    consumer, _events = _run_one(url, queue, handler)
+    assert (consumer.stats.lost, consumer.stats.already_settled) == (0, 1)
+    assert "fail already settled" in caplog.text
+
+
+def test_a_job_another_holder_took_is_still_lost(url, raw, queue, caplog):
+    """The lease lapsed and a second claim holds the job: that refusal stays "lost"."""
+    async def handler(job: Job) -> None:
+        side = await AsyncConnector.connect(url)
+        raw.zadd(keyspace.queue_key(queue, "active"), {job.id: 0})  # the lease lapses
+        assert await jobs.reap(side, queue, 10) == 1
+        again = await jobs.claim(side, queue, 60_000)
+        assert again is not None and again.token == job.token + 1
+        await side.close()
+
+    caplog.set_level(logging.INFO, logger="echomq.consumer")
+    consumer, events = _run_one(url, queue, handler)
+    assert (consumer.stats.lost, consumer.stats.already_settled) == (1, 0)
+    assert consumer.stats.completed == 0
+    assert "another holder owns it now" in caplog.text
+    assert [e.kind for e in events if e.kind != "started"] == ["lost"]
+
+
+def test_fate_verb(run, queue):
+    jid = ids.mint()
+    assert run(jobs.fate, queue, jid, 1) == "gone"
+    run(jobs.enqueue, queue, jid, b"x")
+    c = run(jobs.claim, queue, 30_000)
+    assert run(jobs.fate, queue, jid, c.token) == "moved"  # still running: not settled
+    run(jobs.ack, queue, jid, c.token, keep=True)
+    assert run(jobs.fate, queue, jid, c.token) == "settled"
+    assert run(jobs.fate, queue, jid, c.token + 1) == "moved"
+    with pytest.raises(errors.StateError):
+        run(jobs.ack, queue, jid, c.token)

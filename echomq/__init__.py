@@ -7,7 +7,7 @@ recurrence is a registration that mints a fresh, mint-ordered job for every occu
 
 from __future__ import annotations
 
-from . import backoff, errors, ids, jobs, keyspace, native, repeat, scripts
+from . import backoff, errors, groups, ids, jobs, keyspace, native, repeat, scripts
 from .app import App
 from .connector import AsyncConnector, Connector
 from .consumer import Delay, RateLimited, current_job
@@ -25,6 +25,7 @@ __all__ = [
     "backoff",
     "current_job",
     "errors",
+    "groups",
     "ids",
     "jobs",
     "keyspace",

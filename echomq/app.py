@@ -36,6 +36,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, jobs, keyspace, registry, results
+from . import partitions as parts
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -261,6 +262,7 @@ class App:
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
         group: Group | None = None,
+        partitions: int = 1,
     ) -> Task[P, R]: ...
 
     @overload
@@ -278,6 +280,7 @@ class App:
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
         group: Group | None = None,
+        partitions: int = 1,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -294,6 +297,7 @@ class App:
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
         group: Group | None = None,
+        partitions: int = 1,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -309,12 +313,20 @@ class App:
         return value that long (``app.job(id).result``, ``app.result(id)``).
         ``isolation="process"`` runs a plain function in a killable child process per job
         (``echomq.isolation``): a timeout or a cancel request stops it for real.
+        running job holds, checkpointed every third of it. ``partitions=8`` spreads the
+        queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
+        them over its primaries; see ``echomq.partitions`` and ``Task.options``).
         ``group``: the lane every run joins (groups take turns at the claim, each with its
         own limit and rate: ``echomq.groups``), as a name or as a function of the task's
         arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
         return ``None`` for no group); ``task.options(group=...)`` overrides it.
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
+        parts.validate(queue, partitions)
+        for other in self.tasks.values():
+            if other.queue == queue and other.partitions != partitions:
+                raise ValueError(f"queue {queue!r} has {other.partitions} partition(s) "
+                                 f"(task {other.name}); every task on it must say the same")
         if group is not None:
             group = check_group(group)
         guard.positive("max_attempts", max_attempts)
@@ -339,6 +351,7 @@ class App:
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
                 timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
                 group=group,
+                partitions=partitions,
             )
             self.tasks[task_name] = t
             return t
@@ -390,22 +403,31 @@ class App:
     def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
                kwargs: dict[str, Any] | None, **how: Any) -> None:
         reg_name = name or task.name
-        if any(r.queue == task.queue and r.name == reg_name for r in self.recurrences):
+        if any(r.queue == task.queues[0] and r.name == reg_name for r in self.recurrences):
             raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
                              f"{task.queue!r}; pass name=")
         template = encode(task.name, args, kwargs)
-        self.recurrences.append(Recurrence(task.name, task.queue, reg_name, template, **how))
+        # a partitioned queue's recurrence lives on (and fires into) its first partition
+        self.recurrences.append(Recurrence(task.name, task.queues[0], reg_name, template,
+                                           **how))
 
     # -- what workers need ---------------------------------------------------------------
 
     def queues(self) -> list[str]:
-        """Every queue a task of this app lives on (declaration order)."""
-        return list(dict.fromkeys(t.queue for t in self.tasks.values()))
+        """Every queue a task of this app lives on (declaration order; a partitioned
+        queue as its partitions, ``mail#0`` ...)."""
+        return list(dict.fromkeys(q for t in self.tasks.values() for q in t.queues))
+
+    def expand(self, queues: Iterable[str]) -> list[str]:
+        """Queue names with each partitioned queue of this app (``mail``) replaced by its
+        partitions (``mail#0`` ...); other names as given."""
+        split = {t.queue: t.queues for t in self.tasks.values()}
+        return list(dict.fromkeys(p for q in queues for p in split.get(q, [q])))
 
     def lease_for(self, queue: str) -> int:
         """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
         task is reaped on time if its worker dies before the first checkpoint."""
-        leases = [t.lease_ms for t in self.tasks.values() if t.queue == queue]
+        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
         return min(leases) if leases else DEFAULT_LEASE_MS
 
     def router(self, queue: str) -> Callable[[Job], Route]:

@@ -58,6 +58,18 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
     return found
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default, unless the help already says it or there is
+    none worth saying (``None``, ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" in text or action.default in (None, False, argparse.SUPPRESS)
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a two-line refusal (the problem, then where the help is) instead of
     the whole usage block; sub-command parsers inherit it."""
@@ -92,8 +104,8 @@ def default_url(explicit: str | None) -> str | None:
 
 
 def where(url: str | None) -> str:
-    """A server URL as a person may read it in a log: host:port (or the socket), db, never
-    the password."""
+    """A server URL as a person reads it in an error: host:port (every seed of a cluster
+    URL, the path of a socket) and the db when not 0; never the password."""
     if not url:
         return "the embedded server"
     parts = urlsplit(url)

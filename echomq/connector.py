@@ -24,8 +24,10 @@ connection reset.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Generator, Iterable, Sequence
+import traceback
+from collections.abc import Awaitable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -51,7 +53,10 @@ _KEPT_CODES = frozenset({
     "ASK", "UNBLOCKED", "NOGROUP", "NOQUORUM", "NOGOODSLAVE", "NOTREADY", "INVALIDOBJ",
 })
 _CODE = re.compile(r"^EMQ[A-Z0-9_]*$")
-_WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError)
+# a cluster client raises ClusterError / ValkeyClusterException when no node answers for a
+# slot (a primary died and no replica has taken over yet): weather, like a lost connection
+_WIRE_FAULTS = (vexc.ConnectionError, vexc.TimeoutError, OSError, vexc.ClusterError,
+                vexc.ValkeyClusterException)
 
 
 # valkey-py strips the code of these replies and says it with the exception's class instead
@@ -70,6 +75,8 @@ def _server_error(exc: Exception) -> errors.ServerError:
     # so the code valkey-py stripped goes back: from the exception's class where it has
     # one, else "ERR" for a reply whose first word is not a code (ERR is stripped too).
     text = str(exc)
+    if isinstance(exc, vexc.ClusterCrossSlotError) or text.startswith("CROSSSLOT"):
+        return _cross_slot(text)
     for cls, code in _STRIPPED:
         if isinstance(exc, cls):
             return errors.from_server(f"{code} {text}")
@@ -79,8 +86,17 @@ def _server_error(exc: Exception) -> errors.ServerError:
     return errors.from_server(text)
 
 
-def _wire_error(exc: BaseException) -> errors.WireError:
+def _wire_error(exc: BaseException) -> errors.EchoMQError:
+    if isinstance(exc, vexc.ValkeyClusterException) and "same key slot" in str(exc):
+        # the cluster client refuses a call whose keys span slots before sending it
+        return _cross_slot(str(exc))
     return errors.WireError(f"{type(exc).__name__}: {exc}")
+
+
+def _cross_slot(detail: str) -> errors.CrossSlotError:
+    return errors.CrossSlotError(
+        f"CROSSSLOT keys of one call span several cluster slots ({detail}); every key of a "
+        "queue must carry its hash tag emq:{q}:")
 
 
 def check_payload_limit(limit: int) -> int:
@@ -205,6 +221,11 @@ class _Base:
 
     def _plan_batch(self, steps: Sequence[Eval | Command | Native]) -> _Plan:
         replies = list((yield _Pipe(tuple(self._command(s) for s in steps))))
+        # a cluster pipeline reports a lost node in place; the batch is then weather as a
+        # whole (steps on healthy nodes may have run: at least once, never silently)
+        lost = next((r for r in replies if isinstance(r, _WIRE_FAULTS)), None)
+        if lost is not None:
+            raise lost
         missing = [i for i, (s, r) in enumerate(zip(steps, replies, strict=True))
                    if isinstance(s, Eval) and isinstance(r, vexc.NoScriptError)]
         if missing:
@@ -226,8 +247,10 @@ class _Base:
             pipe = self.client.pipeline(transaction=False)
             for args in op.calls:
                 pipe.execute_command(*args)
-            return pipe.execute(raise_on_error=False)
-        return self.client.execute_command(*op.args, **dict(op.kwargs))
+            sent = pipe.execute(raise_on_error=False)
+        else:
+            sent = self.client.execute_command(*op.args, **dict(op.kwargs))
+        return _topology_guard(sent) if self.cluster and self.is_async else sent
 
     def _primaries(self) -> list[str | None]:
         """The names of the cluster's primaries as the client last saw them; ``[None]``
@@ -442,6 +465,20 @@ class AsyncConnector(_Base):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _topology_guard(pending: Awaitable[Any]) -> Any:
+    """Await an async cluster client's call. While it re-learns the topology after a
+    primary died, valkey-py's async cluster client can trip over its own state (a default
+    node or a stream writer that is None: AttributeError inside valkey); that is the same
+    weather as the lost connection behind it, so it is raised as one."""
+    try:
+        return await pending
+    except AttributeError as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        if not frames or f"{os.sep}valkey{os.sep}" not in frames[-1].filename:
+            raise  # ours: a bug, not weather
+        raise vexc.ConnectionError(f"cluster topology is being refreshed ({exc})") from exc
 
 
 def _startup(target: urls.Target, node: Any) -> dict[str, Any]:

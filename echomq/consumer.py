@@ -96,6 +96,7 @@ class Route:
     lease_ms: int | None = None
     timeout_ms: int | None = None  # None: the consumer's default (off unless set)
     keep_result_ms: int | None = None  # keep the JSON return value this long
+    name: str | None = None  # the task's name, for logs and the started event
 
     def retry_delay(self, attempts: int) -> int:
         """The delay before the next run after failed attempt number ``attempts``."""
@@ -404,7 +405,7 @@ class Consumer:
             route = self.router(job)
         except Exception as exc:
             outcome: tuple[str, Any] = ("fail", exc)
-        self._emit("started", job.id, job.token)
+        self._emit("started", job.id, job.token, task=route.name if route else None)
         # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
         # of the way into the shorter of that and the route's lease
         lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms

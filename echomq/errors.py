@@ -131,6 +131,11 @@ class ConfigError(EchoMQError):
     """A connector or server cannot be set up as asked (e.g. wire 6 without the module)."""
 
 
+class CrossSlotError(ServerError, ConfigError):
+    """The keys of one call span several Valkey Cluster slots: a key was built outside its
+    queue's hash tag ``{q}``. A programming error, never weather: it is not retried."""
+
+
 class NativeUnavailable(ConfigError):
     """The native module is not built or not loaded, with the reason."""
 

@@ -33,11 +33,28 @@ class Claim(NamedTuple):
     payload: bytes
 
 
+def _is_admitted(reply: Any) -> bool:
+    # 1 admitted; 0 (the id has a row) or the unique key's owner id (bytes): a duplicate
+    return not isinstance(reply, (bytes, str)) and int(reply) == 1
+
+
 def _admission(admitted: Outcome) -> Any:
     def decode(reply: Any) -> Outcome:
-        return admitted if int(reply) == 1 else Outcome.DUPLICATE
+        return admitted if _is_admitted(reply) else Outcome.DUPLICATE
 
     return decode
+
+
+class Admitted(NamedTuple):
+    """What an admission did: its outcome, and the id that holds the slot: the job's own id
+    when admitted (or when its id already had a row), the OWNER's id when a live unique key
+    refused it."""
+
+    outcome: Outcome
+    id: str
+
+
+MAX_UNIQUE_BYTES = 1000
 
 
 class Options(NamedTuple):
@@ -45,13 +62,33 @@ class Options(NamedTuple):
 
     priority: int = 0
     group: str | None = None
+    unique: str | None = None
+    unique_for_ms: int | None = None
+    notify_ms: int | None = None
 
     @classmethod
-    def of(cls, priority: int = 0, group: str | None = None) -> Options:
+    def of(
+        cls,
+        priority: int = 0,
+        group: str | None = None,
+        unique: str | None = None,
+        unique_for_ms: int | None = None,
+        notify_ms: int | None = None,
+    ) -> Options:
         guard.priority(priority)
         if group is not None:
             keyspace.validate_group(group)
-        return cls(priority, group)
+        if unique is not None:
+            guard.string("unique", unique)
+            if not unique or len(unique.encode()) > MAX_UNIQUE_BYTES:
+                raise ValueError(f"unique must be 1..{MAX_UNIQUE_BYTES} bytes, got {unique!r:.40}")
+        if unique_for_ms is not None:
+            if unique is None:
+                raise ValueError("unique_for_ms needs a unique key")
+            guard.span("unique_for_ms", unique_for_ms, minimum=1)
+        if notify_ms is not None:
+            guard.span("notify_ms", notify_ms, minimum=1)
+        return cls(priority, group, unique, unique_for_ms, notify_ms)
 
     @classmethod
     def from_item(cls, extra: Sequence[Any]) -> Options:
@@ -69,9 +106,14 @@ class Options(NamedTuple):
     def plain(self) -> bool:
         return self == PLAIN
 
-    def argv(self) -> tuple[str, str]:
-        """The scripts' option tail: priority ('' for 0) and group ('' for none)."""
-        return (str(self.priority) if self.priority else "", self.group or "")
+    def argv(self) -> tuple[str, ...]:
+        """The scripts' option tail: priority, group, unique, unique_for ms, notify ms
+        ('' for a default)."""
+        def opt(v: object) -> str:
+            return "" if v is None or v == 0 else str(v)
+
+        return (opt(self.priority), self.group or "", self.unique or "",
+                opt(self.unique_for_ms), opt(self.notify_ms))
 
 
 PLAIN = Options()
@@ -107,6 +149,51 @@ def _schedule_step(
         native="EMQ.SCHEDULE" if opts.plain else None,
         via=via,
     )
+
+
+@verb
+def admit(
+    queue: str,
+    job_id: str,
+    payload: bytes | str,
+    *,
+    mode: str = "now",
+    value: int = 0,
+    priority: int = 0,
+    group: str | None = None,
+    unique: str | None = None,
+    unique_for_ms: int | None = None,
+    notify_ms: int | None = None,
+) -> Verb[Admitted]:
+    """The general admission, every option at once: ``Admitted(outcome, id)``.
+
+    ``mode``: ``"now"`` (claimable now), ``"in"`` (``value`` ms from SERVER now) or ``"at"``
+    (``value`` an absolute ms, CALLER's clock). ``unique``: while a job admitted with that
+    key is waiting or running (and until SERVER admission + ``unique_for_ms``, if given)
+    another admission with the key writes nothing and answers ``DUPLICATE`` with the
+    owner's id; the key is released in the script that ends the owner (ack, death, cancel).
+    ``notify_ms``: the job's end leaves a done token (``wait_done``) kept that long.
+    """
+    if mode not in ("now", "in", "at"):
+        raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
+    if mode == "in":
+        guard.span("value", value)
+    elif mode == "at":
+        guard.instant("value", value)
+    opts = Options.of(priority, group, unique, unique_for_ms, notify_ms)
+    if mode == "now":
+        step = _enqueue_step(queue, job_id, payload, opts)
+        admitted = Outcome.ENQUEUED
+    else:
+        step = _schedule_step(queue, job_id, payload, mode, value, None, opts)
+        admitted = Outcome.SCHEDULED
+
+    def decode(reply: Any) -> Admitted:
+        if isinstance(reply, (bytes, str)):
+            return Admitted(Outcome.DUPLICATE, text(reply))
+        return Admitted(admitted if int(reply) == 1 else Outcome.DUPLICATE, job_id)
+
+    return single(step, decode)
 
 
 @verb
@@ -184,12 +271,13 @@ def _chunks(flat: list[Any], per_job: int) -> list[list[Any]]:
 
 def _bulk_admissions(
     script: str, keys: tuple[str, ...], queue: str, flat: list[Any], per_job: int,
-    admitted: Outcome | None,
+    admitted: Outcome | None, owners: list[str | None] | None = None,
 ) -> Verb[list[Outcome]]:
     """One bulk script call per chunk, all chunks pipelined in one round trip.
 
     ``admitted`` is the outcome of an admission, or ``None`` when it depends on the
-    job's mode (``admit_many``: every 6th value from the 3rd on).
+    job's mode (``admit_many``: every 9th value from the 3rd on). ``owners``, when given,
+    receives per job the unique key's owner id that refused it (else ``None``).
     """
     base = keyspace.base(queue)
     steps = tuple(Eval(script, keys, (base, *chunk)) for chunk in _chunks(flat, per_job))
@@ -205,7 +293,9 @@ def _bulk_admissions(
             ok = admitted
             if ok is None:
                 ok = Outcome.ENQUEUED if modes[len(out)] == "now" else Outcome.SCHEDULED
-            out.append(ok if int(r) == 1 else Outcome.DUPLICATE)
+            if owners is not None:
+                owners.append(text(r) if isinstance(r, (bytes, str)) else None)
+            out.append(ok if _is_admitted(r) else Outcome.DUPLICATE)
     return out
 
 
@@ -219,13 +309,41 @@ def _bulk_id(job_id: object) -> str:
     return job_id
 
 
-def _admit_many(queue: str, rows: list[tuple[Any, ...]]) -> Verb[list[Outcome]]:
+def _admit_many(
+    queue: str, rows: list[tuple[Any, ...]], owners: list[str | None] | None = None
+) -> Verb[list[Outcome]]:
     """Rows of (id, payload, mode, value, Options) through the @admit_many script."""
     flat: list[Any] = []
     for job_id, payload, mode, value, opts in rows:
         flat += (job_id, payload, mode, str(value), *opts.argv())
     keys = (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "schedule"))
-    return _bulk_admissions("admit_many", keys, queue, flat, 6, None)
+    return _bulk_admissions("admit_many", keys, queue, flat, 9, None, owners)
+
+
+@verb
+def admit_many(queue: str, items: Iterable[tuple[Any, ...]]) -> Verb[list[Admitted]]:
+    """``admit`` for many ``(job_id, payload, mode, value[, options dict])`` items, in one
+    round trip (one script call per 500): ``Admitted(outcome, id)`` in input order, the id
+    being the unique key's owner when one refused the job. ``mode`` is ``"now"`` (value
+    ignored), ``"in"`` (SERVER clock) or ``"at"`` (caller's clock)."""
+    rows: list[tuple[Any, ...]] = []
+    for job_id, payload, mode, value, *extra in items:
+        if mode not in ("now", "in", "at"):
+            raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
+        if mode == "in":
+            guard.span("value", value)
+        elif mode == "at":
+            guard.instant("value", value)
+        rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
+                     Options.from_item(extra)))
+
+    def calls() -> Verb[list[Admitted]]:
+        owners: list[str | None] = []
+        outs = yield from _admit_many(queue, rows, owners)
+        return [Admitted(o, owner or row[0]) for o, owner, row in zip(outs, owners, rows,
+                                                                       strict=True)]
+
+    return calls()
 
 
 @verb
@@ -235,7 +353,8 @@ def enqueue_many(
     """``enqueue`` for many ``(job_id, payload)`` pairs: outcomes in input order.
 
     An item may carry an options dict as a third element (``{"priority": 5, "group":
-    "acme"}``). One bulk script call per 500 jobs, pipelined in one round trip; each job is
+    "acme", "unique": "k", "unique_for_ms": 60_000, "notify_ms": 3_600_000}``). One bulk
+    script call per 500 jobs, pipelined in one round trip; each job is
     the ``enqueue`` transition. Every argument is checked before anything is sent.
     """
     rows: list[tuple[Any, ...]] = []
@@ -340,35 +459,72 @@ def _held(queue: str, job_id: str, token: int) -> tuple[str, str]:
     return keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "active")
 
 
-def _ack_step(queue: str, job_id: str, token: int, keep: bool) -> Eval:
+def _result(result: bytes | str | None, keep_result_ms: int | None) -> tuple[bytes | str, ...]:
+    """The ack scripts' result pair, checked: ``()`` for none."""
+    if result is None:
+        if keep_result_ms is not None:
+            raise ValueError("keep_result_ms needs a result")
+        return ()
+    guard.payload(result, "result")
+    if keep_result_ms is None:
+        raise ValueError("a result needs keep_result_ms (how long to keep it)")
+    guard.span("keep_result_ms", keep_result_ms, minimum=1)
+    return (result, str(keep_result_ms))
+
+
+def _ack_step(
+    queue: str, job_id: str, token: int, keep: bool, result: tuple[bytes | str, ...] = ()
+) -> Eval:
     row, active = _held(queue, job_id, token)
     return Eval(
         "ack",
         (row, active, keyspace.queue_key(queue, "completed")),
-        (job_id, str(token), "1" if keep else "0"),
+        (job_id, str(token), "1" if keep else "0", *result),
     )
 
 
 @verb
-def ack(queue: str, job_id: str, token: int, keep: bool = True) -> Verb[None]:
+def ack(
+    queue: str,
+    job_id: str,
+    token: int,
+    keep: bool = True,
+    *,
+    result: bytes | str | None = None,
+    keep_result_ms: int | None = None,
+) -> Verb[None]:
     """Complete a job in hand, fenced on ``token``.
 
     ``keep=True`` writes ``state=completed`` (and ``completed_at``, SERVER ms) and indexes
-    it for retention; ``keep=False`` deletes the row.
+    it for retention; ``keep=False`` deletes the row. ``result`` (the JSON text of the
+    return value) is written to ``emq:{q}:result:<id>`` for ``keep_result_ms`` (SERVER
+    clock, PX) in the same script, so it outlives a deleted row (``jobs.result``).
     """
-    return single(_ack_step(queue, job_id, token, keep), lambda _: None)
+    step = _ack_step(queue, job_id, token, keep, _result(result, keep_result_ms))
+    return single(step, lambda _: None)
 
 
-def _ack_many_steps(queue: str, held: Iterable[tuple[str, int]], keep: bool) -> tuple[Eval, ...]:
-    flat: list[Any] = []
-    for job_id, token in held:
+Held = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
+
+
+def _ack_many_steps(queue: str, held: Iterable[Held], keep: bool) -> tuple[Eval, ...]:
+    plain: list[Any] = []
+    rich: list[Any] = []
+    with_results = False
+    for item in held:
+        job_id, token = item[0], item[1]
         guard.string("job_id", job_id)
-        flat += (job_id, str(guard.integer("token", token)))
+        pair = (job_id, str(guard.integer("token", token)))
+        got = _result(item[2], item[3]) if len(item) == 4 else ()
+        with_results = with_results or bool(got)
+        plain += pair
+        rich += (*pair, *(got or ("", "")))
     base = keyspace.base(queue)
     keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
-    return tuple(
-        Eval("ack_many", keys, (base, "1" if keep else "0", *chunk)) for chunk in _chunks(flat, 2)
-    )
+    flag = "1" if keep else "0"
+    if with_results:  # the result-carrying form: id, token, result, keep ms per job
+        return tuple(Eval("ack_many", keys, (base, flag + "r", *c)) for c in _chunks(rich, 4))
+    return tuple(Eval("ack_many", keys, (base, flag, *c)) for c in _chunks(plain, 2))
 
 
 def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
@@ -382,10 +538,13 @@ def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
 
 @verb
 def ack_many(
-    queue: str, held: Iterable[tuple[str, int]], keep: bool = True
+    queue: str, held: Iterable[Held], keep: bool = True
 ) -> Verb[list[errors.ServerError | None]]:
     """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
-    the refusal ``ack`` would have raised, in its slot (that job is left as it was)."""
+    the refusal ``ack`` would have raised, in its slot (that job is left as it was).
+
+    An item may be ``(job_id, token, result, keep_result_ms)`` to keep its result, as
+    ``ack(..., result=, keep_result_ms=)``."""
     steps = _ack_many_steps(queue, held, keep)
 
     def calls() -> Verb[list[errors.ServerError | None]]:
@@ -398,7 +557,7 @@ def ack_many(
 
 @verb
 def ack_and_claim(
-    queue: str, held: Iterable[tuple[str, int]], lease_ms: int, count: int, keep: bool = True
+    queue: str, held: Iterable[Held], lease_ms: int, count: int, keep: bool = True
 ) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
     """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
     transition): a worker settles what finished and takes the next jobs at once.
@@ -453,24 +612,35 @@ _RETRY_OUTCOMES = {1: Outcome.RETRYING, 2: Outcome.DEAD, 3: Outcome.CANCELLED}
 
 @verb
 def delay(
-    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in"
+    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in", native: bool = True
 ) -> Verb[None]:
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
     absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
-    that the run-at it makes lies within year 9999.
+    that the run-at it makes lies within year 9999. At wire 6 this sends ``EMQ.DELAY``,
+    which refuses a grouped row (``EMQSTATE delay lane not native``, nothing written): the
+    verb then runs the script, so a grouped job delays on both wires. ``native=False``
+    sends the script at once.
     """
     row, active = _held(queue, job_id, token)
     guard.mode(mode)
     guard.at_mode("delay_ms", mode, delay_ms)
-    step = Eval(
-        "delay",
-        (row, active, keyspace.queue_key(queue, "schedule")),
-        (job_id, str(token), mode, str(delay_ms)),
-        native="EMQ.DELAY",
-    )
-    return single(step, lambda _: None)
+    keys = (row, active, keyspace.queue_key(queue, "schedule"))
+    args = (job_id, str(token), mode, str(delay_ms))
+
+    def calls() -> Verb[None]:
+        if native:
+            try:
+                yield Eval("delay", keys, args, native="EMQ.DELAY")
+                return None
+            except errors.StateError as exc:
+                if str(exc) != "EMQSTATE delay lane not native":
+                    raise
+        yield Eval("delay", keys, args)
+        return None
+
+    return calls()
 
 
 @verb
@@ -517,6 +687,61 @@ def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
     return single(step, int)
+
+
+@verb
+def progress(queue: str, job_id: str, token: int, value: str) -> Verb[None]:
+    """Record how far a job in hand got (``value``: a JSON text), fenced on ``token``:
+    the row's ``progress`` field, shown by ``echomq job`` and the dashboard."""
+    row, active = _held(queue, job_id, token)
+    guard.payload(value, "value")
+    step = Eval("progress", (row, active), (job_id, str(token), value))
+    return single(step, lambda _: None)
+
+
+@verb
+def result(queue: str, job_id: str) -> Verb[bytes | None]:
+    """The kept result of a completed job (``emq:{q}:result:<id>``), or ``None`` (none was
+    kept, it expired on the SERVER clock, or the job has not completed)."""
+    guard.string("job_id", job_id)
+    key = keyspace.queue_key(queue, f"result:{job_id}")
+    return single(Command(("GET", key)), lambda r: r)
+
+
+_ENDS = frozenset({"completed", "dead", "cancelled"})
+
+
+@verb
+def wait_done(queue: str, job_id: str, timeout_s: float) -> Verb[bool]:
+    """Wait up to ``timeout_s`` seconds (HOST clock, as BLPOP's timeout) for the job to end
+    (completed, dead or cancelled): True once it has, False at the timeout.
+
+    A job already ended answers at once. Otherwise this blocks on the job's done list
+    (``emq:{q}:done:<id>``, a token the ending script leaves when the job was admitted
+    with ``notify_ms``), leaving the token for other waiters; no polling loop. A job
+    admitted without ``notify_ms`` leaves no token: its state is read again at the timeout.
+    """
+    guard.string("job_id", job_id)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number, not {type(timeout_s).__name__}")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    row = keyspace.job_key(queue, job_id)
+    done = keyspace.queue_key(queue, f"done:{job_id}")
+
+    def calls() -> Verb[bool]:
+        state, token = yield Batch((Command(("HGET", row, "state")), Command(("EXISTS", done))))
+        if int(token) or (state is not None and text(state) in _ENDS):
+            return True
+        # BLMOVE from the list to itself: it blocks like BLPOP but leaves the token (and
+        # the key's TTL) in place for every other waiter
+        got = yield Command(("BLMOVE", done, done, "RIGHT", "LEFT", f"{timeout_s:.3f}"))
+        if got is not None:
+            return True
+        state = yield Command(("HGET", row, "state"))
+        return state is not None and text(state) in _ENDS
+
+    return calls()
 
 
 class Checkpoint(NamedTuple):
@@ -725,22 +950,67 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
 
 @verb
 def next_due_ms(queue: str) -> Verb[int | None]:
-    """Milliseconds from SERVER now until the earliest run-at on the schedule set (``<= 0``
-    when something is due already), or ``None`` when nothing is scheduled.
+    """Milliseconds from SERVER now until the next instant something becomes claimable by
+    time alone (``<= 0`` when it already is), or ``None`` when nothing waits on time.
 
-    One round trip (``ZRANGE schedule 0 0 WITHSCORES`` and ``TIME`` pipelined): what a
-    beat loop reads to wake at the next due instant instead of at its next beat.
+    The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
+    reopening (a rate window or a ``rate_limited``), a queue-level ``rate_limited`` block
+    ending, and a full queue rate window reopening. One round trip (the reads and ``TIME``
+    pipelined): what a beat loop reads to wake at the next due instant instead of polling.
     """
-    key = keyspace.queue_key(queue, "schedule")
+    base = keyspace.base(queue)
 
     def calls() -> Verb[int | None]:
-        first, (secs, micros) = yield Batch(
-            (Command(("ZRANGE", key, 0, 0, "WITHSCORES")), Command(("TIME",)))
-        )
-        head = scored(first)
-        if not head:
-            return None
+        sched, gwait, blocked, rate, log, size, (secs, micros) = yield Batch((
+            Command(("ZRANGE", base + "schedule", 0, 0, "WITHSCORES")),
+            Command(("ZRANGE", base + "gwait", 0, 0, "WITHSCORES")),
+            Command(("PTTL", base + "blocked_until")),
+            Command(("HMGET", base + "rate", "max", "ms")),
+            Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
+            Command(("ZCARD", base + "starts")),
+            Command(("TIME",)),
+        ))
         now = int(secs) * 1000 + int(micros) // 1000
-        return int(float(head[0][1])) - now
+        due = [int(float(head[0][1])) - now for head in (scored(sched), scored(gwait)) if head]
+        if int(blocked) > 0:
+            due.append(int(blocked))
+        oldest = scored(log)
+        if rate[0] is not None and oldest and int(size) >= int(rate[0]):
+            due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
+        return min(due) if due else None
 
     return calls()
+
+
+@verb
+def rate_limited(queue: str, job_id: str, token: int, ms: int) -> Verb[None]:
+    """A job in hand met an upstream limit (an HTTP 429): it goes back to wait at its
+    priority without spending an attempt, and its group (or, for a flat job, the whole
+    queue) claims nothing for ``ms`` (SERVER clock). Token-fenced."""
+    row, active = _held(queue, job_id, token)
+    guard.span("ms", ms, minimum=1)
+    step = Eval("rate_limited", (row, active), (job_id, str(token), str(ms)))
+    return single(step, lambda _: None)
+
+
+def rate_args(max_jobs: int, per_ms: int) -> tuple[str, str]:
+    """A checked rate: ``max_jobs`` >= 1 starts in any window of ``per_ms`` >= 1 ms."""
+    guard.positive("max_jobs", max_jobs)
+    guard.span("per_ms", per_ms, minimum=1)
+    return str(max_jobs), str(per_ms)
+
+
+@verb
+def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
+    """Cap the queue's claims: never more than ``max_jobs`` starts in any window of
+    ``per_ms`` (a sliding-window log of starts on the SERVER clock, exact)."""
+    mx, ms = rate_args(max_jobs, per_ms)
+    key = keyspace.queue_key(queue, "rate")
+    return single(Command(("HSET", key, "max", mx, "ms", ms)), lambda _: None)
+
+
+@verb
+def clear_rate(queue: str) -> Verb[None]:
+    """Remove the queue's rate cap (and its log of starts)."""
+    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"))
+    return single(Command(("DEL", *keys)), lambda _: None)

@@ -85,6 +85,11 @@ def repeat_key(queue: str, name: str) -> str:
     return queue_key(queue, f"repeat:{name}")
 
 
+def group_key(queue: str, group: str) -> str:
+    """A group's meta, ``emq:{queue}:g:<group>`` (active, limit, paused, rate_max, rate_ms)."""
+    return queue_key(queue, f"g:{group}")
+
+
 def lane_key(queue: str, group: str) -> str:
     """A group's lane, ``emq:{queue}:g:<group>:pending``."""
     return queue_key(queue, f"g:{group}:pending")

@@ -23,11 +23,13 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import inspect
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from . import _guards as guard
 from . import backoff, ids, jobs, keyspace
+from . import partitions as parts
 from .consumer import Route
 from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
 from .isolation import isolated, reference
@@ -105,11 +107,18 @@ class Task(Generic[P, R]):
         keep_result_ms: int | None = None,
         isolation: str = "thread",
         group: Group | None = None,
+        partitions: int = 1,
     ) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.queue = queue
+        #: the queues this task's jobs live on: ``[queue]``, or ``queue#0`` ... for a
+        #: partitioned queue (see ``echomq.partitions``)
+        self.partitions = parts.validate(queue, partitions)
+        self.queues = parts.names(queue, partitions)
+        self._round = itertools.count()  # round robin over partitions, shared by options()
+        self._partition_key: str | bytes | int | None = None
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.retry_delay_ms = retry_delay_ms
@@ -146,14 +155,21 @@ class Task(Generic[P, R]):
         group: Group | None = None,
         unique: str | None = None,
         unique_for: float | dt.timedelta | None = None,
+        partition_key: str | bytes | int | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
         ``priority`` 0..1_000_000 (lower first), ``group`` (a lane: a name, or a function
         of the task's arguments that returns one), ``unique`` (a key:
         while its owner waits or runs, enqueue returns the owner's id and writes nothing),
         ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
-        even once the owner ended). Checked here, before any I/O."""
+        even once the owner ended). ``partition_key`` picks the partition of a partitioned
+        queue by the key's hash (same key, same partition); without one, jobs go round
+        robin. Checked here, before any I/O."""
+        if partition_key is not None:
+            parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
         bound = copy.copy(self)
+        if partition_key is not None:
+            bound._partition_key = partition_key
         if priority is not None:
             bound.priority = check_priority(priority)
         if group is not None:
@@ -165,6 +181,16 @@ class Task(Generic[P, R]):
         if bound.unique_for_ms is not None and bound.unique is None:
             raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
         return bound
+
+    def target_queue(self) -> str:
+        """The queue the next enqueue writes to: the task's queue, or for a partitioned one
+        the key's partition (``options(partition_key=...)``) or the next one round robin."""
+        if self.partitions == 1:
+            return self.queue
+        key = self._partition_key
+        index = (next(self._round) % self.partitions if key is None
+                 else parts.key_index(key, self.partitions))
+        return self.queues[index]
 
     def _options(self, group: str | None = None) -> dict[str, Any]:
         """The admission options that differ from a plain job (``group``: this run's)."""
@@ -196,18 +222,19 @@ class Task(Generic[P, R]):
 
     def _admission(self, mode: str, value: int, body: bytes, group: str | None
                    ) -> tuple[Any, tuple[Any, ...], dict[str, Any], str]:
-        """``(verb, args, kwargs, job_id)`` for one admission: the general ``jobs.admit``
-        when a unique key or a kept result needs it, else the classic verb."""
-        job_id = ids.mint()
+        """``(verb, args, kwargs, job_id)`` for one admission (``args[0]`` its queue): the
+        general ``jobs.admit`` when a unique key or a kept result needs it, else the
+        classic verb."""
+        job_id, q = ids.mint(), self.target_queue()
         opts = self._options(group)
         if self.unique is not None or self.keep_result_ms is not None:
-            return jobs.admit, (self.queue, job_id, body), dict(
+            return jobs.admit, (q, job_id, body), dict(
                 mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
                 notify_ms=self.keep_result_ms, **opts), job_id
         if mode == "now":
-            return jobs.enqueue, (self.queue, job_id, body), opts, job_id
+            return jobs.enqueue, (q, job_id, body), opts, job_id
         verb = jobs.enqueue_in if mode == "in" else jobs.enqueue_at
-        return verb, (self.queue, job_id, body, value), opts, job_id
+        return verb, (q, job_id, body, value), opts, job_id
 
     @staticmethod
     def _id_of(reply: Any, job_id: str) -> str:
@@ -220,12 +247,12 @@ class Task(Generic[P, R]):
 
     def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
-        conn = self.app.connector(self.queue)
+        conn = self.app.connector(args[0])
         return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     async def _aenqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
-        conn = await self.app.aconnector(self.queue)
+        conn = await self.app.aconnector(args[0])
         return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     # sync enqueue ------------------------------------------------------------------------
@@ -256,8 +283,9 @@ class Task(Generic[P, R]):
         runs = self._runs(calls)
         if self.unique is not None:
             return [self._enqueue("now", 0, run) for run in runs]
-        items, job_ids = self._bulk_items(runs)
-        self.app.admit(self.app.connector(self.queue), jobs.enqueue_many, self.queue, items)
+        per_queue, job_ids = self._bulk_items(runs)
+        for q, items in per_queue.items():
+            self.app.admit(self.app.connector(q), jobs.enqueue_many, q, items)
         return job_ids
 
     # async enqueue -----------------------------------------------------------------------
@@ -281,9 +309,9 @@ class Task(Generic[P, R]):
         runs = self._runs(calls)
         if self.unique is not None:
             return [await self._aenqueue("now", 0, run) for run in runs]
-        items, job_ids = self._bulk_items(runs)
-        await self.app.admit(await self.app.aconnector(self.queue), jobs.enqueue_many,
-                             self.queue, items)
+        per_queue, job_ids = self._bulk_items(runs)
+        for q, items in per_queue.items():
+            await self.app.admit(await self.app.aconnector(q), jobs.enqueue_many, q, items)
         return job_ids
 
     def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:
@@ -296,15 +324,18 @@ class Task(Generic[P, R]):
         return runs
 
     def _bulk_items(self, runs: list[tuple[bytes, str | None]]
-                    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+                    ) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
+        """The bulk items per target queue (one queue unless partitioned) and the ids; the
+        options per run (a group function may give each run its own group)."""
         job_ids = [ids.mint() for _ in runs]
-        items: list[tuple[Any, ...]] = []
+        per_queue: dict[str, list[tuple[Any, ...]]] = {}
         for jid, (body, group) in zip(job_ids, runs, strict=True):
-            opts = self._options(group)  # per run: a group function may differ per call
+            opts = self._options(group)
             if self.keep_result_ms is not None:
                 opts["notify_ms"] = self.keep_result_ms
-            items.append((jid, body, opts) if opts else (jid, body))
-        return items, job_ids
+            per_queue.setdefault(self.target_queue(), []).append(
+                (jid, body, opts) if opts else (jid, body))
+        return per_queue, job_ids
 
     # running -----------------------------------------------------------------------------
 
@@ -318,7 +349,7 @@ class Task(Generic[P, R]):
         else:
             handler = _calling(fn, args, kwargs)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms, self.timeout_ms, self.keep_result_ms)
+                     self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
 
 
 def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]

@@ -20,11 +20,12 @@ import datetime as dt
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
-from . import groups, keyspace, registry
+from . import backlog, groups, keyspace, registry, urls
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
 from .handler import seconds_to_ms
@@ -42,7 +43,9 @@ class Worker:
     """Runs ``app``'s tasks on ``queues`` (default: every queue the app's tasks use).
 
     ``concurrency`` is per queue. ``metronome=False`` makes each consumer run its own
-    recovery and promote legs (a lone consumer's beat) instead of pool mode.
+    recovery and promote legs (a lone consumer's beat) instead of pool mode. ``burst=True``
+    stops on its own once nothing is running and nothing is ready on its queues (the
+    drain then runs as after a signal). ``log_jobs`` logs one INFO line per finished job.
     ``timeout`` (seconds or ``timedelta``) is the handler timeout for tasks declared
     without one (off unless set). ``on_event`` defaults to the app's observer.
     """
@@ -58,10 +61,13 @@ class Worker:
         metronome: bool = True,
         pump: bool = True,
         on_event: Callable[[Event], None] | None = None,
+        burst: bool = False,
+        log_jobs: bool = True,
         timeout: float | dt.timedelta | None = None,
     ) -> None:
         self.app = app
-        self.queues = list(dict.fromkeys(queues or app.queues() or [app.default_queue]))
+        # a partitioned queue named by its logical name runs a consumer per partition
+        self.queues = app.expand(queues or app.queues() or [app.default_queue])
         for q in self.queues:
             keyspace.validate_queue(q)
         self.concurrency = guard.positive("concurrency", concurrency)
@@ -71,8 +77,12 @@ class Worker:
         self.grace_s = grace_s
         self.use_metronome = metronome
         self.use_pump = pump
-        self.on_event = on_event if on_event is not None else app.on_event
+        on_event = on_event if on_event is not None else app.on_event
+        self.on_event = on_event
         self.timeout_ms = seconds_to_ms("timeout", timeout)
+        self.burst = burst
+        # one INFO line per finished job, as rq and arq print (the user's observer still runs)
+        self._observer = JobLog(on_event) if log_jobs else on_event
         self.consumers: list[Consumer] = []
         self.metronome: Metronome | None = None
         self.pump: Any = None
@@ -97,7 +107,7 @@ class Worker:
             Consumer(
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=self.on_event, timeout_ms=self.timeout_ms,
+                pooled=self.use_metronome, on_event=self._observer, timeout_ms=self.timeout_ms,
             )
             for q in self.queues
         ]
@@ -119,10 +129,14 @@ class Worker:
                 if pump is not None:
                     self.pump, task = pump
                     helpers.append(task)
-            log.info("worker serving %s (concurrency %d per queue, beat %d ms%s)",
+            log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
+                     "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,
                      ", ".join(self.queues), self.concurrency, self.beat_ms,
-                     ", metronome" if self.use_metronome else "")
+                     ", metronome" if self.use_metronome else "",
+                     ", burst" if self.burst else "")
             runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
+            if self.burst:
+                helpers.append(asyncio.ensure_future(self._burst(conn, stop)))
             await asyncio.gather(*runs)
             self.unfinished = await self._drain()
         finally:
@@ -141,6 +155,24 @@ class Worker:
         else:
             log.info("worker stopped cleanly")
         return self.unfinished
+
+    async def _burst(self, conn: AsyncConnector, stop: asyncio.Event) -> None:
+        """Burst mode: set ``stop`` once two checks a beat apart (HOST monotonic clock) see
+        nothing running, no new claim, and nothing ready on any served queue."""
+        quiet = 0
+        claimed = -1
+        while not stop.is_set():
+            await asyncio.sleep(self.beat_ms / 1000)
+            now_claimed = sum(c.stats.claimed for c in self.consumers)
+            idle = now_claimed == claimed and not any(c.inflight for c in self.consumers)
+            claimed = now_claimed
+            if idle:
+                waiting = sum([await backlog.ready(conn, q) for q in self.queues])
+                idle = waiting == 0
+            quiet = quiet + 1 if idle else 0
+            if quiet >= 2:
+                log.info("burst: nothing left to run on %s; stopping", ", ".join(self.queues))
+                stop.set()
 
     async def _drain(self) -> int:
         """Every queue's in-flight jobs get the whole grace, together: the drain ends when
@@ -197,6 +229,29 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
     tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
     pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms)
     return pump, asyncio.ensure_future(pump.run(stop))
+
+
+class JobLog:
+    """An ``on_event`` observer that logs one INFO line per finished job: its id, task,
+    outcome and run time (HOST monotonic clock, from its start to its outcome), then hands
+    the event to ``forward``."""
+
+    QUIET = frozenset({"started", "degraded", "recovered"})
+
+    def __init__(self, forward: Callable[[Event], None] | None = None) -> None:
+        self.forward = forward
+        self.running: dict[str, tuple[str, float]] = {}
+
+    def __call__(self, ev: Event) -> None:
+        if ev.job_id is not None:
+            if ev.kind == "started":
+                self.running[ev.job_id] = (ev.info.get("task") or "?", time.monotonic())
+            elif ev.kind not in self.QUIET:
+                task, t0 = self.running.pop(ev.job_id, ("?", time.monotonic()))
+                log.info("job %s %s: %s (%.1f ms)", ev.job_id, task, ev.kind,
+                         (time.monotonic() - t0) * 1000)
+        if self.forward is not None:
+            self.forward(ev)
 
 
 def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) -> int:

@@ -61,6 +61,7 @@ def test_task_declaration_and_direct_call(app, queue):
     assert plain.queue == "default" and plain() == "p"
 
 
+@pytest.mark.topologies
 def test_enqueue_now_in_and_at(app, raw, queue):
     @app.task(queue=queue, name="greet")
     def greet(name, punct="!"):
@@ -113,6 +114,7 @@ def test_unserializable_argument_is_a_clear_error_and_writes_nothing(app, queue,
     assert snap(queue) == {}
 
 
+@pytest.mark.topologies
 def test_async_enqueue_variants(app, raw, queue):
     @app.task(queue=queue, name="ping")
     async def ping(n):
@@ -132,6 +134,7 @@ def test_async_enqueue_variants(app, raw, queue):
     assert raw.zscore(k(queue, "schedule"), at_id) == 1956528000000
 
 
+@pytest.mark.topologies
 def test_job_status_after_dead_letter(app, url, queue):
     @app.task(queue=queue, name="doomed", max_attempts=2, retry_delay_ms=10)
     def doomed(x):
@@ -218,6 +221,7 @@ def test_every_and_cron_store_registration_specs(app, queue):
         app.cron("   ")
 
 
+@pytest.mark.topologies
 def test_worker_upserts_registrations_and_its_pump_fires_them(app, url, raw, queue):
     runs: list[float] = []
 

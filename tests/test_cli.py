@@ -38,6 +38,7 @@ def test_parse_duration_and_instant():
         parse_instant("tomorrow-ish")
 
 
+@pytest.mark.topologies
 def test_enqueue_writes_the_task_payload(url, raw, queue, capsys):
     assert main(["enqueue", "mail.send", "3", "ada@example.com", "--kwargs", '{"urgent": true}',
                  "--queue", queue, "--url", url]) == 0
@@ -61,6 +62,7 @@ def test_unserializable_kwargs_refused(url, queue, snap):
     assert snap(queue) == {}
 
 
+@pytest.mark.topologies
 def test_schedule_in_and_at(url, raw, queue, capsys):
     before = server_ms(raw)
     assert main(["schedule", "report", "--in", "5s", "--queue", queue, "--url", url]) == 0
@@ -83,6 +85,7 @@ def test_schedule_needs_a_time(url, queue):
         main(["schedule", "report", "--queue", queue, "--url", url])
 
 
+@pytest.mark.topologies
 def test_stats_counts_per_state(url, conn, queue, capsys):
     jobs.enqueue(conn, queue, ids.mint(), b"p")
     jobs.enqueue(conn, queue, ids.mint(), b"p")
@@ -99,6 +102,7 @@ def test_stats_counts_per_state(url, conn, queue, capsys):
     assert mine.split()[1:] == ["1", "1", "1", "0", "0", "0"]
 
 
+@pytest.mark.topologies
 def test_dead_list_and_retry(url, conn, raw, queue, capsys):
     dead_ids = []
     for n in range(3):

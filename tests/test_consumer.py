@@ -33,6 +33,7 @@ async def serve(consumer: Consumer) -> tuple[asyncio.Event, asyncio.Task]:
     return stop, asyncio.ensure_future(consumer.serve(stop, grace_s=5))
 
 
+@pytest.mark.topologies
 def test_success_acks_and_deletes_the_row_by_default(url, raw, queue):
     seen: list[str] = []
 
@@ -89,6 +90,7 @@ def test_sync_handler_runs_in_a_thread_with_current_job(url, queue):
     [(None, 3), (("exponential", 150, 500), 5)],
     ids=["fixed-retry_delay_ms", "exponential"],
 )
+@pytest.mark.topologies
 def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, policy, max_attempts):
     """Every run-at the retry writes is the server's now at the failure plus exactly
     ``backoff.delay_ms(policy, attempts)`` (or the fixed ``retry_delay_ms``)."""
@@ -140,6 +142,7 @@ def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, polic
     assert raw.zcard(k(queue, "schedule")) == 0
 
 
+@pytest.mark.topologies
 def test_delay_returns_to_schedule_without_a_failure(url, raw, queue):
     runs: list[tuple[int, int]] = []
     jid = ids.mint()
@@ -190,6 +193,7 @@ def test_delay_refuses_bad_arguments():
     assert (Delay(at=123).mode, Delay(at=123).value) == ("at", 123)
 
 
+@pytest.mark.topologies
 def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
     """A 1.2 s handler under a 400 ms lease is extended, never reaped by a second,
     reaping consumer on the same queue, and runs exactly once."""
@@ -224,6 +228,7 @@ def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
     assert not raw.exists(keyspace.job_key(queue, jid))
 
 
+@pytest.mark.topologies
 def test_idle_consumer_blocks_on_the_wake_list(url, raw, queue):
     """With a 1 s beat, an idle consumer issues about one BLPOP a beat (no hot polling) and
     still starts an enqueued job within a fraction of that beat, woken by the enqueue."""
@@ -351,6 +356,7 @@ def test_degraded_mode_across_a_server_restart(tmp_path, queue, pooled):
 
 
 @pytest.mark.parametrize("beat", [100, 2_000])
+@pytest.mark.topologies
 def test_scheduled_job_starts_at_its_run_at_not_at_the_next_beat(url, raw, queue, beat):
     """After each promote the legs read the next run-at and wake at it, so a job due at T
     starts just after T whatever the beat: with a 2 s beat it still starts well inside one

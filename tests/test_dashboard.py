@@ -184,6 +184,25 @@ def test_job_actions_retry_run_now_delete(board, conn, queue):
     assert jobs.get(conn, queue, held.id)["state"] == "active"
 
 
+def test_pause_and_resume_a_queue(board, conn, queue):
+    assert board.post(f"/q/{queue}/pause") == 303
+    assert jobs.is_paused(conn, queue)
+    code, page = board.get("/")
+    assert code == 200 and "data-k='paused'>paused</span>" in page
+    assert f"/q/{queue}/resume" in page
+    assert board.post(f"/q/{queue}/resume") == 303
+    assert not jobs.is_paused(conn, queue)
+
+
+def test_cancel_a_waiting_job(board, conn, queue):
+    jid = ids.mint()
+    jobs.enqueue_in(conn, queue, jid, b"x", 3_600_000)
+    assert board.post(f"/q/{queue}/job/{jid}/cancel") == 303
+    assert jobs.get(conn, queue, jid)["state"] == "cancelled"
+    code, page = board.get(f"/q/{queue}?state=cancelled")
+    assert code == 200 and jid in page
+
+
 def test_dead_bulk_retry_asks_first(board, conn, queue):
     a, b, c = die(conn, queue), die(conn, queue), die(conn, queue)
     code, _, page = board.request("POST", f"/q/{queue}/bulk", {"op": "retry", "id": [a, b]})
@@ -262,6 +281,10 @@ def test_metrics_scrape_parses_and_reports_the_server_side_numbers(board, conn, 
     assert sample("echomq_beat_duration_seconds", "echomq_beat_duration_seconds_count",
                   queue=queue) == 1
     assert "echomq_jobs_completed" in fams and "echomq_promote_lag_seconds" in fams
+    # totals from the counters the transitions keep on the server (emq:{q}:stats)
+    assert sample("echomq_jobs_dead", "echomq_jobs_dead_total", queue=queue) == 1
+    assert sample("echomq_jobs_failed", "echomq_jobs_failed_total", queue=queue) == 1
+    assert sample("echomq_jobs_enqueued", "echomq_jobs_enqueued_total", queue=queue) == 3
     view = insight.overview(conn, queue)
     assert view.series[-1][1:] == (3, 1)  # this minute: 3 completed, 1 failed
 
@@ -449,3 +472,86 @@ def test_consumer_reports_handler_durations(url, queue):
         await aconn.close()
 
     asyncio.run(main())
+
+
+def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
+    import pathlib
+
+    die(conn, queue)
+    metrics.observe(conn, queue, [0.1], completed=1, beat_s=0.01, degraded=0)
+    _, text = board.get("/metrics")
+    names = set(re.findall(r"^(echomq_\w+?)(?:\{| )", text, re.M))
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "grafana-echomq.json"
+    dash = json.loads(doc.read_text())
+    used = {m for p in dash["panels"] for t in p["targets"]
+            for m in re.findall(r"echomq_\w+", t["expr"])}
+    assert used and used <= names, used - names
+
+
+def test_an_apps_tasks_show_their_retry_policies(conn, queue):
+    from echomq.app import App
+
+    app = App("valkey://127.0.0.1:1")  # never connected: only its task table is read
+
+    @app.task(queue=queue, max_attempts=5, backoff=("exponential", 1000, 60_000))
+    def send(to: str) -> None: ...
+
+    @app.task(queue=queue + "-other", max_attempts=3)
+    def tidy() -> None: ...
+
+    httpd = dashboard.serve(conn, port=0, tasks=app.tasks)
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get("/tasks")
+        assert code == 200 and "&#x27;exponential&#x27;, 1000, 60000" in page
+        assert "15.0 s" in page and "2.0 s" in page  # 1+2+4+8 s; tidy: 2 x the 1 s default
+        code, page = c.get("/")
+        assert queue + "-other" in page  # the app's queues, listed while empty
+        jid = ids.mint()
+        jobs.enqueue(conn, queue, jid, encode(next(iter(app.tasks)), ["a@b.c"]))
+        code, page = c.get(f"/q/{queue}/job/{jid}")
+        assert "up to 5 attempts: dead-lettered 15.0 s" in page
+        name = next(iter(app.tasks))
+        code, page = c.get(f"/backoff?task={name}")
+        assert "id='backoff-total'>15.0 s<" in page and "own policy" in page
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_valkey_going_away_gives_a_clear_page_and_recovers():
+    """A Valkey restart: a 503 page that says so and reloads itself (never a bare 502), a
+    ``down`` event on the stream, and pages again once the server is back."""
+    from echomq import Connector
+    from echomq.server import EmbeddedServer
+
+    srv = EmbeddedServer(ephemeral=True)
+    srv.start()
+    parts = urllib.parse.urlsplit(srv.url)
+    conn = Connector.connect(srv.url)
+    httpd = dashboard.serve(conn, port=0, queues=["q"])
+    c = Client(httpd.server_address[1])
+    try:
+        assert c.get("/")[0] == 200
+        srv.stop()
+        code, headers, page = c.request("GET", "/")
+        assert code == 503 and "not answering" in page and headers["retry-after"] == "2"
+        assert "http-equiv='refresh'" in page
+        h = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        h.request("GET", "/events", headers={"Host": f"127.0.0.1:{c.port}"})
+        r = h.getresponse()
+        buf = b""
+        while b"event: down" not in buf:
+            buf += r.read1(4096)
+        h.close()
+        srv = EmbeddedServer(ephemeral=True, port=parts.port, password=parts.password)
+        srv.start()
+        deadline = time.monotonic() + 10
+        while c.get("/")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert c.get("/")[0] == 200
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        conn.close()
+        srv.stop()

@@ -22,6 +22,7 @@ def row(raw, queue, jid):
     return raw.hgetall(keyspace.job_key(queue, jid))
 
 
+@pytest.mark.topologies
 def test_priority_scores_pending_and_orders_claims(run, raw, queue):
     minted = [ids.mint() for _ in range(6)]
     pris = [5, 0, 5, 1_000_000, 1, 0]
@@ -72,6 +73,7 @@ def test_bulk_options_refuse_unknown_keys(run, queue, snap):
     assert snap(queue) == {}
 
 
+@pytest.mark.topologies
 def test_group_admission_waits_on_the_lane(run, raw, queue):
     a, b = ids.mint(), ids.mint()
     assert run(jobs.enqueue, queue, a, b"x", group="acme", priority=4) == "enqueued"
@@ -99,6 +101,7 @@ def test_scheduled_priority_survives_promote_on_both_wires(run, raw, queue):
     ]
 
 
+@pytest.mark.topologies
 def test_grouped_schedule_promotes_to_its_lane(run, raw, queue):
     jid = ids.mint()
     assert run(jobs.enqueue_at, queue, jid, b"x", 0, group="g1", priority=3) == "scheduled"
@@ -115,6 +118,7 @@ def _cycle(run, raw, queue, jid):
     return c.token
 
 
+@pytest.mark.topologies
 def test_every_readmission_keeps_the_priority(run, raw, queue):
     jid, other = ids.mint(), ids.mint()
     run(jobs.enqueue, queue, jid, b"x", priority=7)

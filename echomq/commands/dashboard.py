@@ -18,6 +18,9 @@ def register(sub: Any) -> None:
     p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8089)
+    p.add_argument("--app", default=None, metavar="MODULE:ATTR",
+                   help="an App whose tasks (and their retry policies) to show, and whose "
+                   "queues to list even while empty")
     p.add_argument("--queue", action="append", default=None,
                    help="show these queues (default: every queue the server knows)")
     p.add_argument("--token", default=None,
@@ -46,11 +49,16 @@ def run(args: argparse.Namespace) -> int:
     from ..connector import Connector
     from ..dashboard import serve
 
+    tasks = None
+    if args.app:
+        from .worker import load_app
+
+        tasks = load_app(args.app).tasks
     app = App(default_url(args.url))
     conn = Connector.connect(app.url)
     try:
         httpd = serve(conn, args.host, args.port, args.queue, token=token,
-                      read_only=args.read_only, allow_hosts=args.allow_host)
+                      read_only=args.read_only, allow_hosts=args.allow_host, tasks=tasks)
     except OSError as exc:
         print(f"echomq dashboard: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr)

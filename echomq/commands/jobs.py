@@ -275,7 +275,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .. import jobs
+    from .. import jobs, partitions
 
     declared: list[str] = []
     if args.app:
@@ -285,18 +285,27 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table = {q: jobs.counts(conn, q) for q in queues}
-        paused = {q for q in queues if jobs.is_paused(conn, q)}
+        table: dict[str, dict[str, int]] = {}
+        paused: set[str] = set()
+        # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
+        for base, members in partitions.fold(queues).items():
+            table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
+            if members != [base]:
+                table[base]["partitions"] = len(members)
+            if any(jobs.is_paused(conn, q) for q in members):
+                paused.add(base)
     finally:
         app.close()
     if args.json:
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
-    width = max([5, *(len(q) for q in queues)])
+    labels = {q: f"{q} [{c['partitions']}]" if "partitions" in c else q
+              for q, c in table.items()}
+    width = max([5, *(len(label) for label in labels.values())])
     print(f"{'queue':<{width}}  " + "  ".join(f"{c:>9}" for c in cols) + "  status")
     for q, counts in table.items():
-        print(f"{q:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols)
+        print(f"{labels[q]:<{width}}  " + "  ".join(f"{counts.get(c, 0):>9}" for c in cols)
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")

@@ -15,20 +15,31 @@ import sys
 import threading
 from typing import Any
 
-from ..cli import default_url
+from ..cli import DefaultsFormatter, default_url
+from ..consumer import DEFAULT_CONCURRENCY
+from ..metronome import DEFAULT_BEAT_MS
+from ..worker import DEFAULT_GRACE_S
 
 ABANDONED = 3  # the exit code of a worker that left running jobs to the reaper
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("worker", help="run an app's tasks (consumers, metronome, pump)")
+    p = sub.add_parser("worker", help="run an app's tasks (consumers, metronome, pump)",
+                       formatter_class=DefaultsFormatter,
+                       description="Run an app's tasks until SIGTERM/SIGINT (or, with "
+                       "--burst, until nothing is left to run). Exit 0 after a clean drain, "
+                       f"{ABANDONED} when running jobs were abandoned to the reaper.")
     p.add_argument("app", help="the App to run, as module:attribute (attribute default: app)")
     p.add_argument("--queues", default=None,
                    help="comma-separated queues (default: every queue the app's tasks use)")
-    p.add_argument("--concurrency", type=int, default=10, help="jobs in flight per queue")
-    p.add_argument("--beat-ms", type=int, default=100, help="the beat (default 100 ms)")
-    p.add_argument("--grace", type=float, default=30.0,
-                   help="seconds in-flight jobs get to finish on SIGTERM (default 30)")
+    p.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help="jobs in flight per queue")
+    p.add_argument("--beat-ms", type=int, default=DEFAULT_BEAT_MS,
+                   help="the beat in ms: reap, promote and claim cadence")
+    p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S,
+                   help="seconds in-flight jobs get to finish on SIGTERM")
+    p.add_argument("--burst", action="store_true",
+                   help="run what is due, then exit (for cron-driven and CI runs)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds a handler may run before its attempt fails with a "
                         "TimeoutError, for tasks declared without timeout= (default: off)")
@@ -36,7 +47,8 @@ def register(sub: Any) -> None:
                    help="an observer called with every runtime event (echomq.events.Event)")
     p.add_argument("--no-metronome", action="store_true",
                    help="each consumer runs its own reap/promote legs (no pool election)")
-    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+    p.add_argument("--url", default=None,
+                   help="server URL (default: $ECHOMQ_URL, else the embedded server)")
     p.set_defaults(func=run)
 
 
@@ -69,7 +81,7 @@ def load_app(spec: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     from ..worker import Worker, serve
 
-    if not args.verbose:
+    if not args.verbose and not args.log_level:
         logging.getLogger("echomq").setLevel(logging.INFO)
     app = load_app(args.app)
     url = default_url(args.url)
@@ -90,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         extra["timeout"] = args.timeout
     try:
         worker = serve(Worker(app, queues, concurrency=args.concurrency, beat_ms=args.beat_ms,
-                              grace_s=args.grace, metronome=not args.no_metronome, **extra))
+                              grace_s=args.grace, metronome=not args.no_metronome,
+                              burst=args.burst, **extra))
     finally:
         app.close()
     if not worker.unfinished:

@@ -29,7 +29,7 @@ import importlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
@@ -74,23 +74,31 @@ class Dashboard:
     """The dashboard on one connector. ``queues``: show only these (default: discover)."""
 
     def __init__(self, conn: Connector, queues: list[str] | None = None,
-                 access: Access | None = None) -> None:
+                 access: Access | None = None, tasks: Mapping[str, Any] | None = None) -> None:
         self.conn = conn
         self.fixed_queues = [keyspace.validate_queue(x) for x in queues] if queues else None
+        # an App's tasks (``App.tasks``), when given: their queues are listed even while
+        # empty, and each task's retry policy is shown (a Task's queue, max_attempts,
+        # backoff and retry_delay_ms)
+        self.tasks: dict[str, Any] = dict(tasks or {})
         self.access = access or Access()
         self._lock = threading.Lock()
         self._known: tuple[float, list[str]] = (0.0, [])
+        self.closing = threading.Event()  # set on shutdown: open event streams end
+        self._live_lock = threading.Lock()
+        self._live_cache: tuple[float, str, str] = (-1e9, "", "")
 
     # -- data -----------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
         if self.fixed_queues:
             return self.fixed_queues
+        declared = sorted({t.queue for t in self.tasks.values()})
         with self._lock:  # a few seconds of cache: discovery is the one costly read
             at, known = self._known
             if time.monotonic() - at < 5.0:
                 return known
-        found = discover_queues(self.conn)
+        found = sorted(set(discover_queues(self.conn)) | set(declared))[:MAX_QUEUES]
         with self._lock:
             self._known = (time.monotonic(), found)
         return found
@@ -116,6 +124,8 @@ class Dashboard:
                                                     req.headers.get("host")):
             return html_response(403, pages.message(req, "Forbidden",
                                  "Actions are accepted only from the dashboard's own pages."))
+        if req.path == "/favicon.ico":
+            return self._static("favicon.svg")
         if req.path.startswith("/static/"):
             return self._static(req.path[len("/static/"):])
         if req.path == "/login":
@@ -168,10 +178,10 @@ class Dashboard:
 
     def _static(self, name: str) -> Response:
         kinds = {"dashboard.css": "text/css; charset=utf-8",
-                 "dashboard.js": "text/javascript; charset=utf-8"}
+                 "dashboard.js": "text/javascript; charset=utf-8",
+                 "favicon.svg": "image/svg+xml"}
         if name not in kinds:
-            raise_404 = Response(404, b"not found", [("Content-Type", "text/plain")])
-            return raise_404
+            return Response(404, b"not found", [("Content-Type", "text/plain")])
         data = resources.files(__package__).joinpath("static", name).read_bytes()
         return Response(200, data, [("Content-Type", kinds[name])])
 
@@ -189,7 +199,9 @@ class Dashboard:
             body = prometheus.render(self.conn, self.queues())
             return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
         if head == "backoff" and len(parts) == 1:
-            return html_response(200, pages.backoff_page(req))
+            return html_response(200, pages.backoff_page(req, self.tasks))
+        if head == "tasks" and len(parts) == 1:
+            return html_response(200, pages.tasks_page(req, self.tasks))
         if head == "find" and len(parts) == 1:
             return self._find(req, self.queues())
         if head == "api":
@@ -209,7 +221,8 @@ class Dashboard:
                 row = insight.job(self.conn, queue, rest[1])
                 if row is None:
                     raise LookupError(rest[1])
-                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access))
+                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access,
+                                                         self.tasks))
             if rest == ["clock"]:
                 tl = insight.timeline(self.conn, queue, 500)
                 at = int(req.arg("at") or tl.now_ms)
@@ -253,19 +266,30 @@ class Dashboard:
             }))
         raise LookupError("/api/" + "/".join(parts))
 
-    def _events(self) -> Iterator[bytes]:
-        """Counts per queue once a second while they change (a comment every 15 s keeps
-        proxies from closing an idle stream); ``down`` while Valkey is unreachable. The
-        stream ends after ``EVENT_STREAM_S``; the browser's EventSource reconnects."""
-        yield b"retry: 2000\n\n"
-        last, quiet, started = "", 0.0, time.monotonic()
-        while time.monotonic() - started < EVENT_STREAM_S:
+    def _live(self) -> tuple[str, str]:
+        """The event every open stream sends now: read at most once a second whatever the
+        number of browsers watching (one overview per queue)."""
+        with self._live_lock:
+            at, kind, body = self._live_cache
+            if time.monotonic() - at < EVENT_EVERY_S * 0.9:
+                return kind, body
             try:
                 body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
                                   sort_keys=True)
                 kind = "counts"
             except errors.WireError as exc:
                 body, kind = json.dumps({"error": str(exc)}), "down"
+            self._live_cache = (time.monotonic(), kind, body)
+            return kind, body
+
+    def _events(self) -> Iterator[bytes]:
+        """Counts per queue once a second while they change (a comment every 15 s keeps
+        proxies from closing an idle stream); ``down`` while Valkey is unreachable. The
+        stream ends after ``EVENT_STREAM_S``; the browser's EventSource reconnects."""
+        yield b"retry: 2000\n\n"
+        last, quiet, started = "", 0.0, time.monotonic()
+        while time.monotonic() - started < EVENT_STREAM_S and not self.closing.is_set():
+            kind, body = self._live()
             if body != last:
                 yield f"event: {kind}\ndata: {body}\n\n".encode()
                 last, quiet = body, 0.0
@@ -274,7 +298,7 @@ class Dashboard:
                 if quiet >= 15:
                     yield b": ping\n\n"
                     quiet = 0.0
-            time.sleep(EVENT_EVERY_S)
+            self.closing.wait(EVENT_EVERY_S)
 
     # -- actions --------------------------------------------------------------------------
 
@@ -293,7 +317,7 @@ class Dashboard:
                 "retry": lambda: dead.revive(self.conn, queue, job_id),
                 "run": lambda: insight.run_now(self.conn, queue, job_id),
                 "delete": lambda: insight.discard(self.conn, queue, job_id),
-                "cancel": lambda: self._cancel(queue, job_id),
+                "cancel": lambda: jobs.cancel(self.conn, queue, job_id),
             }
             if op not in ops:
                 raise LookupError(op)
@@ -306,11 +330,11 @@ class Dashboard:
         if len(rest) == 3 and rest[0] == "repeat" and rest[2] == "cancel":
             repeat.cancel(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/repeat"))
-        if rest in (["pause"], ["resume"]):
-            verb = getattr(jobs, rest[0], None)
-            if verb is None:
-                raise LookupError("pause needs job control (jobs.pause)")
-            verb(self.conn, queue)
+        if rest == ["pause"]:
+            jobs.pause(self.conn, queue)
+            return redirect(req.url("/"))
+        if rest == ["resume"]:
+            jobs.resume(self.conn, queue)
             return redirect(req.url("/"))
         if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
             groups = _optional("groups")
@@ -319,12 +343,6 @@ class Dashboard:
             getattr(groups, rest[2])(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/groups"))
         raise LookupError(req.path)
-
-    def _cancel(self, queue: str, job_id: str) -> Any:
-        cancel = getattr(jobs, "cancel", None)
-        if cancel is None:
-            raise LookupError("cancel needs job control (jobs.cancel)")
-        return cancel(self.conn, queue, job_id)
 
     def _bulk(self, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
         """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:

@@ -15,7 +15,7 @@ The mount prefix comes from the ASGI ``root_path``, so every link stays under it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -92,7 +92,10 @@ def dashboard_app(
     *,
     token: str | None = None,
     read_only: bool = False,
+    tasks: Mapping[str, Any] | None = None,
 ) -> DashboardApp:
-    """The dashboard for the server at ``url_or_conn``, as an ASGI app to mount."""
+    """The dashboard for the server at ``url_or_conn``, as an ASGI app to mount
+    (``tasks``: an App's ``app.tasks``, to show their retry policies)."""
     conn = (Connector.connect(url_or_conn) if isinstance(url_or_conn, str) else url_or_conn)
-    return DashboardApp(Dashboard(conn, queues, Access(token=token, read_only=read_only)))
+    return DashboardApp(Dashboard(conn, queues, Access(token=token, read_only=read_only),
+                                  tasks=tasks))

@@ -142,7 +142,7 @@ class ClockFrame:
 
     start: int
     end: int
-    width: int = 900
+    width: int = 1200
     height: int = 150
 
     def x(self, ms: int) -> float:
@@ -191,8 +191,9 @@ def clock_svg(frame: ClockFrame, run_ats: Sequence[int], now_ms: int, at_ms: int
         ms = frame.start + span * k // 5
         x = frame.x(ms)
         rel = duration(ms - now_ms)
+        anchor = "start" if k == 0 else "end" if k == 5 else "middle"
         parts.append(f"<text class='axis' x='{x:.1f}' y='{frame.height - 16}' "
-                     f"text-anchor='middle'>{e(('+' if ms >= now_ms else '') + rel)}</text>")
+                     f"text-anchor='{anchor}'>{e(('+' if ms >= now_ms else '') + rel)}</text>")
     nx = frame.x(now_ms)
     parts.append(f"<line class='servernow' x1='{nx:.1f}' x2='{nx:.1f}' y1='8' "
                  f"y2='{base_y + 4}'/><text class='axis' x='{nx + 4:.1f}' y='18'>server now"

@@ -70,12 +70,14 @@ def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | N
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{e(title)} · EchoMQ</title>"
+        f"<link rel='icon' href='{root}/static/favicon.svg' type='image/svg+xml'>"
         f"<link rel='stylesheet' href='{root}/static/dashboard.css'>"
         f"<script src='{root}/static/dashboard.js' defer></script></head>"
         f"<body data-root='{root}'{now_attr}{live_attr}>"
         f"<header class='top'><a class='brand' href='{root}/'><span class='logo'>◷</span> "
         "EchoMQ</a><nav>"
-        f"<a href='{root}/'>Queues</a><a href='{root}/backoff'>Backoff</a>"
+        f"<a href='{root}/'>Queues</a><a href='{root}/tasks'>Tasks</a>"
+        f"<a href='{root}/backoff'>Backoff</a>"
         f"<a href='{root}/metrics'>Metrics</a></nav>"
         f"<form class='search' method='get' action='{root}/find'><input name='id' "
         "placeholder='Find a job by id' aria-label='job id' size='30'></form>"
@@ -255,7 +257,8 @@ def _pretty(raw: Any) -> str:
         return data.decode(errors="replace")
 
 
-def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access) -> str:
+def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
+             tasks: dict[str, Any] | None = None) -> str:
     qq, jj = q(queue), q(job_id)
     state = row.get("state", "?")
     now = row["now_ms"]
@@ -273,7 +276,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     with contextlib.suppress(ValueError):  # a hand-written id has no mint time
         facts.append(("minted", when(ids.timestamp_ms(job_id), now)))
     for k in ("completed_at", "died_at", "cancelled_at"):
-        if row.get(k):
+        if row.get(k) and int(float(row[k])) != score:  # the set's score, shown above
             facts.append((k.replace("_", " "), when(int(float(row[k])), now)))
     if row.get("progress") is not None:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
@@ -297,8 +300,17 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
             actions.append(_form(req, f"/q/{qq}/job/{jj}/delete", "delete", "danger",
                                  "Delete this job for good?"))
     err = row.get("error")
+    policy_note = ""
+    if task and tasks and task in tasks:
+        policy, attempts = task_policy(tasks[task])
+        c = charts.curve(policy, attempts)
+        policy_note = (
+            f"<p class='hint'>Task <b>{e(task)}</b> retries on <code>{e(repr(policy))}</code> "
+            f"up to {attempts} attempts: dead-lettered {e(duration(c.total_ms))} after its "
+            f"first failure at most (<a href='{e(req.url(backoff_link(task, tasks[task])))}'>"
+            "curve</a>).</p>")
     body = (
-        f"<div class='actions'>{''.join(actions)}</div>"
+        f"<div class='actions'>{''.join(actions)}</div>{policy_note}"
         f"<div class='cols'><div><h2>Facts</h2><table class='facts'>{table}</table></div>"
         f"<div><h2>Payload{' · ' + e(task) if task else ''}</h2>"
         f"<pre class='payload'>{e(_pretty(row.get('payload')))}</pre>"
@@ -422,6 +434,49 @@ def confirm_bulk(req: Request, queue: str, op: str, chosen: list[str]) -> str:
 
 # -- backoff ------------------------------------------------------------------------------
 
+def task_policy(task: Any) -> tuple[backoff.Policy, int]:
+    """A Task's retry policy as a backoff policy (a fixed ``retry_delay_ms`` without one)
+    and its max attempts."""
+    policy = task.backoff or ("fixed", int(task.retry_delay_ms))
+    return policy, int(task.max_attempts)
+
+
+def _policy_args(policy: backoff.Policy) -> dict[str, str]:
+    if policy[0] == "jitter":
+        return {**_policy_args(policy[1]), "jitter": "1"}
+    if policy[0] == "fixed":
+        return {"kind": "fixed", "base": str(policy[1])}
+    return {"kind": "exponential", "base": str(policy[1]), "cap": str(policy[2])}
+
+
+def backoff_link(name: str, task: Any) -> str:
+    policy, attempts = task_policy(task)
+    return "/backoff?" + urlencode({**_policy_args(policy), "max_attempts": attempts,
+                                    "task": name})
+
+
+def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
+    if not tasks:
+        body = ("<p class='note'>No tasks known: start the dashboard with "
+                "<code>--app module:app</code> to list an app's tasks and their retry "
+                "policies.</p>")
+        return shell(req, "Tasks", body)
+    rows = []
+    for name, t in sorted(tasks.items()):
+        policy, attempts = task_policy(t)
+        c = charts.curve(policy, attempts)
+        rows.append(
+            f"<tr><td><b>{e(name)}</b></td><td><a href='{e(req.url('/q/' + q(t.queue)))}'>"
+            f"{e(t.queue)}</a></td><td><code>{e(repr(policy))}</code></td>"
+            f"<td class='n'>{attempts}</td><td class='n'>{e(duration(c.total_ms))}</td>"
+            f"<td><a href='{e(req.url(backoff_link(name, t)))}'>curve</a></td></tr>")
+    body = (
+        "<table class='grid'><thead><tr><th>task</th><th>queue</th><th>backoff</th>"
+        "<th class='n'>max attempts</th><th class='n'>to dead-letter (at most)</th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return shell(req, "Tasks", body)
+
+
 def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     kind = req.arg("kind", "exponential")
     base = int(req.arg("base", "1000"))
@@ -435,7 +490,12 @@ def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     return policy, attempts
 
 
-def backoff_page(req: Request) -> str:
+def backoff_page(req: Request, tasks: dict[str, Any] | None = None) -> str:
+    named = req.arg("task")
+    if named and tasks and named in tasks and not req.arg("kind"):
+        policy, attempts = task_policy(tasks[named])
+        req.query.update({k: [v] for k, v in _policy_args(policy).items()})
+        req.query["max_attempts"] = [str(attempts)]
     policy, attempts = _policy_from(req)
     c = charts.curve(policy, attempts)
     kind = req.arg("kind", "exponential")
@@ -458,7 +518,8 @@ def backoff_page(req: Request) -> str:
         f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
         f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
         f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"
-        f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
+        + (f"<p>Task <b>{e(named)}</b>'s own policy.</p>" if named else "")
+        + f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
         f"dead-lettered at attempt {attempts}, <b id='backoff-total'>{e(total)}</b> after its "
         "first failure (handler time not counted).</p>"
         f"<div class='chart'>{charts.curve_svg(c)}</div>"

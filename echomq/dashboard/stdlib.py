@@ -7,6 +7,7 @@ One thread per connection (a Server-Sent Events stream holds its thread until it
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -81,6 +82,11 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
     board: Dashboard
 
+    def shutdown(self) -> None:
+        """Stop serving and end the open event streams (their browsers reconnect)."""
+        self.board.closing.set()
+        super().shutdown()
+
 
 def serve(
     conn: Connector,
@@ -91,16 +97,18 @@ def serve(
     token: str | None = None,
     read_only: bool = False,
     allow_hosts: list[str] | None = None,
+    tasks: Mapping[str, Any] | None = None,
 ) -> DashboardServer:
     """A started dashboard server (in a daemon thread); ``.shutdown()`` stops it.
 
+    ``tasks``: an App's tasks (``app.tasks``) to list with their retry policies.
     Refuses (``ValueError``) a non-loopback ``host`` without a ``token``. Requests must
     name the bound address (or one of ``allow_hosts``) in their ``Host`` header.
     """
     from .access import check_bind
 
     check_bind(host, token)
-    board = Dashboard(conn, queues)
+    board = Dashboard(conn, queues, tasks=tasks)
     httpd = DashboardServer((host, port), _handler(board))
     # the access rules name the bound port, known only once bound (port 0 picks one)
     board.access = Access(

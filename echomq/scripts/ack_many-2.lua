@@ -1,7 +1,9 @@
 -- the @ack_many script: token-fenced completion of many jobs in hand, in one call.
 -- KEYS[1] = active, KEYS[2] = the completed set
 -- ARGV[1] = the queue base (rows derive from it), ARGV[2] = '1' keep rows / '0' delete,
--- ARGV[3..] = id1, token1, id2, token2, ...
+-- ARGV[3..] = id1, token1, id2, token2, ...; or with ARGV[2] = '1r' / '0r' (results),
+-- ARGV[3..] = id1, token1, result1, keep ms1, ... (a '' keep ms: no result kept; a kept
+-- result goes to <base>result:<id> with PX, as @ack)
 -- Reply: an array with one entry per job: 1 completed, or the refusal @ack would give
 -- ('EMQKIND ...', 'EMQSTALE job gone', 'EMQSTALE ack token mismatch',
 -- 'EMQSTATE ack not active') as a string; a refused job is left exactly as it was.
@@ -9,10 +11,14 @@
 -- completed set; deleted rows go in one DEL. Counted on emq:{q}:stats (completed).
 --@include fence
 --@include ended
+--@include ring
 --@include chunks
 local p = ARGV[1]
 local out, fenced, slot, seen, dups = {}, {}, {}, {}, {}
-for i = 3, #ARGV, 2 do
+local keep = string.sub(ARGV[2], 1, 1)
+local stride = string.sub(ARGV[2], 2, 2) == 'r' and 4 or 2
+local results = {}
+for i = 3, #ARGV, stride do
   local id = ARGV[i]
   local k = #out + 1
   if not is_job(id) then
@@ -29,6 +35,7 @@ for i = 3, #ARGV, 2 do
       out[k] = 0
       fenced[#fenced + 1] = id
       slot[#fenced] = k
+      if stride == 4 and ARGV[i + 3] ~= '' then results[id] = i + 2 end
     end
   end
 end
@@ -48,8 +55,13 @@ for c = 1, #fenced, 1000 do
 end
 if #live > 0 then
   in_chunks(live, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
-  for j, id in ipairs(live) do ended(p, rows[j], id, 'completed') end
-  if ARGV[2] == '1' then
+  for j, id in ipairs(live) do
+    local r = results[id]
+    if r then redis.call('SET', p .. 'result:' .. id, ARGV[r], 'PX', tonumber(ARGV[r + 1])) end
+    left_active(p, rows[j])
+    ended(p, rows[j], id, 'completed')
+  end
+  if keep == '1' then
     local now = now_ms()
     for _, id in ipairs(live) do
       redis.call('HSET', p .. 'job:' .. id, 'state', 'completed', 'completed_at', now)
@@ -63,7 +75,7 @@ if #live > 0 then
   end
 end
 -- an id repeated in one call answers what a second @ack after the first would
-local again = ARGV[2] == '1' and 'EMQSTATE ack not active' or 'EMQSTALE job gone'
+local again = keep == '1' and 'EMQSTATE ack not active' or 'EMQSTALE job gone'
 for _, d in ipairs(dups) do
   if out[d[2]] == 1 then out[d[1]] = again else out[d[1]] = out[d[2]] end
 end

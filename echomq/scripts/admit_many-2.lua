@@ -1,9 +1,11 @@
 -- the @admit_many script: admit many jobs, each with its own mode and options, in one call.
 -- KEYS[1] = pending, KEYS[2] = the schedule set
 -- ARGV[1] = the queue base (rows, lanes and the wake list derive from it),
--- ARGV[2..] = per job 6 values: id, payload, mode ('now', 'in' or 'at'), value (the delay
--- or run-at ms; ignored for 'now'), priority ('' or 0 = none), group ('' = none)
--- Reply: an array with one entry per job, 1 admitted or 0 duplicate (row exists).
+-- ARGV[2..] = per job 9 values: id, payload, mode ('now', 'in' or 'at'), value (the delay
+-- or run-at ms; ignored for 'now'), then the option tail: priority, group, unique key,
+-- unique_for ms, notify ms ('' = none; see includes/admit.lua)
+-- Reply: an array with one entry per job, 1 admitted, 0 duplicate (row exists) or the
+-- owner's id (a live job owns the unique key; an earlier job of the same call may).
 -- Every id is checked before the first write (one foreign id refuses the whole call with
 -- EMQKIND, nothing written). Each admission is @enqueue's or @schedule's; 'in' prices on
 -- the SERVER clock, read once per call.
@@ -11,16 +13,17 @@
 --@include admit
 --@include chunks
 local p = ARGV[1]
-if not all_jobs(2, 6) then
+if not all_jobs(2, 9) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
 local out, batch = {}, {}
-for i = 2, #ARGV, 6 do
+for i = 2, #ARGV, 9 do
   local mode = ARGV[i + 2]
   if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
-  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3],
-    {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
+  local opts = admit_opts(i + 4)
+  opts.now, opts.batch = now, batch
+  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], opts)
 end
 local n = 0
 for key, list in pairs(batch) do

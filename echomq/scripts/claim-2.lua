@@ -1,44 +1,130 @@
--- the @claim script: lease the next pending jobs, in mint order.
+-- the @claim script: lease the next waiting jobs: flat pending and the ready groups in turn.
 -- KEYS[1] = pending, KEYS[2] = active
 -- ARGV[1] = the queue base, ARGV[2] = lease ms, ARGV[3] = how many at most (default 1)
--- Reply: a flat array id1, token1, payload1, id2, ... (empty when pending is empty).
+-- Reply: a flat array id1, token1, payload1, id2, ... (empty when nothing is claimable).
 -- The token is the row's attempts after the increment; every later verb on the job in
 -- hand is fenced on it. The lease expires at SERVER now + lease ms (the active score).
--- A ghost (an id in pending with no row) is dropped and does not count; a row marked
--- cancel = 1 (cancel requested while it ran, then delayed) ends cancelled, not claimed.
--- While the queue is paused (emq:{q}:paused exists) nothing is claimed: empty reply.
+-- Order: pending pops by score (priority, then mint order). When the ring of ready groups
+-- (<base>ring) is not empty, claims alternate between pending and the ring (the turn is
+-- kept on <base>turn across calls); the group at the ring's head gives its lane's first
+-- job, its active count rises, and it goes to the back of the ring if still ready.
+-- Nothing is claimed while the queue is paused (<base>paused) or blocked
+-- (<base>blocked_until, a queue-level rate_limited). A queue rate (<base>rate: max, ms)
+-- and a group rate (g:<group> rate_max, rate_ms) are sliding-window logs of claim starts
+-- on the SERVER clock (<base>starts, g:<group>:starts): never more than max starts in any
+-- window of ms; a group whose window is full waits on <base>gwait until it reopens.
+-- Groups on gwait whose time has come rejoin the ring first.
+-- A ghost (an id with no row) is dropped and does not count; a row marked cancel = 1
+-- (cancel requested while it ran, then sent back) ends cancelled, not claimed.
 --@include now
---@include wake
+--@include ring
 --@include ended
 --@include chunks
 local p = ARGV[1]
-if redis.call('EXISTS', p .. 'paused') == 1 then return {} end
+if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocked_until') == 1 then
+  return {}
+end
 local want = tonumber(ARGV[3] or '1')
-local expires = now_ms() + tonumber(ARGV[2])
-local out, leased = {}, {}
-while #out < 3 * want do
-  local popped = redis.call('ZPOPMIN', KEYS[1], want - #out / 3)
-  if #popped == 0 then break end
-  for i = 1, #popped, 2 do
-    local id = popped[i]
-    local jk = p .. 'job:' .. id
-    local row = redis.call('HMGET', jk, 'payload', 'attempts', 'cancel')
-    if row[3] then
-      cancel_row(p, jk, id)
-    elseif row[1] then
-      local att = tonumber(row[2] or '0') + 1
-      redis.call('HSET', jk, 'attempts', att, 'state', 'active')
-      leased[#leased + 1] = expires
-      leased[#leased + 1] = id
-      out[#out + 1] = id
-      out[#out + 1] = att
-      out[#out + 1] = row[1]
+local now = now_ms()
+local expires = now + tonumber(ARGV[2])
+local qrate = redis.call('HMGET', p .. 'rate', 'max', 'ms')
+if qrate[1] then
+  redis.call('ZREMRANGEBYSCORE', p .. 'starts', '-inf', now - tonumber(qrate[2]))
+  local room = tonumber(qrate[1]) - redis.call('ZCARD', p .. 'starts')
+  if room < want then want = room end
+  if want <= 0 then return {} end
+end
+reopen(p, now)
+local out, leased, started = {}, {}, {}
+-- start(id): lease the popped id; 1 started, 0 skipped (a ghost, or a cancelled row)
+local function start(id)
+  local jk = p .. 'job:' .. id
+  local row = redis.call('HMGET', jk, 'payload', 'attempts', 'cancel')
+  if row[3] then
+    cancel_row(p, jk, id, now)
+    return 0
+  end
+  if not row[1] then return 0 end
+  local att = tonumber(row[2] or '0') + 1
+  redis.call('HSET', jk, 'attempts', att, 'state', 'active')
+  leased[#leased + 1] = expires
+  leased[#leased + 1] = id
+  out[#out + 1] = id
+  out[#out + 1] = att
+  out[#out + 1] = row[1]
+  if qrate[1] then
+    started[#started + 1] = now
+    started[#started + 1] = id .. ':' .. att
+  end
+  return 1
+end
+local function count_out() return #out / 3 end
+-- from_pending(n): up to n flat jobs; false once pending is empty
+local function from_pending(n)
+  local goal = count_out() + n
+  while count_out() < goal do
+    local popped = redis.call('ZPOPMIN', KEYS[1], goal - count_out())
+    if #popped == 0 then return false end
+    for i = 1, #popped, 2 do start(popped[i]) end
+  end
+  return true
+end
+-- from_ring(): one job from the group whose turn it is; false once the ring is empty
+local function from_ring()
+  while true do
+    local head = redis.call('ZRANGE', p .. 'ring', 0, 0)
+    if #head == 0 then return false end
+    local g = head[1]
+    local mk = p .. 'g:' .. g
+    redis.call('ZREM', p .. 'ring', g)
+    local r = redis.call('HMGET', mk, 'rate_max', 'rate_ms')
+    local log = mk .. ':starts'
+    local open = true
+    if r[1] then
+      redis.call('ZREMRANGEBYSCORE', log, '-inf', now - tonumber(r[2]))
+      open = redis.call('ZCARD', log) < tonumber(r[1])
     end
+    local got = 0
+    if open then
+      local popped = redis.call('ZPOPMIN', mk .. ':pending', 1)
+      if #popped > 0 then
+        got = start(popped[1])
+        if got == 1 then
+          redis.call('HINCRBY', mk, 'active', 1)
+          if r[1] then redis.call('ZADD', log, now, popped[1] .. ':' .. out[#out - 1]) end
+        end
+      end
+    end
+    if r[1] and redis.call('ZCARD', log) >= tonumber(r[1]) then
+      -- the window is full: the group waits until its oldest start leaves it
+      local oldest = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+      redis.call('ZADD', p .. 'gwait', tonumber(oldest[2]) + tonumber(r[2]), g)
+    end
+    ring_sync(p, g, true)
+    if got == 1 then return true end
   end
 end
+if redis.call('ZCARD', p .. 'ring') == 0 then
+  from_pending(want)
+else
+  local flat_turn = redis.call('GET', p .. 'turn') ~= 'g'
+  local pending_left, ring_left = true, true
+  while count_out() < want and (pending_left or ring_left) do
+    if (flat_turn and pending_left) or not ring_left then
+      pending_left = from_pending(1)
+    else
+      ring_left = from_ring()
+    end
+    flat_turn = not flat_turn
+  end
+  redis.call('SET', p .. 'turn', flat_turn and 'f' or 'g')
+end
 in_chunks(leased, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
+if #started > 0 then
+  in_chunks(started, 2000, function(...) redis.call('ZADD', p .. 'starts', ...) end)
+end
 -- work left behind wakes the next blocked consumer
-if #out == 3 * want and redis.call('ZCARD', KEYS[1]) > 0 then
+if count_out() == want and (redis.call('ZCARD', KEYS[1]) > 0 or redis.call('ZCARD', p .. 'ring') > 0) then
   wake(p .. 'wake')
 end
 return out

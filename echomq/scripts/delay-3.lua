@@ -5,12 +5,17 @@
 -- EMQSTALE delay token mismatch. Never dead-letters.
 -- 'in' prices on the SERVER clock, any other mode is an absolute run-at (as @schedule).
 -- A member already gone from active makes the ZREM a no-op and the job is scheduled all
--- the same (the native twin refuses that case with EMQSTATE delay not active).
+-- the same (the native twin refuses that case with EMQSTATE delay not active). A grouped
+-- job lowers its group's active count (the native twin refuses a grouped row: the verb
+-- falls back to this script). Derived: the queue base, KEYS[2] minus 'active'.
 --@include fence
 --@include price
+--@include ring
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'delay', nil)
 if refused then return redis.error_reply(refused) end
-redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
+  left_active(string.sub(KEYS[2], 1, -7), KEYS[1])
+end
 redis.call('HSET', KEYS[1], 'state', 'scheduled')
 redis.call('ZADD', KEYS[3], price(ARGV[3], ARGV[4]), ARGV[1])
 return 1

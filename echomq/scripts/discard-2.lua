@@ -7,6 +7,7 @@
 -- left on a set and no unique key keeps refusing admissions for a job that is gone.
 -- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
 --@include kind
+--@include ring
 if not is_job(ARGV[2]) then
   return redis.error_reply(KIND_ERROR)
 end
@@ -21,6 +22,7 @@ local p = ARGV[1]
 local group = redis.call('HGET', KEYS[1], 'group')
 if st == 'pending' and group then
   redis.call('ZREM', p .. 'g:' .. group .. ':pending', ARGV[2])
+  ring_sync(p, group)
 elseif st == 'scheduled' then
   redis.call('ZREM', p .. 'schedule', ARGV[2])
 else

@@ -1,8 +1,10 @@
 -- the @enqueue script: admit a job claimable now.
 -- KEYS[1] = the job row, KEYS[2] = pending
--- ARGV[1] = id, ARGV[2] = payload, and optionally ARGV[3] = priority (0..1000000, ''
--- or 0 = none), ARGV[4] = group ('' = none)
--- Reply: 1 admitted, 0 the id already has a row (nothing written).
+-- ARGV[1] = id, ARGV[2] = payload, and optionally the option tail ('' = none):
+-- ARGV[3] = priority (0..1000000), ARGV[4] = group, ARGV[5] = unique key,
+-- ARGV[6] = unique_for ms, ARGV[7] = notify ms (see includes/admit.lua)
+-- Reply: 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
+-- the unique key (nothing written either way).
 -- A flat job waits on pending scored by its priority (claim order: priority, then mint
 -- order); a grouped one on its lane. The row keeps priority (when not 0) and group.
 -- Derived (same slot): the queue base (KEYS[2] minus 'pending'), the lane and wake keys.
@@ -12,4 +14,4 @@ if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
 local p = string.sub(KEYS[2], 1, -8)
-return admit(p, ARGV[1], ARGV[2], 'now', 0, {priority = ARGV[3], group = ARGV[4]})
+return admit(p, ARGV[1], ARGV[2], 'now', 0, admit_opts(3))

@@ -8,9 +8,11 @@
 -- Derived (same slot): the queue base, KEYS[2] minus 'active'.
 --@include fence
 --@include ended
+--@include ring
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'finish_cancelled', KEYS[2])
 if refused then return redis.error_reply(refused) end
 local p = string.sub(KEYS[2], 1, -7)
 redis.call('ZREM', KEYS[2], ARGV[1])
+left_active(p, KEYS[1])
 cancel_row(p, KEYS[1], ARGV[1])
 return 1

@@ -4,20 +4,24 @@
 -- Reply: the count of members released (at most the batch).
 -- A flat job rejoins pending scored by its row's priority (absent = 0), so it sorts by
 -- priority then mint order, not by release order; a row carrying a group rejoins its lane
--- emq:{q}:g:<group>:pending at its priority. Idempotent: a member already moved is gone
--- from the schedule set.
+-- emq:{q}:g:<group>:pending at its priority, and the group joins the ring when ready
+-- (paused or full groups still receive their jobs). Groups blocked on gwait whose time has
+-- come rejoin the ring. Idempotent: a member already moved is gone from the schedule set.
 --@include now
 --@include lane
 --@include chunks
 local p = ARGV[1]
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[2]))
+local now = now_ms()
+reopen(p, now)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 if #due == 0 then return 0 end
-local flat = {}
+local flat, groups = {}, {}
 for _, id in ipairs(due) do
   local jk = p .. 'job:' .. id
   local key, score, g = lane_of(p, jk)
   if g then
     redis.call('ZADD', key, score, id)
+    groups[g] = true
   else
     flat[#flat + 1] = score
     flat[#flat + 1] = id
@@ -26,6 +30,8 @@ for _, id in ipairs(due) do
   redis.call('HSET', jk, 'state', 'pending')
 end
 in_chunks(due, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
+-- each lane that grew offers its group to the ring (and wakes a consumer when it joins)
+for g in pairs(groups) do ring_sync(p, g) end
 if #flat > 0 then
   in_chunks(flat, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
   wake(p .. 'wake')

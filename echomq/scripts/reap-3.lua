@@ -8,6 +8,7 @@
 -- it waits at its row's priority.
 -- A row marked cancel = 1 (a cancel was requested while it ran) ends cancelled instead.
 -- Counted on emq:{q}:stats: dead (and failed) or cancelled.
+-- A grouped job lowers its group's active count.
 -- A ghost (an active id with no row) is only removed from active.
 --@include ended
 --@include lane
@@ -18,6 +19,7 @@ local limit = tonumber(ARGV[3])
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = p .. 'job:' .. id
+  left_active(p, jk)
   if redis.call('HGET', jk, 'cancel') then
     cancel_row(p, jk, id, now)
   elseif redis.call('EXISTS', jk) == 1 then

@@ -7,17 +7,20 @@
 -- Either way failures is incremented and the error text is kept on the row.
 -- 3 cancelled: a cancel was requested while it ran (cancel = 1): it ends cancelled
 -- (state = cancelled, on the cancelled set), never retried nor dead-lettered.
--- Counted on emq:{q}:stats: failed, and retried or dead (or cancelled).
+-- Counted on emq:{q}:stats: failed, and retried or dead (or cancelled). A grouped job
+-- lowers its group's active count.
 -- Derived (same slot): the queue base, KEYS[2] minus 'active'.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE retry token mismatch,
 -- EMQSTATE retry not active.
 --@include fence
 --@include ended
+--@include ring
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
 if refused then return redis.error_reply(refused) end
 local now = now_ms()
 local p = string.sub(KEYS[2], 1, -7)
 redis.call('ZREM', KEYS[2], ARGV[1])
+left_active(p, KEYS[1])
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 if redis.call('HGET', KEYS[1], 'cancel') then
   redis.call('HSET', KEYS[1], 'error', ARGV[5])

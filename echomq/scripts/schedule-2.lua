@@ -1,8 +1,10 @@
 -- the @schedule script: admit a job fenced out of pending until its run-at.
 -- KEYS[1] = the job row, KEYS[2] = the schedule set
 -- ARGV[1] = id, ARGV[2] = payload, ARGV[3] = 'in' or 'at', ARGV[4] = the value, and
--- optionally ARGV[5] = priority ('' or 0 = none), ARGV[6] = group ('' = none)
--- Reply: 1 admitted, 0 the id already has a row (nothing written).
+-- optionally the option tail ARGV[5..9] = priority, group, unique key, unique_for ms,
+-- notify ms ('' = none; see includes/admit.lua)
+-- Reply: 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
+-- the unique key (nothing written either way).
 -- 'in' prices the delay on the SERVER clock; any other mode takes the value as an
 -- absolute run-at in ms (priced by the caller's clock). Priority and group ride on the
 -- row; promote reads them when the job comes due.
@@ -14,4 +16,4 @@ if not is_job(ARGV[1]) then
 end
 local p = string.sub(KEYS[2], 1, -9)
 local mode = ARGV[3] == 'in' and 'in' or 'at'
-return admit(p, ARGV[1], ARGV[2], mode, ARGV[4], {priority = ARGV[5], group = ARGV[6]})
+return admit(p, ARGV[1], ARGV[2], mode, ARGV[4], admit_opts(5))

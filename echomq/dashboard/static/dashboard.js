@@ -59,7 +59,7 @@
   document.querySelectorAll("form[data-confirm]").forEach(function (f) {
     f.addEventListener("submit", function (ev) {
       if (!window.confirm(f.dataset.confirm)) { ev.preventDefault(); return; }
-      if (f.id === "bulk") {
+      if (f.getAttribute("id") === "bulk") {  // not f.id: a control named "id" shadows it
         var c = document.createElement("input");
         c.type = "hidden"; c.name = "confirm"; c.value = "1"; f.appendChild(c);
       }

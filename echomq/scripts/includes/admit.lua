@@ -1,29 +1,62 @@
 -- admit(p, id, payload, mode, value, opts): the one admission every enqueue and schedule
 -- script runs. p is the queue base; mode 'now' makes the job wait (pending or its lane),
--- 'in'/'at' put it on the schedule set (priced by price()). opts (a table, may be empty):
+-- 'in'/'at' put it on the schedule set (priced by price()). opts (a table, may be empty;
+-- '' counts as absent):
 --   priority  a number > 0 is written on the row (absent means 0) and scores the wait
---   group     written on the row as 'group'; the job waits on its lane ('' = none)
+--   group     written on the row as 'group' (and added to <base>groups); the job waits
+--             on its lane, which offers the group to the ring
+--   unique    a unique key: admitted only if no live job owns <base>unique:<key>; the
+--             key is set to this id (no TTL while the job lives; ended() releases it)
+--   unique_for  ms: the key also holds until admission + this (SERVER clock), written
+--             on the row as unique_until
+--   notify    ms: written on the row; the job's end leaves a done token kept that long
 --   now       the SERVER ms to price 'in' on (bulk scripts read TIME once)
 --   batch     a table: the ZADDs are collected as batch[key] = {score, id, ...} for the
 --             caller to flush (one variadic ZADD per set instead of one per job), and no
---             wake token is left (the caller wakes once)
--- Returns 1 admitted, 0 the id already has a row (nothing written). Counted on
--- emq:{q}:stats (enqueued) unless opts.batch (the caller counts the batch once).
+--             wake token is left nor counter bumped (the caller does both once); a lane
+--             admission is written (and counted) at once all the same
+-- Returns 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
+-- the unique key (nothing written either way). A key whose owner is gone or ended and
+-- whose unique_for window has passed is stale: it is taken over (healed).
 --@include price
---@include wake
+--@include ring
 --@include ended
+local function given(v)
+  if v == nil or v == '' then return nil end
+  return v
+end
 local function admit(p, id, payload, mode, value, opts)
   local jk = p .. 'job:' .. id
   if redis.call('EXISTS', jk) == 1 then
     return 0
   end
+  local unique = given(opts.unique)
+  if unique then
+    local uk = p .. 'unique:' .. unique
+    local owner = redis.call('GET', uk)
+    if owner then
+      local st = redis.call('HGET', p .. 'job:' .. owner, 'state')
+      if st == 'pending' or st == 'scheduled' or st == 'active' or redis.call('PTTL', uk) > 0 then
+        return owner
+      end
+    end
+    redis.call('SET', uk, id)
+  end
   local pri = tonumber(opts.priority or '0') or 0
-  local g = opts.group
-  if g == '' then g = nil end
+  local g = given(opts.group)
   local state = mode == 'now' and 'pending' or 'scheduled'
   redis.call('HSET', jk, 'state', state, 'attempts', '0', 'payload', payload)
   if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
-  if g then redis.call('HSET', jk, 'group', g) end
+  if g then
+    redis.call('HSET', jk, 'group', g)
+    redis.call('SADD', p .. 'groups', g)
+  end
+  if unique then
+    redis.call('HSET', jk, 'unique', unique)
+    local ttl = given(opts.unique_for)
+    if ttl then redis.call('HSET', jk, 'unique_until', (opts.now or now_ms()) + tonumber(ttl)) end
+  end
+  if given(opts.notify) then redis.call('HSET', jk, 'notify', opts.notify) end
   local key, score
   if mode ~= 'now' then
     key, score = p .. 'schedule', price(mode, value, opts.now)
@@ -32,7 +65,12 @@ local function admit(p, id, payload, mode, value, opts)
   else
     key, score = p .. 'pending', pri
   end
-  if opts.batch then
+  if g and mode == 'now' then
+    -- a lane admission is never batched: its group's ring state follows it at once
+    redis.call('ZADD', key, score, id)
+    ring_sync(p, g)
+    count(p, 'enqueued')
+  elseif opts.batch then
     local list = opts.batch[key]
     if not list then
       list = {}
@@ -46,4 +84,10 @@ local function admit(p, id, payload, mode, value, opts)
     count(p, 'enqueued')
   end
   return 1
+end
+-- admit_opts(i): the option tail ARGV[i..i+4] (priority, group, unique, unique_for,
+-- notify) as admit()'s opts table.
+local function admit_opts(i)
+  return {priority = ARGV[i], group = ARGV[i + 1], unique = ARGV[i + 2],
+          unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
 end

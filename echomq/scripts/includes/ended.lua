@@ -6,10 +6,34 @@
 local function count(p, field, n)
   redis.call('HINCRBY', p .. 'stats', field, n or 1)
 end
+-- release_unique(p, key, id, until_ms): the unique key <base>unique:<key> is released by
+-- the job that owns it: deleted, or left to expire at unique_until (SERVER ms) when that
+-- is still ahead (the unique_for window outlives the job). A key another job owns by now
+-- is left alone.
+local function release_unique(p, key, id, until_ms)
+  local uk = p .. 'unique:' .. key
+  if redis.call('GET', uk) ~= id then return end
+  local u = tonumber(until_ms or '')
+  if u and u > now_ms() then
+    redis.call('PEXPIREAT', uk, u)
+  else
+    redis.call('DEL', uk)
+  end
+end
 -- ended(p, jk, id, how): a job ended 'completed', 'dead' or 'cancelled'; called while its
--- row still exists (an ack that deletes the row calls it first).
+-- row still exists (an ack that deletes the row calls it first). Counts it, releases its
+-- unique key, and when the row asked for it (notify = keep ms) leaves one token naming
+-- the end on <base>done:<id> for waiters (BLPOP), kept that long.
 local function ended(p, jk, id, how)
   count(p, how)
+  local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify')
+  if f[1] then release_unique(p, f[1], id, f[2]) end
+  if f[3] then
+    local dk = p .. 'done:' .. id
+    redis.call('DEL', dk)
+    redis.call('RPUSH', dk, how)
+    redis.call('PEXPIRE', dk, tonumber(f[3]))
+  end
 end
 -- cancel_row(p, jk, id, now): end the job of row jk cancelled: state = cancelled,
 -- cancelled_at = SERVER ms (now, or TIME), on the cancelled set scored by that ms (kept

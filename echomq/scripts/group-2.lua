@@ -1,0 +1,35 @@
+-- the @group script: change a group's controls.
+-- KEYS[1] = the group meta emq:{q}:g:<group>, KEYS[2] = the ring
+-- ARGV[1] = the queue base, ARGV[2] = the group, ARGV[3] = the control:
+--   'pause' / 'resume'            the meta's paused flag (a paused group keeps its jobs,
+--                                 receives promoted ones, and releases none)
+--   'limit', n ('' = no limit)    the concurrency limit (active jobs at most n)
+--   'rate', max, ms ('' = none)   the claim rate: at most max starts in any ms window
+-- Reply: 1. The group is recorded on <base>groups and the ring follows at once: it holds
+-- the group iff the group is ready (ring_sync), and a group made ready wakes a consumer.
+-- Clearing a rate drops the group's start log; a block already on gwait runs its course.
+--@include ring
+local p, g, op = ARGV[1], ARGV[2], ARGV[3]
+redis.call('SADD', p .. 'groups', g)
+if op == 'pause' then
+  redis.call('HSET', KEYS[1], 'paused', '1')
+elseif op == 'resume' then
+  redis.call('HDEL', KEYS[1], 'paused')
+elseif op == 'limit' then
+  if ARGV[4] == '' then
+    redis.call('HDEL', KEYS[1], 'limit')
+  else
+    redis.call('HSET', KEYS[1], 'limit', ARGV[4])
+  end
+elseif op == 'rate' then
+  if ARGV[4] == '' then
+    redis.call('HDEL', KEYS[1], 'rate_max', 'rate_ms')
+    redis.call('DEL', KEYS[1] .. ':starts')
+  else
+    redis.call('HSET', KEYS[1], 'rate_max', ARGV[4], 'rate_ms', ARGV[5])
+  end
+else
+  return redis.error_reply('ERR unknown group control ' .. op)
+end
+ring_sync(p, g)
+return 1

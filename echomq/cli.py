@@ -21,7 +21,8 @@ from importlib import metadata
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-GROUPS = ("server", "demo", "worker", "jobs", "control", "repeat", "dashboard", "cluster")
+GROUPS = ("server", "demo", "worker", "jobs", "control", "groups", "repeat", "dashboard",
+          "cluster")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be
 # refused in words), not as an unknown option

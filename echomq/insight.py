@@ -63,6 +63,7 @@ class QueueView:
     promote_lag_ms: int
     registrations: int
     next_run_at_ms: int | None
+    groups: int  # groups seen on the queue (their jobs wait in lanes, not in pending)
     #: the last hour per minute, oldest first: (minute, completed, failed)
     series: list[tuple[int, int, int]] = field(default_factory=list)
     metrics: dict[str, str] = field(default_factory=dict)
@@ -97,13 +98,15 @@ def overview(queue: str) -> Verb[QueueView]:
             Command(("ZRANGE", set_key(q, "scheduled"), 0, 0, "WITHSCORES")),
             Command(("ZRANGE", set_key(q, "pending"), 0, 0)),
             Command(("ZCARD", keyspace.queue_key(q, "repeat"))),
+            Command(("SCARD", keyspace.queue_key(q, "groups"))),
             Command(("HGETALL", keyspace.queue_key(q, "metrics"))),
             Command(("HGETALL", keyspace.queue_key(q, "series"))),
             Command(("TIME",)),
         ))
         n = len(STATES)
         counts = {s: int(c) for s, c in zip(STATES, replies[:n], strict=True)}
-        stats_raw, paused, head, pend, repeats, metrics_raw, series_raw, now = replies[n:]
+        (stats_raw, paused, head, pend, repeats, n_groups, metrics_raw, series_raw,
+         now) = replies[n:]
         now_ms = _ms(now)
         first = scored(head)
         next_at = int(float(first[0][1])) if first else None
@@ -121,6 +124,7 @@ def overview(queue: str) -> Verb[QueueView]:
             oldest_due_age_ms=max(ages) if ages else None,
             promote_lag_ms=lag,
             registrations=int(repeats),
+            groups=int(n_groups),
             next_run_at_ms=next_at,
             series=series_of(_dict(series_raw), now_ms),
             metrics={k: text(v) for k, v in _dict(metrics_raw).items()},
@@ -377,3 +381,51 @@ def discard(queue: str, job_id: str) -> Verb[bool]:
         (keyspace.base(queue), job_id),
     )
     return single(step, lambda reply: bool(int(reply)))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPage:
+    """A page of a queue's groups (``groups.GroupStats`` each) and the ``SSCAN`` cursor of
+    the next page (``None``: the last one)."""
+
+    groups: dict[str, Any]
+    next_cursor: str | None
+
+
+@verb
+def group_page(queue: str, cursor: str = "0", count: int = 100) -> Verb[GroupPage]:
+    """Up to about ``count`` groups of ``queue`` with their stats, from ``SSCAN`` cursor
+    ``cursor``: two round trips of a bounded number of commands, however many groups the
+    queue has (``groups.stats`` reads them all)."""
+    from .groups import GroupStats
+
+    guard.positive("count", count)
+    count = min(count, PAGE_MAX)
+    if not cursor.isdigit():
+        raise ValueError(f"not a group cursor: {cursor!r}")
+    members = keyspace.queue_key(queue, "groups")
+
+    def num(value: Any) -> int | None:
+        return None if value is None else int(value)
+
+    def calls() -> Verb[GroupPage]:
+        nxt, names = yield Command(("SSCAN", members, cursor, "COUNT", count))
+        # a small set answers whole (at most set-max-listpack-entries, 128 by default), a
+        # large one about ``count`` at a time: bounded either way
+        names = sorted({text(n) for n in names})
+        out: dict[str, Any] = {}
+        if names:
+            replies = yield Batch(tuple(
+                step for g in names for step in (
+                    Command(("ZCARD", keyspace.lane_key(queue, g))),
+                    Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
+                             "paused", "rate_max", "rate_ms")),
+                )))
+            for i, g in enumerate(names):
+                waiting, (active, limit, paused, rmax, rms) = replies[2 * i], replies[2 * i + 1]
+                out[g] = GroupStats(int(waiting), int(active or 0), num(limit),
+                                    paused is not None, num(rmax), num(rms))
+        more = text(nxt)
+        return GroupPage(out, None if more == "0" else more)
+
+    return calls()

@@ -203,6 +203,43 @@ def test_cancel_a_waiting_job(board, conn, queue):
     assert code == 200 and jid in page
 
 
+def test_groups_page_and_pause(board, conn, queue):
+    from echomq import groups
+
+    for g in ("tenant-a", "tenant-b"):
+        for _ in range(3 if g == "tenant-a" else 1):
+            jobs.enqueue(conn, queue, ids.mint(), b"x", group=g)
+    groups.set_limit(conn, queue, "tenant-a", 2)
+    groups.set_rate(conn, queue, "tenant-b", 10, 60_000)
+    code, page = board.get(f"/q/{queue}/groups")
+    assert code == 200
+    row_a = page.split("data-group='tenant-a'")[1].split("</tr>")[0]
+    assert "<td class='n'>3</td><td class='n'>0</td><td class='n'>2</td>" in row_a
+    assert "10 per 1m 00s" in page
+    assert board.post(f"/q/{queue}/groups/tenant-a/pause") == 303
+    assert groups.stats(conn, queue)["tenant-a"].paused
+    assert "paused</span>" in board.get(f"/q/{queue}/groups")[1]
+    assert board.post(f"/q/{queue}/groups/tenant-a/resume") == 303
+    assert not groups.stats(conn, queue)["tenant-a"].paused
+
+
+def test_group_pages_walk_every_group(conn, queue):
+    from echomq import groups
+
+    names = {f"g{i:03d}" for i in range(300)}  # past the listpack size: SSCAN pages
+    for g in names:
+        groups.pause(conn, queue, g)
+    seen: set[str] = set()
+    cursor: str | None = "0"
+    rounds = 0
+    while cursor is not None:
+        page = insight.group_page(conn, queue, cursor, 50)
+        assert len(page.groups) <= 120
+        seen |= set(page.groups)
+        cursor, rounds = page.next_cursor, rounds + 1
+    assert seen == names and rounds > 2
+
+
 def test_dead_bulk_retry_asks_first(board, conn, queue):
     a, b, c = die(conn, queue), die(conn, queue), die(conn, queue)
     code, _, page = board.request("POST", f"/q/{queue}/bulk", {"op": "retry", "id": [a, b]})

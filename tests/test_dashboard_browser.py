@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from echomq import dashboard, ids, jobs, keyspace, metrics, repeat
+from echomq import dashboard, groups, ids, jobs, keyspace, metrics, repeat
 from echomq.app import encode
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
@@ -118,6 +118,13 @@ def seed(conn: Any, queue: str, raw: Any = None) -> dict[str, Any]:
         jobs.enqueue_at(conn, queue, jid, encode("report.build", [2024, i], {}),
                         now + 10_000 * (i + 1))
         out["soon"].append(jid)
+    for tenant, n in (("acme", 4), ("globex", 2), ("initech", 1)):
+        for i in range(n):
+            jobs.enqueue(conn, queue, ids.mint(), encode("sync.tenant", [tenant, i], {}),
+                         group=tenant)
+    groups.set_limit(conn, queue, "acme", 2)
+    groups.set_rate(conn, queue, "globex", 100, 60_000)
+    groups.pause(conn, queue, "initech")
     metrics.observe(conn, queue, [0.012, 0.3, 0.05] * 20, completed=55, failed=5)
     repeat.register(conn, queue, "heartbeat", 60_000, encode("ops.ping", [], {}), 5_000)
     repeat.register_cron(conn, queue, "daily-digest", "30 8 * * 1-5",
@@ -155,6 +162,7 @@ def test_every_page_renders_and_is_saved(browser, site, conn, raw, queue):
     expect(page.locator("ol.runs").nth(1).locator("li")).to_have_count(5)
     shot(page, "registrations")
     page.goto(f"{site.base}/q/{queue}/groups")
+    expect(page.locator("tr[data-group]")).to_have_count(3)
     shot(page, "groups")
     page.goto(f"{site.base}/backoff?kind=exponential&base=1000&cap=300000&max_attempts=12")
     expect(page.locator("#backoff-total")).to_have_text("18m 31s")  # 511 s + 2 x 300 s

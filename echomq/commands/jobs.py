@@ -276,6 +276,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 def run_stats(args: argparse.Namespace) -> int:
     from .. import jobs, partitions
+    from .groups import totals as group_totals
 
     declared: list[str] = []
     if args.app:
@@ -285,8 +286,9 @@ def run_stats(args: argparse.Namespace) -> int:
     conn, app = _connect(args)
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
-        table: dict[str, dict[str, int]] = {}
+        table: dict[str, dict[str, Any]] = {}
         paused: set[str] = set()
+        grouped: dict[str, dict[str, int]] = {}
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
@@ -294,9 +296,14 @@ def run_stats(args: argparse.Namespace) -> int:
                 table[base]["partitions"] = len(members)
             if any(jobs.is_paused(conn, q) for q in members):
                 paused.add(base)
+            found = [t for q in members if (t := group_totals(conn, q)) is not None]
+            if found:
+                grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
     finally:
         app.close()
     if args.json:
+        for q, t in grouped.items():
+            table[q]["groups"] = t
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     cols = list(jobs.STATE_SETS)
@@ -309,6 +316,10 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    for q, t in grouped.items():
+        # grouped jobs wait in their lanes, not in pending: say how many, and where to look
+        print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "
+              f"{t['active']} active, {t['paused']} paused (echomq group list --queue {q})")
     return 0
 
 

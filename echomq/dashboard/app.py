@@ -13,7 +13,7 @@ Routes (all under the mount root):
 | ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
 | ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
 | ``/q/<q>/repeat`` | registrations with their next 5 runs |
-| ``/q/<q>/groups`` | groups: waiting, active, limit, paused (when ``echomq.groups`` exists) |
+| ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
 | ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
 | ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
 | ``/metrics`` | Prometheus text format |
@@ -25,7 +25,6 @@ the dashboard is read-only.
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 import time
@@ -34,7 +33,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
 
-from .. import dead, discovery, errors, insight, jobs, keyspace, registry, repeat
+from .. import dead, discovery, errors, groups, insight, jobs, keyspace, registry, repeat
 from ..connector import Connector
 from . import pages, prometheus
 from .access import COOKIE, SECURITY_HEADERS, Access
@@ -56,14 +55,6 @@ def discover_queues(conn: Connector) -> list[str]:
     if not names:
         names = discovery.queues(conn, SCAN_BUDGET)
     return sorted(names)[:MAX_QUEUES]
-
-
-def _optional(module: str) -> Any:
-    """``echomq.<module>`` when this build has it (groups arrive with job control)."""
-    try:
-        return importlib.import_module(f"echomq.{module}")
-    except ModuleNotFoundError:
-        return None
 
 
 class Forbidden(Exception):
@@ -232,16 +223,9 @@ class Dashboard:
                 regs = repeat.records(self.conn, queue)[:pages.PAGE]
                 return html_response(200, pages.repeat_page(req, queue, regs, self.access))
             if rest == ["groups"]:
-                return html_response(200, pages.groups_page(req, queue, self._groups(queue),
-                                                            self.access))
+                gp = insight.group_page(self.conn, queue, req.arg("cursor", "0"), pages.PAGE)
+                return html_response(200, pages.groups_page(req, queue, gp, self.access))
         raise LookupError(req.path)
-
-    def _groups(self, queue: str) -> dict[str, Any] | None:
-        groups = _optional("groups")
-        if groups is None:
-            return None
-        stats: dict[str, Any] = groups.stats(self.conn, queue)
-        return dict(sorted(stats.items())[:BULK_MAX])
 
     def _find(self, req: Request, queues: list[str]) -> Response:
         job_id = req.arg("id").strip()
@@ -337,10 +321,8 @@ class Dashboard:
             jobs.resume(self.conn, queue)
             return redirect(req.url("/"))
         if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
-            groups = _optional("groups")
-            if groups is None:
-                raise LookupError("groups")
-            getattr(groups, rest[2])(self.conn, queue, rest[1])
+            toggle = groups.pause if rest[2] == "pause" else groups.resume
+            toggle(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/groups"))
         raise LookupError(req.path)
 

@@ -165,7 +165,9 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
             f"{e(duration(v.promote_lag_ms))}</td>"
             f"<td class='links'><a href='{e(req.url(f'/q/{qq}/clock'))}'>clock</a> "
             f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations ({v.registrations})</a>"
-            f" {toggle}</td></tr>")
+            + (f" <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups ({v.groups})</a>"
+               if v.groups else "")
+            + f" {toggle}</td></tr>")
     totals = {k: sum(v.stats.get(k, 0) for v in views)
               for k in ("completed", "failed", "retried", "dead", "cancelled")}
     stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
@@ -179,7 +181,8 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
         "</tbody></table>"
         "<p class='hint'>Counts refresh live. <b>Oldest due</b>: how long the oldest claimable "
         "job has waited; <b>promote lag</b>: how far past its run-at the earliest scheduled "
-        "job still sits (0 when promotion keeps up).</p>"
+        "job still sits (0 when promotion keeps up). <b>Pending</b> counts the flat queue; "
+        "a grouped job waits in its group's lane (see <em>groups</em>).</p>"
     )
     return shell(req, "Queues", body, now_ms=now, live=True)
 
@@ -195,7 +198,8 @@ def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: A
         for s in insight.STATES)
     links = (f"<a href='{e(req.url(f'/q/{qq}/clock'))}'>schedule clock</a> · "
              f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations "
-             f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups</a>")
+             f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups "
+             f"({v.groups})</a>")
     search = (f"<form method='get' action='{e(req.url('/q/' + qq))}' class='search-q'>"
               "<input name='id' placeholder='job id' aria-label='job id' size='32'> "
               "<button class='ghost'>find</button></form>")
@@ -387,30 +391,28 @@ def repeat_page(req: Request, queue: str, regs: list[dict[str, Any]], access: Ac
 
 # -- groups -------------------------------------------------------------------------------
 
-def groups_page(req: Request, queue: str, stats: dict[str, Any] | None, access: Access) -> str:
-    if stats is None:
-        body = "<p class='note'>Groups arrive with job control (<code>echomq.groups</code>).</p>"
-        return shell(req, f"{queue}: groups", body, _crumbs(req, queue, "groups"))
+def groups_page(req: Request, queue: str, gp: insight.GroupPage, access: Access) -> str:
     rows = []
-    for name, g in stats.items():
-        def get(k: str, g: Any = g) -> Any:
-            return g.get(k) if isinstance(g, dict) else getattr(g, k, None)
-
-        paused = bool(get("paused"))
-        rate = get("rate_max")
-        rate_txt = f"{rate} per {duration(get('rate_ms') or 0)}" if rate else NONE
-        op = "resume" if paused else "pause"
+    for name, g in gp.groups.items():
+        rate = (f"{g.rate_max} per {duration(g.rate_per_ms or 0)}" if g.rate_max else NONE)
+        op = "resume" if g.paused else "pause"
         act = "" if access.read_only else _form(
             req, f"/q/{q(queue)}/groups/{q(name)}/{op}", op, "small ghost")
+        badge = "<span class='badge paused'>paused</span>" if g.paused else ""
         rows.append(
-            f"<tr><td><b>{e(name)}</b></td><td class='n'>{e(get('waiting'))}</td>"
-            f"<td class='n'>{e(get('active'))}</td><td class='n'>{e(get('limit') or NONE)}</td>"
-            f"<td>{e(rate_txt)}</td><td>{'<span class=badge>paused</span>' if paused else ''}"
-            f"</td><td>{act}</td></tr>")
+            f"<tr data-group='{e(name)}'><td><b>{e(name)}</b> {badge}</td>"
+            f"<td class='n'>{g.waiting}</td><td class='n'>{g.active}</td>"
+            f"<td class='n'>{e(g.limit if g.limit is not None else NONE)}</td>"
+            f"<td>{e(rate)}</td><td>{act}</td></tr>")
+    nav = ""
+    if gp.next_cursor:
+        nxt = req.url(f"/q/{q(queue)}/groups?" + urlencode({"cursor": gp.next_cursor}))
+        nav = (f"<div class='pager'><a class='btn' rel='next' href='{e(nxt)}'>more groups ⟶"
+               "</a></div>")
     table = (
         "<table class='grid'><thead><tr><th>group</th><th class='n'>waiting</th>"
-        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th><th></th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>{nav}"
         if rows else "<p class='note'>No groups on this queue.</p>")
     return shell(req, f"{queue}: groups", table, _crumbs(req, queue, "groups"))
 

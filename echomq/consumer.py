@@ -210,6 +210,7 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_at: float | None = None  # the next noted due instant (loop clock)
         self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
@@ -284,6 +285,7 @@ class Consumer:
             self._healthy()
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
+            self.note_due(counts.next_due_ms)
             if not due_wake:
                 next_at += beat_s
                 if next_at < loop.time():  # a slow beat: do not catch up with a burst
@@ -311,11 +313,35 @@ class Consumer:
                 if free <= 0:
                     await self._wait_slot(beat_s)
                 elif got < free:
-                    await self._idle(beat_s)
+                    await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
                 await self._degraded(exc)
+
+    def note_due(self, ms: int | None) -> None:
+        """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
+        rate window or ``rate_limited`` block reopening, the queue's block ending (what
+        ``jobs.next_due_ms`` reports, SERVER clock). An idle claim loop then wakes at that
+        instant (HOST monotonic, from the span) instead of at its next beat; the claim it
+        makes reopens the group on the server. A pool's Metronome feeds this too."""
+        if ms is None:
+            return
+        at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
+        if self._due_at is None or at < self._due_at:
+            self._due_at = at
+
+    def _idle_for(self, beat_s: float) -> float:
+        """How long the claim loop blocks on its wake list: a beat, or less when a noted
+        due instant comes first (+2 ms, so the SERVER clock has passed it). A due instant
+        already behind us was served by the claim just made."""
+        if self._due_at is None:
+            return beat_s
+        left = self._due_at - asyncio.get_running_loop().time()
+        if left <= 0:
+            self._due_at = None
+            return beat_s
+        return min(beat_s, left + 0.002)
 
     def _free(self) -> int:
         """Slots neither running nor promised to a claim in flight."""
@@ -551,9 +577,8 @@ class Consumer:
             self._emit("completed", job.id, job.token)
         elif kind == "rate_limited":
             self.stats.rate_limited += 1
-            # the transition names the group it blocked (None: the queue itself)
-            self._emit("rate_limited", job.id, job.token, ms=value.ms,
-                       group=result if isinstance(result, str) else None)
+            self.note_due(value.ms)  # its group (or the queue) reopens then: claim again
+            self._emit("rate_limited", job.id, job.token, ms=value.ms)
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)

@@ -1,7 +1,7 @@
 """The runtime's timeline for the host program: ``Event`` and observers.
 
 A consumer emits an ``Event`` for each step of a job it holds (``started``, ``completed``,
-``retrying``, ``dead``, ``delayed``, ``rate_limited`` with ``ms`` and ``group`` in its info,
+``retrying``, ``dead``, ``delayed``, ``rate_limited`` (info: ``ms``),
 ``cancelled``, ``timed_out``, ``lost``, ``settled``: an outcome an earlier try had already
 recorded) and for its own weather (``degraded``, ``recovered``). Pass an observer as
 ``Consumer(on_event=...)``, ``Worker(on_event=...)`` or ``App(on_event=...)``; from the

@@ -120,8 +120,12 @@ class Worker:
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
             await log_groups(conn, self.queues)
             if self.use_metronome:
-                self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
-                                           legs=Legs(retention=retention))
+                by_queue = {c.queue: c for c in self.consumers}
+                # the due instants the metronome reads (run-ats, group and queue reopens)
+                # wake this process's idle consumers then, not at their next beat
+                self.metronome = Metronome(
+                    conn, self.queues, beat_ms=self.beat_ms, legs=Legs(retention=retention),
+                    on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:

@@ -56,7 +56,7 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs_: list[Any] = []
 
-    def start(self, concurrency: int, sleep: float = 0) -> None:
+    def start(self, concurrency: int, sleep: float = 0, level: str = "warning") -> None:
         env = {**os.environ, "ECHOMQ_URL": self.url, "T_QUEUE": self.queue,
                "T_SLEEP": str(sleep)}
         # a file, not a pipe: a worker must never block on a full, unread stderr
@@ -64,13 +64,13 @@ class Workers:
         self.logs_.append(log)
         self.procs.append(subprocess.Popen(
             [sys.executable, "-m", "echomq.cli", "worker", "gapp:app",
-             "--concurrency", str(concurrency), "--log-level", "warning"],
+             "--concurrency", str(concurrency), "--log-level", level],
             cwd=self.cwd, env=env, stdout=subprocess.DEVNULL, stderr=log))
 
-    def logs(self) -> str:
-        """What the workers wrote to stderr: for a failure message."""
+    def logs(self, tail: int = 3000) -> str:
+        """What the workers wrote to stderr (the last ``tail`` characters of each)."""
         return "\n---\n".join(
-            (self.cwd / f"worker{i}.log").read_text(errors="replace")[-3000:]
+            (self.cwd / f"worker{i}.log").read_text(errors="replace")[-tail:]
             for i in range(len(self.procs)))
 
     def close(self) -> None:
@@ -133,7 +133,7 @@ def test_small_tenants_finish_long_before_a_large_one(app, workers, raw, queue):
     work.enqueue_many([("small", i) for i in range(10)])
     assert {g: s.waiting for g, s in groups.stats(app.connector(), queue).items()} == {
         "big": 1000, "mid": 100, "small": 10}
-    workers.start(concurrency=4)
+    workers.start(concurrency=4, level="info")
     wait_for(lambda: raw.llen(f"{queue}:spans") == 1110, 30, "1,110 completions", workers)
     order = [s.tenant for s in spans(raw, queue)]
     last = {t: max(i for i, x in enumerate(order) if x == t) for t in ("big", "mid", "small")}
@@ -144,6 +144,9 @@ def test_small_tenants_finish_long_before_a_large_one(app, workers, raw, queue):
     assert last["mid"] < 300, last
     assert last["big"] == 1109
     assert sorted(s.n for s in spans(raw, queue) if s.tenant == "big") == list(range(1000))
+    # the worker said at start what waited in which groups
+    assert (f"queue {queue}: 3 groups, 1110 jobs waiting in their lanes, 0 active, "
+            "0 paused groups") in workers.logs(tail=10**7)
 
 
 def test_a_group_limit_of_one_holds_across_two_workers_of_twenty(app, workers, raw, queue):

@@ -80,6 +80,7 @@ DEFAULT_LEASE_MS = 30_000
 DEFAULT_RETRY_DELAY_MS = 1_000
 DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
+KICK_SLACK_S = 0.1
 
 # re-exported: handlers and the acceptance tests import these from here
 __all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "RateLimited", "Route",
@@ -211,6 +212,8 @@ class Consumer:
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
         self._due_at: float | None = None  # the next noted due instant (loop clock)
+        self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
+        self._kick = asyncio.Event()
         self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
@@ -330,6 +333,10 @@ class Consumer:
         at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
         if self._due_at is None or at < self._due_at:
             self._due_at = at
+        # a wait already under way that would outlast it by more than a blocking
+        # timeout's own slack (the server's cron) is cut short and re-priced
+        if self._idle_until is not None and at + KICK_SLACK_S < self._idle_until:
+            self._kick.set()
 
     def _idle_for(self, beat_s: float) -> float:
         """How long the claim loop blocks on its wake list: a beat, or less when a noted
@@ -380,12 +387,17 @@ class Consumer:
         # BLPOP's timeout is in seconds (a double); 0 would mean forever.
         secs = max(timeout, 0.005)
         assert self._stop is not None
+        self._kick.clear()
+        self._idle_until = asyncio.get_running_loop().time() + secs
         pop = asyncio.ensure_future(self.conn.call("BLPOP", self._wake_key, f"{secs:.3f}"))
         stopper = asyncio.ensure_future(self._stop.wait())
+        kicked = asyncio.ensure_future(self._kick.wait())
         try:
-            await asyncio.wait({pop, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pop, stopper, kicked}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._idle_until = None
             stopper.cancel()
+            kicked.cancel()
             if not pop.done():
                 pop.cancel()
                 with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):

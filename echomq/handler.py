@@ -69,7 +69,7 @@ class RateLimited(Exception):
     ``ValueError``), so a bad span fails in the handler, not in the consumer."""
 
     def __init__(self, ms: int | dt.timedelta) -> None:
-        self.ms = guard.span("ms", to_ms(ms))
+        self.ms = guard.span("ms", to_ms(ms), minimum=1)
         super().__init__(f"rate limited for {self.ms} ms")
 
 

@@ -6,6 +6,7 @@ beat), a grouped job's promote and self-delay at wire 6, and ``@app.task(group=.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -127,6 +128,9 @@ def test_raising_rate_limited_spends_no_attempt_even_at_max_attempts_one(url, co
 def test_rate_limited_refuses_a_bad_span_before_any_io():
     with pytest.raises(ValueError):
         RateLimited(-1)
+    with pytest.raises(ValueError):
+        RateLimited(0)  # a block of no time would be a plain retry: say so in the handler
+    assert RateLimited(dt.timedelta(seconds=2)).ms == 2000
     with pytest.raises(TypeError):
         RateLimited("soon")  # type: ignore[arg-type]
 

@@ -33,6 +33,9 @@ Plan = Generator[Call, Any, T]
 
 #: how long one blocking wait lasts for a job that pushes no done token
 POLL_S = 1.0
+#: the longest single blocking wait: valkey-py reads with a 5 s socket timeout by default,
+#: so a longer wait is several of these (the state is read again between them)
+BLOCK_S = 4.0
 FINAL = ("completed", "dead", "cancelled")
 
 
@@ -94,7 +97,7 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Plan[Any]
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise TimeoutError(f"job {job_id} still {state} after {timeout:g} s")
-        slice_s = POLL_S if not row.get("notify") else (left if left is not None else 60.0)
+        slice_s = POLL_S if not row.get("notify") else BLOCK_S
         if left is not None:
             slice_s = min(slice_s, left)
         yield (jobs.wait_done, (known, job_id, max(slice_s, 0.01)))

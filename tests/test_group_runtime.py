@@ -234,3 +234,29 @@ def test_a_bad_derived_group_is_refused_before_anything_is_written(app, conn, qu
     with pytest.raises(TypeError, match="work: group"):
         work.enqueue("x", "unexpected")  # the group function's own TypeError, named
     assert snap(queue) == before
+
+
+ISOLATED = '''
+import os
+from echomq import current_job
+
+def call_upstream(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        current_job().rate_limited(50)  # raised in the child, settled by the worker
+    return "done"
+'''
+
+
+def test_rate_limited_crosses_back_from_an_isolated_child(tmp_path, monkeypatch, url, app,
+                                                          queue):
+    (tmp_path / "iso_limits.py").write_text(ISOLATED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import iso_limits  # type: ignore[import-not-found]
+
+    task = app.task(queue=queue, name="call_upstream", isolation="process", max_attempts=1,
+                    group="api")(iso_limits.call_upstream)
+    jid = task.enqueue(str(tmp_path / "marker"))
+    events = consume(url, queue, None, wire=4, seconds=60, until=done(1),
+                     router=app.router(queue))
+    assert kinds(events, jid) == ["started", "rate_limited", "started", "completed"]

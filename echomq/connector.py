@@ -189,6 +189,11 @@ class _Base:
 
     def _args(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
         if isinstance(step, Command):
+            if self.cluster and step.args and step.args[0] in ("WAIT", "WAITAOF"):
+                # keyless: a cluster pipeline cannot send it to the connection of the write
+                raise errors.ConfigError(
+                    f"{step.args[0]} after a write needs a standalone server (a cluster "
+                    "pipeline cannot route the keyless command to the write's connection)")
             return step.args
         if isinstance(step, Native):
             if self.wire != 6:

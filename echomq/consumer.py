@@ -279,8 +279,6 @@ class Consumer:
                     began = time.monotonic()
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
                     self.meter.beat_s = time.monotonic() - began
-                    if self.meter.due():
-                        await self.meter.flush(self.conn, self.queue, self._streak)
             except (errors.WireError, errors.CommandError) as exc:
                 await self._degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -300,6 +298,8 @@ class Consumer:
         beat_s = self.beat_ms / 1000
         while not stop.is_set():
             try:
+                if self.meter.due():  # at most once a second, busy or idle, in the background
+                    self.meter.flush_soon(self.conn, self.queue, self._streak)
                 free = self._free()
                 got = 0
                 if free > 0:
@@ -458,8 +458,6 @@ class Consumer:
         await self._settle(job, route or Route(_no_handler, max_attempts=1), outcome, held)
         if route is not None:
             self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
-        if self.meter.due():
-            await self.meter.flush(self.conn, self.queue, self._streak)
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():

@@ -23,7 +23,8 @@ from . import ids, keyspace
 from .steps import Batch, Command, Eval, Verb, pairs, scored, single, text, verb
 
 #: the job states a surface lists, each with the sorted set that holds it
-STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled")
+STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
+          "waiting-children")
 SET_OF = {"scheduled": "schedule"}
 #: states listed newest first (scored by the SERVER ms they ended)
 NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
@@ -257,16 +258,17 @@ def page(queue: str, state: str, after: str | None = None, count: int = 50) -> V
 @verb
 def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     """A job's row (``payload`` as bytes, the rest as str) with ``result`` (the kept return
-    value, bytes or ``None``), ``score`` (its score on its state's set: run-at, lease expiry,
-    or the SERVER ms it ended; ``None`` when not on it) and ``now_ms`` (SERVER); ``None``
-    when there is no row. One round trip."""
+    value, bytes or ``None``), ``has_children`` (a flow parent), ``score`` (its score on its
+    state's set: run-at, lease expiry, or the SERVER ms it ended; ``None`` when not on it)
+    and ``now_ms`` (SERVER); ``None`` when there is no row. Two round trips."""
     guard.string("job_id", job_id)
     row_key = keyspace.job_key(queue, job_id)
 
     def calls() -> Verb[dict[str, Any] | None]:
-        row, result, now = yield Batch((
+        row, result, kids, now = yield Batch((
             Command(("HGETALL", row_key)),
             Command(("GET", keyspace.queue_key(queue, f"result:{job_id}"))),
+            Command(("EXISTS", keyspace.queue_key(queue, f"kids:{job_id}"))),
             Command(("TIME",)),
         ))
         fields = _dict(row)
@@ -282,6 +284,7 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             found = yield Command(("ZSCORE", key, job_id))
             score = int(float(found)) if found is not None else None
         out["result"] = result
+        out["has_children"] = bool(int(kids))
         out["score"] = score
         out["now_ms"] = _ms(now)
         return out

@@ -91,7 +91,8 @@ class Checkpoints:
             point = await jobs.checkpoint(self.conn, self.queue, job.id, job.token,
                                           held.lease_ms)
             held.renewed()
-        except errors.WireError as exc:
+        except (errors.WireError, errors.Unavailable) as exc:
+            # a full, loading or demoted server refused for now: not a lost lease
             log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
             held.extend_at = time.monotonic() + self.beat_ms / 1000
             return

@@ -14,6 +14,7 @@ Clocks: durations are HOST monotonic seconds; the minute ring is keyed on the SE
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import time
 from collections.abc import Sequence
@@ -130,6 +131,7 @@ class Meter:
     failed: int = 0
     beat_s: float | None = None
     last_flush: float = field(default_factory=time.monotonic)
+    _flushing: asyncio.Future[None] | None = field(default=None, repr=False)
 
     def handled(self, seconds: float, ok: bool) -> None:
         self.durations.append(max(0.0, seconds))
@@ -142,6 +144,13 @@ class Meter:
         """Whether a second has passed since the last flush and there is news."""
         return (time.monotonic() - self.last_flush >= FLUSH_EVERY_S
                 and bool(self.durations or self.beat_s is not None))
+
+    def flush_soon(self, conn: Any, queue: str, degraded: int) -> None:
+        """``flush`` in the background (a task of the running loop), so a beat or a claim
+        never waits on a metrics round trip; one flush in flight at a time."""
+        if self._flushing is not None and not self._flushing.done():
+            return
+        self._flushing = asyncio.ensure_future(self.flush(conn, queue, degraded))
 
     async def flush(self, conn: Any, queue: str, degraded: int) -> None:
         """Send what was gathered (one ``observe``); on failure it is dropped, never

@@ -24,12 +24,13 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace, retention
+from . import backoff, errors, jobs, keyspace, metrics, retention
 from .steps import Eval, drive, single
 
 log = logging.getLogger("echomq.metronome")
@@ -181,6 +182,7 @@ class Metronome:
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
         self._due: dict[str, int | None] = {}
+        self.meters: dict[str, metrics.Meter] = {}
 
     async def promote_held(self) -> None:
         """Between beats, at a due run-at: promote (only) the queues whose lease is held."""
@@ -206,8 +208,13 @@ class Metronome:
             if q not in self.held:
                 log.info("metronome %s holds %s", self.owner, q)
                 self.held.add(q)
+            began = time.monotonic()
             counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
                                     self.stats.beats)
+            meter = self.meters.setdefault(q, metrics.Meter())
+            meter.beat_s = time.monotonic() - began
+            if meter.due():  # the beat time, folded into the server's metrics once a second
+                meter.flush_soon(self.conn, q, 0)
             self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted

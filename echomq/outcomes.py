@@ -20,3 +20,4 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
     REQUESTED = "requested"
+    WAITING = "waiting"

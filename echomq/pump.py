@@ -2,12 +2,15 @@
 
 Each tick, for every queue: promote the due scheduled jobs (``jobs.promote``, SERVER clock),
 fire the due recurrences (``repeat.sweep``: HOST clock, one atomic ``fire`` per name) and
-deliver flow completions (a hook: flows do not exist yet). It does not reap: expired leases
-are the Consumer's recovery leg and the Metronome's job.
+carry flow completions (``flows.carry``: the ends of flow children settled in the queue,
+delivered to their parents' slots, where the last one releases the parent). It does not
+reap: expired leases are the Consumer's recovery leg and the Metronome's job.
 
 Any number of Pumps may run against the same queues: ``fire`` checks the score it read, so
 two Pumps that see the same due registration enqueue one occurrence, and a Pump that dies
 mid-tick leaves every registration either fired (and advanced) or untouched, never half.
+The same holds for flow completions: a carry counts each child's end once, however many
+Pumps deliver it and wherever one of them dies.
 A failed tick (``WireError``) is logged and retried after a backoff on the tick interval.
 """
 
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, keyspace, repeat
+from . import backoff, errors, flows, keyspace, repeat
 from .metronome import promote_once
 from .outcomes import Outcome
 
@@ -34,16 +37,19 @@ SWEEP_BATCH = 1000
 MAX_SWEEPS = 100
 
 FlowHook = Callable[[Any, str], Awaitable[int]]
+LEGS = ("promote", "repeats", "flows")
 
 
 class Pump:
-    """Promote, fire due repeats and (once flows exist) deliver completions, every tick.
+    """Promote, fire due repeats and carry flow completions, every tick.
 
     ``conn`` is an ``AsyncConnector``; ``queues`` the queue names it serves; ``tick_ms``
     the pause between ticks; ``promote_batch`` the bound of one promote call (a queue with
     a longer due backlog is promoted again in the same tick until it drains).
-    ``flows``: an optional coroutine ``flows(conn, queue) -> int`` run each tick per queue,
-    the hook flow completions will use.
+    ``flows``: a coroutine ``flows(conn, queue) -> int`` run each tick per queue in place
+    of the built-in flow-completions leg (``carry_flows``). ``legs``: which of
+    ``"promote"``, ``"repeats"``, ``"flows"`` a tick runs (all three by default; a worker
+    whose Metronome promotes runs a flows-only Pump on its queues).
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class Pump:
         tick_ms: int = 1000,
         promote_batch: int = 1000,
         flows: FlowHook | None = None,
+        legs: tuple[str, ...] = LEGS,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
@@ -65,6 +72,11 @@ class Pump:
         self.tick_ms = guard.span("tick_ms", tick_ms, minimum=1)
         self.promote_batch = guard.positive("promote_batch", promote_batch)
         self.flows = flows
+        unknown = set(legs) - set(LEGS)
+        if unknown:
+            raise ValueError(f"unknown Pump legs: {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(LEGS)})")
+        self.legs = tuple(legs)
         self.sweep_batch = SWEEP_BATCH
         self.ticks = 0
 
@@ -87,14 +99,26 @@ class Pump:
                 break
         return out
 
-    async def deliver_flow_completions(self, queue: str) -> int:
-        """Hook: deliver flow completions for ``queue``; the count delivered.
+    async def carry_flows(self, queue: str) -> int:
+        """Carry ``queue``'s flow outbox to the parents' slots until it is empty (bounded
+        per tick); the count of children newly counted."""
+        total = 0
+        for _ in range(MAX_SWEEPS):
+            got = await flows.carry(self.conn, queue, self.sweep_batch)
+            total += got.counted
+            if got.refused:
+                log.error("pump: %d flow completions of %s refused by the server (kept in "
+                          "its outbox, tried again next tick)", got.refused, queue)
+                break
+            if got.read < self.sweep_batch:
+                break
+        return total
 
-        Flows do not exist yet. When they do, their completion transition goes here (or is
-        passed as ``flows=``), run once per tick after promote and the repeat sweep.
-        """
+    async def deliver_flow_completions(self, queue: str) -> int:
+        """The flow-completions leg for ``queue``, run once per tick after promote and the
+        repeat sweep: ``carry_flows``, or the ``flows=`` hook when one was given."""
         if self.flows is None:
-            return 0
+            return await self.carry_flows(queue)
         return int(await self.flows(self.conn, queue))
 
     async def tick(self) -> dict[str, Any]:
@@ -111,9 +135,9 @@ class Pump:
             "queues": {},
         }  # fmt: skip
         for queue in self.queues:
-            promoted = await self._promote(queue)
-            results = await self._sweep(queue)
-            flows = await self.deliver_flow_completions(queue)
+            promoted = await self._promote(queue) if "promote" in self.legs else 0
+            results = await self._sweep(queue) if "repeats" in self.legs else []
+            flows = await self.deliver_flow_completions(queue) if "flows" in self.legs else 0
             ids = [i for r in results for i in r.ids]
             reasons: dict[str, int] = {}
             for r in results:

@@ -13,6 +13,10 @@ names which one sorted set holds its id:
 - ``cancelled``: ended by a cancel on ``cancelled``, scored by the SERVER ms it was
   cancelled (kept and trimmed like ``dead``). A cancel of an active job only marks its row
   (``cancel`` = 1); the job stays ``active`` until its holder, a retry or a reap ends it.
+- ``waiting-children``: a flow parent (``echomq.flows``) on ``waiting-children``, scored by
+  the SERVER ms it was admitted; never claimable. The carry of its last child's end
+  releases it to pending at its priority; a child dead under the ``fail`` policy
+  dead-letters it (and, revived and completed, brings it back).
 
 Every move between them is one atomic server-side transition (a script, or a native module
 command at wire 6). ``TRANSITIONS`` lists each verb with the states it moves a job from and
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled")
+STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled", "waiting-children")
 
 #: the sorted set each state lives on (the lane is the grouped form of ``pending``)
 SET_OF = {
@@ -37,6 +41,7 @@ SET_OF = {
     "completed": "completed",
     "dead": "dead",
     "cancelled": "cancelled",
+    "waiting-children": "waiting-children",
 }
 
 
@@ -71,12 +76,17 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reap", ("active",), "pending", "server", "lease expired (score <= TIME); stalled + 1; at its priority"),
     Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
     Transition("reap", ("active",), "cancelled", "server", "lease expired and a cancel was requested"),
-    Transition("cancel", ("pending", "scheduled"), "cancelled", "server", "removed from its set with the row in one call"),
+    Transition("cancel", ("pending", "scheduled", "waiting-children"), "cancelled", "server", "removed from its set with the row in one call (a flow parent: flows.cancel also cancels its waiting subtree)"),
     Transition("cancel", ("active",), "active", "-", "marks the row (cancel = 1): 'requested'"),
     Transition("finish_cancelled", ("active",), "cancelled", "server", "token-fenced: the holder stopped the handler"),
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX", "-", "EMQ.RESCHEDULE"),
     Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0, at its priority"),
+    Transition("revive", ("dead",), "waiting-children", "server", "a flow parent failed by a child: it waits for its children again"),
     Transition("trim", ("completed", "dead", "cancelled"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
+    Transition("flow_admit", (), "waiting-children", "server", "a flow parent, before its children exist (leaves are admitted like enqueue / enqueue_in)"),
+    Transition("flow_carry", ("waiting-children",), "pending", "server", "the carry of its last child's end (exactly once per child) releases it at its priority"),
+    Transition("flow_carry", ("waiting-children",), "dead", "server", "a child died or was cancelled under the 'fail' policy"),
+    Transition("flow_carry", ("dead",), "pending", "server", "a parent failed by its children: the failed child was revived and completed"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
     Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
 )

@@ -24,6 +24,7 @@ import copy
 import datetime as dt
 import inspect
 import itertools
+import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -117,7 +118,9 @@ class Task(Generic[P, R]):
         #: partitioned queue (see ``echomq.partitions``)
         self.partitions = parts.validate(queue, partitions)
         self.queues = parts.names(queue, partitions)
-        self._round = itertools.count()  # round robin over partitions, shared by options()
+        # round robin over partitions, shared by options(); each process starts at a random
+        # partition, so many short-lived producers do not all pile onto partition 0
+        self._round = itertools.count(random.randrange(partitions))
         self._partition_key: str | bytes | int | None = None
         self.max_attempts = max_attempts
         self.backoff = backoff

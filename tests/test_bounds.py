@@ -200,3 +200,19 @@ def test_max_payload_bytes_is_configurable(url, queue, snap):
             App(url, max_payload_bytes=bad)  # type: ignore[arg-type]
         with pytest.raises(ValueError):
             Connector.connect(url, max_payload_bytes=bad)  # type: ignore[arg-type]
+
+
+def test_cli_refuses_huge_times_without_a_traceback(url, queue, snap):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).with_name("echomq"))
+    before = snap(queue)
+    for extra, says in ((["--in", "1000000000000000000d"], "within year 9999"),
+                        (["--at", "9" * 30], "within year 9999")):
+        p = subprocess.run([exe, "schedule", "t", "--queue", queue, "--url", url, *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, p.stderr
+        assert says in p.stderr and "Traceback" not in p.stderr
+    assert snap(queue) == before

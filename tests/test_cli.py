@@ -97,9 +97,9 @@ def test_stats_counts_per_state(url, conn, queue, capsys):
                              "completed": 0, "cancelled": 0}}
     assert main(["stats", "--url", url]) == 0  # discovers queues by scanning
     lines = out_of(capsys).splitlines()
-    assert lines[0].split() == ["queue", *jobs.STATE_SETS]
+    assert lines[0].split() == ["queue", *jobs.STATE_SETS, "status"]
     mine = next(line for line in lines if line.startswith(queue))
-    assert mine.split()[1:] == ["1", "1", "1", "0", "0", "0"]
+    assert mine.split()[1:] == ["1", "1", "1", "0", "0", "0", "running"]
 
 
 @pytest.mark.topologies

@@ -5,6 +5,7 @@ reloads its scripts on the promoted replica (NOSCRIPT) without being recreated."
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import subprocess
 import sys
@@ -230,3 +231,63 @@ def _alive(pid: int) -> bool:
     from echomq.cluster import node_alive
 
     return node_alive(pid)
+
+
+def test_wire_6_on_a_cluster_needs_the_module_on_every_node():
+    with LocalCluster(masters=1, replicas=0, native=False) as bare:
+        with pytest.raises(errors.NativeUnavailable, match="emq"):
+            Connector.connect(bare.url, wire=6)
+
+        async def via_async() -> None:
+            await AsyncConnector.connect(bare.url, wire=6)
+
+        with pytest.raises(errors.NativeUnavailable):
+            asyncio.run(via_async())
+        Connector.connect(bare.url, wire=4).close()  # scripts need nothing loaded
+
+
+def test_idle_consumers_block_on_each_queues_own_primary(cluster):
+    """Each queue's consumer blocks on its wake list at the primary owning the queue's slot
+    (one key per BLPOP: never a cross-slot blocking call), about once a beat when idle, and
+    an enqueue wakes it at once."""
+    from echomq.consumer import Consumer
+
+    queues = [f"wake-{i}" for i in range(6)]
+    owner = {q: cluster.owner(keyspace.queue_key(q, "wake")) for q in queues}
+    assert len({n.port for n in owner.values()}) == 3
+    started: dict[str, float] = {}
+
+    def blpops() -> dict[int, int]:
+        return {n.port: int(cluster.client(n).info("commandstats")
+                            .get("cmdstat_blpop", {}).get("calls", 0))
+                for n in cluster.primaries()}
+
+    async def main() -> float:
+        conn = await AsyncConnector.connect(cluster.url)
+
+        async def handler(job) -> None:  # type: ignore[no-untyped-def]
+            started[job.queue] = time.monotonic()
+
+        stop = asyncio.Event()
+        consumers = [Consumer(conn, q, handler, beat_ms=1000) for q in queues]
+        tasks = [asyncio.ensure_future(c.run(stop)) for c in consumers]
+        await asyncio.sleep(0.3)
+        before = blpops()
+        await asyncio.sleep(1.5)
+        after = blpops()
+        per_node = collections.Counter(owner[q].port for q in queues)
+        for port, n in per_node.items():
+            calls = after[port] - before[port]
+            # n idle queues on that primary, one BLPOP a beat each (no polling)
+            assert 1 <= calls <= 4 * n, (port, calls, n)
+        t0 = time.monotonic()
+        await jobs.enqueue(conn, queues[-1], ids.mint(), b"wake")
+        deadline = time.monotonic() + 2
+        while queues[-1] not in started and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        stop.set()
+        await asyncio.gather(*tasks)
+        await conn.close()
+        return started[queues[-1]] - t0
+
+    assert asyncio.run(main()) < 0.3

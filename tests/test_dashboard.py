@@ -592,3 +592,61 @@ def test_valkey_going_away_gives_a_clear_page_and_recovers():
         httpd.server_close()
         conn.close()
         srv.stop()
+
+
+def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
+    """A Worker (consumers pooled under a Metronome): the handler histogram comes from the
+    consumers, the beat time from the Metronome."""
+    import asyncio
+
+    from echomq.app import App
+    from echomq.worker import Worker
+
+    app = App(url)
+
+    @app.task(queue=queue)
+    def work(n: int) -> int:
+        time.sleep(0.002)
+        return n
+
+    for i in range(4):
+        work.enqueue(i)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        run = asyncio.ensure_future(Worker(app, [queue], concurrency=2, beat_ms=50).run(stop))
+        deadline = time.monotonic() + 15
+        o = metrics.read(app.connector(queue), queue)
+        while time.monotonic() < deadline and (o.duration_count < 4 or o.beat_count < 1):
+            await asyncio.sleep(0.2)
+            o = metrics.read(app.connector(queue), queue)
+        stop.set()
+        await run
+        assert o.duration_count == 4 and o.beat_count >= 1 and o.beat_last_s is not None
+
+    asyncio.run(main())
+    app.close()
+
+
+def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
+    from echomq import flows
+    from echomq.flows import Node
+
+    other = queue + "-kids"
+    grand = Node(other, ids.mint(), b"{}")
+    mid = Node(other, ids.mint(), b"{}", children=(grand,))
+    leaf = Node(other, ids.mint(), b"{}")
+    root = Node(queue, ids.mint(), encode("report.merge", [], {}), children=(mid, leaf))
+    flows.admit(conn, root)
+    code, page = board.get(f"/q/{queue}/job/{root.id}")
+    assert code == 200 and "<ul class='tree'>" in page
+    tree = page.split("<ul class='tree'>")[1]
+    for node in (root, mid, leaf, grand):
+        assert f"/q/{node.queue}/job/{node.id}" in tree
+    assert tree.index(mid.id) < tree.index(grand.id) < tree.index(leaf.id)  # depth first
+    assert "waiting-children</span>" in tree and f"/q/{queue}/job/{root.id}/delete" not in page
+    code, page = board.get(f"/q/{other}/job/{grand.id}")
+    assert f"its parent is <a href='/q/{other}/job/{mid.id}'>" in page
+    code, page = board.get(f"/q/{queue}?state=waiting-children")
+    assert code == 200 and root.id in page
+    assert board.post(f"/q/{queue}/job/{root.id}/delete") == 409  # cancel it, never delete

@@ -40,10 +40,11 @@ PENDING, SCHEDULED = 600_000, 400_000
 def seeded() -> Iterator[tuple[str, valkey.Valkey]]:
     srv = EmbeddedServer(ephemeral=True)
     srv.start()
-    raw = valkey.Valkey.from_url(srv.url)
+    # a generous read timeout: seeding is a few CPU-seconds of Lua on a busy machine
+    raw = valkey.Valkey.from_url(srv.url, socket_timeout=300)
     base = f"emq:{{{QUEUE}}}:"
     now = int(raw.time()[0]) * 1000
-    step = 100_000
+    step = 50_000
     for first in range(0, PENDING, step):
         raw.eval(SEED, 1, base, step, first, "pending", 0)
     for first in range(PENDING, PENDING + SCHEDULED, step):

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from echomq import dashboard, groups, ids, jobs, keyspace, metrics, repeat
+from echomq import dashboard, flows, groups, ids, jobs, keyspace, metrics, repeat
 from echomq.app import encode
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
@@ -125,6 +125,15 @@ def seed(conn: Any, queue: str, raw: Any = None) -> dict[str, Any]:
     groups.set_limit(conn, queue, "acme", 2)
     groups.set_rate(conn, queue, "globex", 100, 60_000)
     groups.pause(conn, queue, "initech")
+    from echomq.flows import Node
+
+    parts = tuple(Node(queue, ids.mint(), encode("video.encode", [f"part{i}.mp4"], {}))
+                  for i in range(3))
+    thumbs = Node(queue, ids.mint(), encode("thumbs.make", ["talk.mp4"], {}), children=parts)
+    out["flow"] = Node(queue, ids.mint(), encode("video.publish", ["talk"], {}),
+                       children=(thumbs, Node(queue, ids.mint(),
+                                              encode("captions.write", ["talk"], {}))))
+    flows.admit(conn, out["flow"])
     metrics.observe(conn, queue, [0.012, 0.3, 0.05] * 20, completed=55, failed=5)
     repeat.register(conn, queue, "heartbeat", 60_000, encode("ops.ping", [], {}), 5_000)
     repeat.register_cron(conn, queue, "daily-digest", "30 8 * * 1-5",
@@ -155,6 +164,9 @@ def test_every_page_renders_and_is_saved(browser, site, conn, raw, queue):
     page.goto(f"{site.base}/q/{queue}/job/{data['dead'][1]}")
     expect(page.locator("pre.error")).to_contain_text("no such invoice")
     shot(page, "job-dead")
+    page.goto(f"{site.base}/q/{queue}/job/{data['flow'].id}")
+    expect(page.locator("ul.tree li")).to_have_count(6)
+    shot(page, "job-flow")
     page.goto(f"{site.base}/q/{queue}/clock")
     expect(page.locator("#clock")).to_be_visible()
     shot(page, "clock")

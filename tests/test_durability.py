@@ -171,3 +171,14 @@ def test_wait_guards():
             durability.Wait(**bad)
     with pytest.raises(TypeError):
         durability.Wait(replicas=1, local=1)  # type: ignore[arg-type]
+
+
+def test_wait_on_a_cluster_is_a_clear_config_error(cluster):
+    conn = Connector.connect(cluster.url)
+    try:
+        with pytest.raises(errors.ConfigError, match="needs a standalone server"):
+            durability.confirmed(conn, jobs.enqueue.steps("cw", ids.mint(), b"x"),
+                                 durability.Wait(replicas=1))
+        assert jobs.counts(conn, "cw")["pending"] == 0  # refused before anything was sent
+    finally:
+        conn.close()

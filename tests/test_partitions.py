@@ -210,3 +210,45 @@ def test_a_key_outside_the_tag_is_a_cross_slot_error_not_weather(cluster):
         direct.call("MGET", keyspace.queue_key(q1, "pending"), keyspace.queue_key("zz", "x"))
     direct.close()
     conn.close()
+
+
+def test_the_dashboard_shows_a_partitioned_queue_as_one_row(cluster, app):
+    import http.client
+    import re
+
+    from echomq import dashboard
+
+    base = "pdash" + ids.mint()[-6:]
+    t = app.task(lambda: None, queue=base, name=f"{base}.t", partitions=4)
+    for _ in range(10):
+        t.enqueue()
+    httpd = dashboard.serve(app.connector(), port=0)  # discovers every primary's queues
+    try:
+        port = httpd.server_address[1]
+        http_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        http_conn.request("GET", "/", headers={"Host": f"127.0.0.1:{port}"})
+        page = http_conn.getresponse().read().decode()
+        http_conn.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    row = re.search(rf"<tr class='partitioned' data-queue='{base}'>(.*?)</tr>", page, re.S)
+    assert row is not None and "4 partitions" in row.group(1)
+    assert "<td class='n'>10</td>" in row.group(1)  # pending summed over the partitions
+
+
+def test_cli_enqueue_of_a_partitioned_task_lands_on_a_partition(cluster, tmp_path):
+    base = "pcli" + ids.mint()[-6:]
+    (tmp_path / "papp.py").write_text(
+        "from echomq.app import App\napp = App()\n"
+        f"@app.task(queue={base!r}, name='send', partitions=4)\ndef send(to): pass\n")
+    env = {**os.environ, "ECHOMQ_URL": cluster.url, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "echomq.cli", "enqueue", "send", "a@b.c",
+                           "--app", "papp:app"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job_id, outcome, queue = done.stdout.split()
+    assert outcome == "enqueued" and partitions.split(queue)[0] == base
+    conn = Connector.connect(cluster.url)
+    assert jobs.get(conn, queue, job_id) is not None
+    conn.close()

@@ -109,3 +109,46 @@ def test_fate_verb(run, queue):
     assert run(jobs.fate, queue, jid, c.token + 1) == "moved"
     with pytest.raises(errors.StateError):
         run(jobs.ack, queue, jid, c.token)
+
+
+def test_a_checkpoint_refused_for_now_is_retried_not_given_up(tmp_path):
+    """A server that is full (OOM) for a moment refuses a lease checkpoint: the consumer
+    retries it (it gave the lease up before, so the job was reaped and ran twice)."""
+    import valkey
+
+    from echomq.server import EmbeddedServer
+
+    runs: list[str] = []
+
+    with EmbeddedServer(ephemeral=True, extra_args=["--maxmemory-policy", "noeviction"]) as srv:
+        raw = valkey.Valkey.from_url(srv.url)
+
+        async def handler(job: Job) -> None:
+            runs.append(job.id)
+            if len(runs) > 1:
+                return
+            await asyncio.sleep(0.3)
+            raw.config_set("maxmemory", "1")  # full: every growing write is refused
+            await asyncio.sleep(0.6)  # the checkpoint at ~500 ms is refused with OOM
+            raw.config_set("maxmemory", "0")
+            await asyncio.sleep(1.6)  # past the first lease (1.5 s): only a retried
+            # checkpoint keeps the job from being reaped and run again
+
+        async def main() -> Consumer:
+            conn = await AsyncConnector.connect(srv.url)
+            await jobs.enqueue(conn, "cp", ids.mint(), b"p")
+            consumer = Consumer(conn, "cp", handler, concurrency=2, beat_ms=50, lease_ms=1_500)
+            stop = asyncio.Event()
+            task = asyncio.ensure_future(consumer.serve(stop, grace_s=5))
+            await _until(lambda: consumer.stats.completed + consumer.stats.lost >= 1, 15)
+            stop.set()
+            await task
+            await conn.close()
+            return consumer
+
+        consumer = asyncio.run(main())
+        oom = raw.info("errorstats").get("errorstat_OOM", {}).get("count", 0)
+        raw.close()
+    assert oom >= 1  # the checkpoint was refused at least once
+    assert len(runs) == 1
+    assert (consumer.stats.completed, consumer.stats.lost, consumer.stats.reaped) == (1, 0, 0)

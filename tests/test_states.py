@@ -87,6 +87,11 @@ def test_admissions_land_where_the_table_says(conn, raw, queue):
             fired = repeat.fire(conn, queue, entry)
             assert fired.outcome == "fired"
             jid = fired.ids[0]
+        elif t.verb == "flow_admit":
+            from echomq import flows
+
+            flows.admit(conn, flows.Node(queue, jid, b"p", children=(
+                flows.Node(queue, ids.mint(), b"c"),)))
         elif t.verb == "enqueue_at":
             jobs.enqueue_at(conn, queue, jid, b"x", server_ms(raw) + 60_000)
         else:

@@ -159,7 +159,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
             known = ", ".join(sorted(target.tasks)) or "none"
             raise ValueError(f"{args.app} has no task named {name!r} "
                              f"(its tasks: {known}); nothing was queued")
-        name, queue = task.name, queue or task.queue
+        # a partitioned task's job goes to one of its partitions, as Task.enqueue does
+        name, queue = task.name, queue or task.target_queue()
     queue = queue or "default"
     keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
     payload = encode(name, [_value(a) for a in args.args], kwargs)
@@ -228,6 +229,7 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
+        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
     finally:
         app.close()
     if info is None:
@@ -245,11 +247,20 @@ def run_job(args: argparse.Namespace) -> int:
     for label, value in extra:
         if value is not None:
             print(f"{label:<9} {value}")
+    for line in flow:
+        print(line)
     return 0
 
 
 def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
+
+
+def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+    from .. import jobs
+    from .flowview import show
+
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
@@ -287,8 +298,8 @@ def run_stats(args: argparse.Namespace) -> int:
     try:
         queues = args.queue or discover_queues(conn, declared=declared)
         table: dict[str, dict[str, Any]] = {}
-        paused: set[str] = set()
         grouped: dict[str, dict[str, int]] = {}
+        paused: set[str] = set()
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)

@@ -33,7 +33,18 @@ from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
 
-from .. import dead, discovery, errors, groups, insight, jobs, keyspace, registry, repeat
+from .. import (
+    dead,
+    discovery,
+    errors,
+    flows,
+    groups,
+    insight,
+    jobs,
+    keyspace,
+    registry,
+    repeat,
+)
 from ..connector import Connector
 from . import pages, prometheus
 from .access import COOKIE, SECURITY_HEADERS, Access
@@ -44,6 +55,7 @@ MAX_QUEUES = 200  # queues shown (and read per overview) at most
 EVENT_EVERY_S = 1.0  # SSE throttle: at most one update a second per client
 EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by itself
 BULK_MAX = 500
+FLOW_DEPTH, FLOW_WIDTH = 4, 25  # a job page draws at most this much of its flow
 
 
 def discover_queues(conn: Connector) -> list[str]:
@@ -212,8 +224,11 @@ class Dashboard:
                 row = insight.job(self.conn, queue, rest[1])
                 if row is None:
                     raise LookupError(rest[1])
+                tree = None
+                if row["has_children"]:
+                    tree = flows.tree(self.conn, queue, rest[1], FLOW_DEPTH, FLOW_WIDTH)
                 return html_response(200, pages.job_page(req, queue, rest[1], row, self.access,
-                                                         self.tasks))
+                                                         self.tasks, tree))
             if rest == ["clock"]:
                 tl = insight.timeline(self.conn, queue, 500)
                 at = int(req.arg("at") or tl.now_ms)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import backoff, ids, insight, repeat
+from .. import backoff, flows, ids, insight, partitions, repeat
 from . import charts
 from .access import Access
 from .charts import DASH, NONE, duration
@@ -23,10 +23,12 @@ PAGE = 50
 STATE_LABELS = {
     "pending": "Pending", "scheduled": "Scheduled", "active": "Active",
     "completed": "Completed", "dead": "Dead", "cancelled": "Cancelled",
+    "waiting-children": "Waiting children",
 }
 SCORE_MEANING = {
     "pending": "priority", "scheduled": "run at", "active": "lease until",
     "completed": "completed", "dead": "died", "cancelled": "cancelled",
+    "waiting-children": "waiting since",
 }
 
 
@@ -138,7 +140,19 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
                      "shows up here.</p>", now_ms=now, live=True)
     head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
     rows = []
+    # a partitioned queue (mail#0 ... mail#7) opens with one row for the whole queue, its
+    # counts summed; the partitions' own rows (each a complete queue) follow it
+    groups = {members[0]: (base, members) for base, members in
+              partitions.fold(v.queue for v in views).items() if members != [base]}
+    by_name = {v.queue: v for v in views}
     for v in views:
+        if v.queue in groups:
+            base, members = groups[v.queue]
+            total = partitions.sum_counts(by_name[m].counts for m in members if m in by_name)
+            cells = "".join(f"<td class='n'>{total.get(s, 0)}</td>" for s in insight.STATES)
+            rows.append(f"<tr class='partitioned' data-queue='{e(base)}'><td class='qname'>"
+                        f"<b>{e(base)}</b> <span class='badge'>{len(members)} partitions"
+                        f"</span></td>{cells}<td colspan='4'></td></tr>")
         qq = q(v.queue)
         cells = "".join(
             f"<td class='n'><a class='count {s}' data-q='{e(v.queue)}' data-k='{s}' "
@@ -261,8 +275,37 @@ def _pretty(raw: Any) -> str:
         return data.decode(errors="replace")
 
 
+def _tree_html(req: Request, node: Any, here: tuple[str, str]) -> str:
+    state = node.state or "?"
+    link = req.url(f"/q/{q(node.queue)}/job/{q(node.id)}")
+    me = " class='here'" if (node.queue, node.id) == here else ""
+    err = f" <span class='err'>{e(node.error[:80])}</span>" if node.error else ""
+    kids = "".join(_tree_html(req, c, here) for c in node.children)
+    return (f"<li{me}><span class='badge {e(state)}'>{e(state)}</span> "
+            f"<a href='{e(link)}'><code>{e(node.id)}</code></a> "
+            f"<span class='muted'>{e(node.queue)}</span>{err}"
+            + (f"<ul>{kids}</ul>" if kids else "") + "</li>")
+
+
+def flow_section(req: Request, row: dict[str, Any], tree: Any) -> str:
+    """The job's flow, drawn as a tree (the parent it feeds, and what waits below it)."""
+    parts = []
+    parent = row.get("parent")
+    if parent:
+        try:
+            pq, pid = flows.parse_ref(str(parent))
+            parts.append(f"<p>Part of a flow: its parent is <a href='"
+                         f"{e(req.url(f'/q/{q(pq)}/job/{q(pid)}'))}'><code>{e(pid)}</code></a>"
+                         f" on {e(pq)}.</p>")
+        except ValueError:
+            pass
+    if tree is not None and tree.children:
+        parts.append(f"<ul class='tree'>{_tree_html(req, tree, (tree.queue, tree.id))}</ul>")
+    return f"<h2>Flow</h2>{''.join(parts)}" if parts else ""
+
+
 def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
-             tasks: dict[str, Any] | None = None) -> str:
+             tasks: dict[str, Any] | None = None, tree: Any = None) -> str:
     qq, jj = q(queue), q(job_id)
     state = row.get("state", "?")
     now = row["now_ms"]
@@ -272,7 +315,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("run at", when(score, now)))
     elif state == "active":
         facts.append(("lease until", when(score, now)))
-    elif state in ("completed", "dead", "cancelled") and score is not None:
+    elif state in ("completed", "dead", "cancelled", "waiting-children") and score is not None:
         facts.append((SCORE_MEANING[state], when(score, now)))
     for k in ("attempts", "failures", "delays", "stalled", "priority", "group", "unique"):
         if row.get(k) is not None:
@@ -286,7 +329,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
-             "died_at", "cancelled_at"}
+             "died_at", "cancelled_at", "has_children", "parent"}
     for k in sorted(set(row) - known):
         facts.append((k, f"<code>{e(row[k])}</code>"))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
@@ -297,10 +340,10 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
             actions.append(_form(req, f"/q/{qq}/job/{jj}/retry", "retry"))
         if state == "scheduled":
             actions.append(_form(req, f"/q/{qq}/job/{jj}/run", "run now"))
-        if state in ("pending", "scheduled", "active"):
+        if state in ("pending", "scheduled", "active", "waiting-children"):
             actions.append(_form(req, f"/q/{qq}/job/{jj}/cancel", "cancel", "warn",
                                  "Cancel this job?"))
-        if state != "active":
+        if state not in ("active", "waiting-children"):
             actions.append(_form(req, f"/q/{qq}/job/{jj}/delete", "delete", "danger",
                                  "Delete this job for good?"))
     err = row.get("error")
@@ -321,7 +364,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         + (f"<h2>Last error</h2><pre class='error'>{e(err)}</pre>" if err else "")
         + (f"<h2>Result</h2><pre>{e(_pretty(row['result']))}</pre>"
            if row.get("result") is not None else "")
-        + "</div></div>"
+        + "</div></div>" + flow_section(req, row, tree)
     )
     return shell(req, f"Job {job_id}", body, _crumbs(req, queue, job_id), now)
 

@@ -25,11 +25,5 @@ for i = 2, #ARGV, 9 do
   opts.now, opts.batch = now, batch
   out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], opts)
 end
-local n = 0
-for key, list in pairs(batch) do
-  in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
-  n = n + #list / 2
-end
-if n > 0 then count(p, 'enqueued', n) end
-if batch[KEYS[1]] then wake(p .. 'wake') end
+flush(p, batch)
 return out

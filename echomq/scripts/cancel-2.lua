@@ -1,8 +1,9 @@
 -- the @cancel script: cancel a job wherever it is.
 -- KEYS[1] = the job row, KEYS[2] = the cancelled set
 -- ARGV[1] = id, ARGV[2] = the queue base (pending, lanes, schedule and active derive from it)
--- Reply: 1 cancelled (it was waiting: pending, a lane or scheduled; it leaves that set and
--- its row becomes state = cancelled in the same call, so no ghost id is left), 2 requested
+-- Reply: 1 cancelled (it was waiting: pending, a lane, scheduled, or a flow parent's
+-- waiting-children; it leaves that set and its row becomes state = cancelled in the same
+-- call, so no ghost id is left), 2 requested
 -- (it is active: the row is marked cancel = 1; its holder learns it at its next lease
 -- checkpoint and ends it with @finish_cancelled; a retry or reap of a marked row ends it
 -- cancelled too, an ack that lands first completes it), 0 absent (no row, or it already
@@ -22,6 +23,10 @@ if state == 'pending' then
   if g then ring_sync(p, g) end
 elseif state == 'scheduled' then
   redis.call('ZREM', p .. 'schedule', id)
+elseif state == 'waiting-children' then
+  -- a flow parent: cancelled here, never released by a late child's carry (the caller,
+  -- flows.cancel, cancels its subtree on the children's own slots)
+  redis.call('ZREM', p .. 'waiting-children', id)
 elseif state == 'active' then
   if redis.call('ZSCORE', p .. 'active', id) then
     redis.call('HSET', jk, 'cancel', '1')

@@ -2,12 +2,17 @@
 -- KEYS[1] = the job row, KEYS[2] = its kept result (emq:{q}:result:<id>)
 -- ARGV[1] = the queue base (emq:{q}:), ARGV[2] = id
 -- Reply: 1 deleted, 0 no row. Refusals (nothing written): EMQKIND,
--- EMQSTATE discard active (a running job is cancelled, never deleted under its holder).
+-- EMQSTATE discard active (a running job is cancelled, never deleted under its holder),
+-- EMQSTATE discard waiting-children (a flow parent is cancelled with its subtree).
 -- Row, index entry, result and the unique key the job owns go together, so no ghost id is
 -- left on a set and no unique key keeps refusing admissions for a job that is gone.
+-- A flow child deleted before it ended is recorded on the flow outbox as cancelled (error
+-- 'discarded'), so its parent follows its policy instead of waiting for ever; a deleted
+-- flow parent's bookkeeping starts its expiry.
 -- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
 --@include kind
 --@include ring
+--@include flow
 if not is_job(ARGV[2]) then
   return redis.error_reply(KIND_ERROR)
 end
@@ -15,8 +20,8 @@ local st = redis.call('HGET', KEYS[1], 'state')
 if not st then
   return 0
 end
-if st == 'active' then
-  return redis.error_reply('EMQSTATE discard active')
+if st == 'active' or st == 'waiting-children' then
+  return redis.error_reply('EMQSTATE discard ' .. st)
 end
 local p = ARGV[1]
 local group = redis.call('HGET', KEYS[1], 'group')
@@ -28,6 +33,11 @@ elseif st == 'scheduled' then
 else
   redis.call('ZREM', p .. st, ARGV[2])
 end
+local f = redis.call('HMGET', KEYS[1], 'parent', 'policy', 'flow')
+if f[1] and (st == 'pending' or st == 'scheduled' or st == 'waiting-children') then
+  flow_settled(p, KEYS[1], ARGV[2], 'cancelled', f[1], f[2], 'discarded')
+end
+if f[3] then flow_ended(p, ARGV[2]) end
 local unique = redis.call('HGET', KEYS[1], 'unique')
 if unique and redis.call('GET', p .. 'unique:' .. unique) == ARGV[2] then
   redis.call('DEL', p .. 'unique:' .. unique)

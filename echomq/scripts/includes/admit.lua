@@ -21,6 +21,7 @@
 --@include price
 --@include ring
 --@include ended
+--@include chunks
 local function given(v)
   if v == nil or v == '' then return nil end
   return v
@@ -90,4 +91,15 @@ end
 local function admit_opts(i)
   return {priority = ARGV[i], group = ARGV[i + 1], unique = ARGV[i + 2],
           unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
+end
+-- flush(p, batch): write the ZADDs admit() collected in opts.batch (one variadic ZADD per
+-- set), count them as enqueued once, and wake a consumer if any joined pending.
+local function flush(p, batch)
+  local n = 0
+  for key, list in pairs(batch) do
+    in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
+    n = n + #list / 2
+  end
+  if n > 0 then count(p, 'enqueued', n) end
+  if batch[p .. 'pending'] then wake(p .. 'wake') end
 end

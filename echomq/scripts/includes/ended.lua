@@ -3,6 +3,7 @@
 -- count(p, field, n): the queue's server-side counters emq:{q}:stats (HINCRBY), read by
 -- jobs.stats: enqueued, completed, failed (each retry or death), retried, dead, cancelled.
 --@include now
+--@include flow
 local function count(p, field, n)
   redis.call('HINCRBY', p .. 'stats', field, n or 1)
 end
@@ -22,11 +23,14 @@ local function release_unique(p, key, id, until_ms)
 end
 -- ended(p, jk, id, how): a job ended 'completed', 'dead' or 'cancelled'; called while its
 -- row still exists (an ack that deletes the row calls it first). Counts it, releases its
--- unique key, and when the row asked for it (notify = keep ms) leaves one token naming
--- the end on <base>done:<id> for waiters (BLPOP), kept that long.
+-- unique key, when the row asked for it (notify = keep ms) leaves one token naming the
+-- end on <base>done:<id> for waiters (BLPOP), kept that long, and when the row is a flow
+-- child records the end on its queue's flow outbox (flow_settled); a flow parent's
+-- bookkeeping starts its expiry (flow_ended).
 local function ended(p, jk, id, how)
   count(p, how)
-  local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify')
+  local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify', 'parent', 'policy',
+    'error', 'flow')
   if f[1] then release_unique(p, f[1], id, f[2]) end
   if f[3] then
     local dk = p .. 'done:' .. id
@@ -34,6 +38,8 @@ local function ended(p, jk, id, how)
     redis.call('RPUSH', dk, how)
     redis.call('PEXPIRE', dk, tonumber(f[3]))
   end
+  if f[4] then flow_settled(p, jk, id, how, f[4], f[5], f[6]) end
+  if f[7] then flow_ended(p, id) end
 end
 -- cancel_row(p, jk, id, now): end the job of row jk cancelled: state = cancelled,
 -- cancelled_at = SERVER ms (now, or TIME), on the cancelled set scored by that ms (kept

@@ -1,0 +1,203 @@
+"""Flows for the task API: signatures, ``app.flow``, ``chain`` and ``group(...).then(...)``.
+
+A ``Signature`` is a task call not yet made: ``fetch.s(page)`` carries the task, its
+arguments and how its parent treats its failure (``.on_failure("ignore")``). A ``Flow`` is a
+parent signature and its children (signatures or flows), admitted as one tree by
+``echomq.flows`` (parents first, so no child can end before its parent exists; the parent
+runs once, after its last child):
+
+    app.flow(report.s(month), children=[fetch.s(p) for p in pages])   # the root's id
+    chain(download.s(url), resize.s(), publish.s()).enqueue()          # each fed the last
+    group(*(fetch.s(p) for p in pages)).then(merge.s()).enqueue()      # merge(list of results)
+
+In the parent's handler, ``current_job().children()`` lists its children with their state
+and JSON result. ``chain`` and ``group(...).then`` also hand the results in as the first
+argument: a chain step gets the previous step's result, a group's callback the list of its
+members' results in order.
+
+The payload of a flow node is the task payload with one more key, ``flow``: ``{"keep":
+ms}`` asks the worker to keep the node's return value (so its end carries it to the parent)
+and ``{"feed": "one" | "all"}`` asks it to pass the children's results in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import flows, ids, registry
+from .flows import Node
+
+#: how long a flow child's return value is kept on its own queue (it is carried to the
+#: parent when the child ends; this only bounds the copy app.result reads)
+CHILD_KEEP_MS = 3_600_000
+FEEDS = ("", "one", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """A task call to make later: ``task.s(*args, **kwargs)``."""
+
+    task: Any
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    policy: str = "fail"
+
+    def on_failure(self, policy: str) -> Signature:
+        """What this node's parent does when it dies or is cancelled: ``"fail"`` (the
+        parent is dead-lettered; default), ``"ignore"`` (the parent runs; the child shows
+        dead in ``children()``) or ``"drop"`` (the parent runs without it)."""
+        if policy not in flows.POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(flows.POLICIES)}, "
+                             f"not {policy!r}")
+        return replace(self, policy=policy)
+
+    def __repr__(self) -> str:
+        call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())])
+        return f"{self.task.name}.s({call})"
+
+
+def _payload(sig: Signature, marks: dict[str, Any]) -> bytes:
+    body = json.loads(sig.task.payload(*sig.args, **sig.kwargs))
+    if marks:
+        body["flow"] = marks
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _queue(task: Any) -> str:
+    target = getattr(task, "target_queue", None)
+    return str(target()) if callable(target) else str(task.queue)
+
+
+def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
+    marks: dict[str, Any] = {}
+    if is_child:
+        marks["keep"] = max(CHILD_KEEP_MS, getattr(sig.task, "keep_result_ms", None) or 0)
+    if feed:
+        marks["feed"] = feed
+    return Node(
+        _queue(sig.task), ids.mint(), _payload(sig, marks), children=children,
+        priority=getattr(sig.task, "priority", 0) or 0,
+        group=getattr(sig.task, "group", None),
+        policy=sig.policy,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A parent signature and its children (signatures or flows), not yet admitted.
+
+    ``feed``: ``""`` (the parent reads ``current_job().children()``), ``"one"`` (its one
+    child's result is its first argument: a chain step) or ``"all"`` (the list of its
+    children's results, in order: a group's callback).
+    """
+
+    parent: Signature
+    children: tuple[Signature | Flow, ...] = ()
+    feed: str = ""
+
+    def node(self, *, is_child: bool = False) -> Node:
+        """The tree as ``flows.Node``s, with fresh ids."""
+        kids = tuple(c.node(is_child=True) if isinstance(c, Flow)
+                     else _node(c, (), "", True) for c in self.children)
+        node = _node(self.parent, kids, self.feed, is_child)
+        return node
+
+    def on_failure(self, policy: str) -> Flow:
+        """As ``Signature.on_failure``, for this flow's root as someone's child."""
+        return replace(self, parent=self.parent.on_failure(policy))
+
+    def enqueue(self) -> str:
+        """Admit the tree (one round trip per level); the root job's id."""
+        root = self.node()
+        conn = self.parent.task.app.connector(root.queue)
+        for q in dict.fromkeys(n.queue for n in root.walk()):
+            registry.note(conn, q)
+        flows.admit(conn, root)
+        return root.id
+
+    async def aenqueue(self) -> str:
+        """``enqueue``, awaited."""
+        root = self.node()
+        conn = await self.parent.task.app.aconnector(root.queue)
+        for q in dict.fromkeys(n.queue for n in root.walk()):
+            await registry.anote(conn, q)
+        await flows.admit(conn, root)
+        return root.id
+
+
+def flow(parent: Signature, children: Sequence[Signature | Flow] = ()) -> Flow:
+    """A parent and its children: ``flow(report.s(month), [fetch.s(p) for p in pages])``
+    (a flow may be another flow's child)."""
+    return Flow(_sig(parent), tuple(_member(c) for c in children))
+
+
+def chain(*steps: Signature | Flow) -> Flow:
+    """``a`` then ``b`` then ``c``, each called with the previous one's result as its first
+    argument: ``chain(a.s(1), b.s(), c.s())`` runs ``c(b(a(1)))``. A failed step stops
+    the chain (the later ones are dead-lettered, naming it)."""
+    if not steps:
+        raise ValueError("a chain needs at least one step")
+    first = steps[0]
+    out = first if isinstance(first, Flow) else Flow(_sig(first))
+    for step in steps[1:]:
+        if isinstance(step, Flow):
+            out = replace(step, children=(*step.children, out), feed=step.feed or "one")
+        else:
+            out = Flow(_sig(step), (out,), feed="one")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Signatures (or flows) run in parallel; ``.then(callback)`` is called with the list
+    of their results once every one has ended."""
+
+    members: tuple[Signature | Flow, ...]
+
+    def then(self, callback: Signature) -> Flow:
+        """The callback runs after every member, with their results (in order) as its
+        first argument."""
+        return Flow(_sig(callback), self.members, feed="all")
+
+
+def group(*members: Signature | Flow) -> Group:
+    """``group(a.s(1), a.s(2)).then(total.s())``: a fan-out with a fan-in callback."""
+    if len(members) == 1 and isinstance(members[0], (list, tuple)):
+        members = tuple(members[0])
+    if not members:
+        raise ValueError("a group needs at least one member")
+    return Group(tuple(_member(m) for m in members))
+
+
+def _sig(value: Any) -> Signature:
+    if not isinstance(value, Signature):
+        raise TypeError(f"expected a signature (task.s(...)), not {type(value).__name__}")
+    return value
+
+
+def _member(value: Any) -> Signature | Flow:
+    return value if isinstance(value, Flow) else _sig(value)
+
+
+def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
+    """The arguments a fed parent gets before its own: for ``"one"`` its child's result,
+    for ``"all"`` the list of its children's results (``None`` where none was kept)."""
+    values = [json.loads(c.result) if c.result is not None else None for c in children]
+    if feed == "one":
+        return [values[0] if values else None]
+    if feed == "all":
+        return [values]
+    return []
+
+
+def marks(payload: bytes | str) -> dict[str, Any]:
+    """The ``flow`` marks of a node's payload (``{}`` for a plain job's)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return {}
+    got = body.get("flow") if isinstance(body, dict) else None
+    return got if isinstance(got, dict) else {}

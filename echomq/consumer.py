@@ -322,12 +322,15 @@ class Consumer:
                 # out of memory answers with an error reply, and that is weather as well
                 await self._degraded(exc)
 
-    def note_due(self, ms: int | None) -> None:
+    def note_due(self, ms: int | None, *, kick: bool = False) -> None:
         """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
         rate window or ``rate_limited`` block reopening, the queue's block ending (what
         ``jobs.next_due_ms`` reports, SERVER clock). An idle claim loop then wakes at that
         instant (HOST monotonic, from the span) instead of at its next beat; the claim it
-        makes reopens the group on the server. A pool's Metronome feeds this too."""
+        makes reopens the group on the server. A pool's Metronome feeds this too.
+        ``kick``: also cut short a wait already under way that would outlast the instant
+        (for a ``rate_limited`` span this consumer just set: no wake token comes for its
+        end; a run-at needs no kick, its promote leaves a token)."""
         if ms is None:
             return
         at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
@@ -335,7 +338,7 @@ class Consumer:
             self._due_at = at
         # a wait already under way that would outlast it by more than a blocking
         # timeout's own slack (the server's cron) is cut short and re-priced
-        if self._idle_until is not None and at + KICK_SLACK_S < self._idle_until:
+        if kick and self._idle_until is not None and at + KICK_SLACK_S < self._idle_until:
             self._kick.set()
 
     def _idle_for(self, beat_s: float) -> float:
@@ -587,7 +590,8 @@ class Consumer:
             self._emit("completed", job.id, job.token)
         elif kind == "rate_limited":
             self.stats.rate_limited += 1
-            self.note_due(value.ms)  # its group (or the queue) reopens then: claim again
+            # its group (or the queue) reopens then, with no wake token: claim again then
+            self.note_due(value.ms, kick=True)
             self._emit("rate_limited", job.id, job.token, ms=value.ms)
         elif kind == "delay":
             self.stats.delayed += 1

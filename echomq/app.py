@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, jobs, keyspace, registry, results
+from . import backoff, canvas, flows, keyspace, registry, results, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -48,7 +49,6 @@ from .consumer import (
 from .durability import Wait, confirmed
 from .errors import ConfigError
 from .events import Observer
-from .handler import seconds_to_ms, to_ms
 from .outcomes import Outcome
 from .payload import decode, encode
 from .retention import Retention
@@ -440,9 +440,26 @@ class App:
                 known = ", ".join(sorted(self.tasks)) or "none"
                 raise LookupError(f"unknown task {name!r}: this app has no task of that "
                                   f"name (its tasks: {known})")
-            return task.route(args, kwargs)
+            # a flow node keeps its result for its parent; a fed parent gets its children's
+            run = task.route(args, kwargs, tracing.carrier_of(job.payload))
+            return canvas.adapt(run, job.payload, task, args, kwargs)
 
         return route
+
+    # -- flows ---------------------------------------------------------------------------
+
+    def flow(self, parent: canvas.Signature,
+             children: Iterable[canvas.Signature | canvas.Flow] = ()) -> str:
+        """Admit ``parent`` with ``children`` (signatures or flows, each in its task's
+        queue) as one flow: the children run, the parent runs once after the last has
+        ended and reads them with ``current_job().children()``. The parent's job id.
+        ``app.flow(report.s(month), children=[fetch.s(p) for p in pages])``."""
+        return canvas.flow(parent, list(children)).enqueue()
+
+    async def aflow(self, parent: canvas.Signature,
+                    children: Iterable[canvas.Signature | canvas.Flow] = ()) -> str:
+        """``flow``, awaited."""
+        return await canvas.flow(parent, list(children)).aenqueue()
 
     # -- enqueue by name and status ------------------------------------------------------
 
@@ -509,11 +526,12 @@ class App:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is
         running: its holder stops it at its next lease checkpoint and it ends
         ``cancelled``) or ``"absent"`` (unknown, finished or dead). Tries ``queue`` or
-        each of this app's queues until one knows the id."""
+        each of this app's queues until one knows the id. A flow parent still waiting for
+        its children is cancelled with its waiting subtree (``flows.cancel``)."""
         guard.string("job_id", job_id)
         conn = self.connector()
         for q in self._lookup(queue):
-            outcome = jobs.cancel(conn, q, job_id)
+            outcome = flows.cancel(conn, q, job_id)  # a flow parent: its waiting subtree too
             if outcome != Outcome.ABSENT:
                 return outcome
         return Outcome.ABSENT
@@ -523,7 +541,7 @@ class App:
         guard.string("job_id", job_id)
         conn = await self.aconnector()
         for q in self._lookup(queue):
-            outcome = await jobs.cancel(conn, q, job_id)
+            outcome = await flows.cancel(conn, q, job_id)
             if outcome != Outcome.ABSENT:
                 return outcome
         return Outcome.ABSENT

@@ -22,13 +22,17 @@ and ``{"feed": "one" | "all"}`` asks it to pass the children's results in.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import flows, ids, registry
 from .flows import Node
+
+if TYPE_CHECKING:
+    from .consumer import Route
 
 #: how long a flow child's return value is kept on its own queue (it is carried to the
 #: parent when the child ends; this only bounds the copy app.result reads)
@@ -71,6 +75,16 @@ def _queue(task: Any) -> str:
     return str(target()) if callable(target) else str(task.queue)
 
 
+def _group(sig: Signature) -> str | None:
+    """The node's group: a task's fixed group, or what its group function gives for this
+    call's arguments (``@app.task(group=lambda tenant, ...: ...)``)."""
+    group_for = getattr(sig.task, "group_for", None)
+    if callable(group_for):
+        found: str | None = group_for(sig.args, sig.kwargs)
+        return found
+    return getattr(sig.task, "group", None)
+
+
 def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
     marks: dict[str, Any] = {}
     if is_child:
@@ -80,8 +94,10 @@ def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool)
     return Node(
         _queue(sig.task), ids.mint(), _payload(sig, marks), children=children,
         priority=getattr(sig.task, "priority", 0) or 0,
-        group=getattr(sig.task, "group", None),
+        group=_group(sig),
         policy=sig.policy,
+        # a task that keeps its result leaves a done token too, so app.result blocks on it
+        notify_ms=getattr(sig.task, "keep_result_ms", None),
     )
 
 
@@ -201,3 +217,38 @@ def marks(payload: bytes | str) -> dict[str, Any]:
         return {}
     got = body.get("flow") if isinstance(body, dict) else None
     return got if isinstance(got, dict) else {}
+
+
+def adapt(route: Route, payload: bytes, task: Any, args: list[Any], kwargs: dict[str, Any]
+          ) -> Route:
+    """The consumer ``Route`` for a flow node's payload (``route`` itself for a plain job):
+    a node keeps its return value (``keep`` mark: its end then carries it to its parent)
+    and a fed parent gets its children's results before its own arguments (``feed``)."""
+    if b'"flow":' not in payload:  # a plain job: no second JSON parse on the hot path
+        return route
+    got = marks(payload)
+    keep = got.get("keep")
+    if isinstance(keep, int) and keep > 0:
+        route = replace(route, keep_result_ms=max(route.keep_result_ms or 0, keep))
+    feed = got.get("feed")
+    if feed in ("one", "all"):
+        route = replace(route, handler=_fed(task, args, kwargs, str(feed)))
+    return route
+
+
+def _fed(task: Any, args: list[Any], kwargs: dict[str, Any], feed: str) -> Any:
+    """A handler that reads the job's children, then runs ``task`` with their results
+    first (async for an async task, a plain function, run in a worker thread, otherwise)."""
+    if inspect.iscoroutinefunction(task.fn):
+        async def fed_async(job: Any) -> Any:
+            kids = await job.achildren()
+            out = task.route([*feed_args(feed, kids), *args], kwargs).handler(job)
+            return await out if inspect.isawaitable(out) else out
+
+        return fed_async
+
+    def fed(job: Any) -> Any:
+        kids = job.children()
+        return task.route([*feed_args(feed, kids), *args], kwargs).handler(job)
+
+    return fed

@@ -39,6 +39,7 @@ ids are SERVER ms. Nothing here reads the host clock.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,7 +54,6 @@ POLICIES = ("fail", "ignore", "drop")
 # entries carried per outbox read, and nodes per admission script call
 CARRY_BATCH = 500
 ADMIT_CHUNK = 500
-_STRIDE = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,7 @@ class Node:
     ``mode``/``value`` schedule a leaf (``"now"``, ``"in"`` ms, ``"at"`` epoch ms); a
     parent runs when its last child settles. ``policy`` is what this node's parent does if
     this node dies or is cancelled: ``"fail"`` (default), ``"ignore"`` or ``"drop"``.
+    ``notify_ms``: keep a done token that long when it ends (``jobs.wait_done``).
     """
 
     queue: str
@@ -74,6 +75,7 @@ class Node:
     priority: int = 0
     group: str | None = None
     policy: str = "fail"
+    notify_ms: int | None = None
 
     @property
     def key(self) -> str:
@@ -119,6 +121,8 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
             elif node.mode == "at":
                 guard.instant("value", node.value)
             jobs.Options.of(node.priority, node.group)
+            if node.notify_ms is not None:
+                guard.span("notify_ms", node.notify_ms, minimum=1)
             if node.policy not in POLICIES:
                 raise ValueError(f"policy must be one of {', '.join(POLICIES)}, "
                                  f"not {node.policy!r}")
@@ -140,7 +144,8 @@ def _admit_steps(level: list[tuple[Node, str]]) -> list[tuple[list[str], Eval]]:
                 flat += (node.id, node.payload, node.mode, str(node.value),
                          str(node.priority) if node.priority else "", node.group or "",
                          parent, "" if node.policy == "fail" else node.policy,
-                         "\n".join(c.key for c in node.children))
+                         "\n".join(c.key for c in node.children),
+                         "" if node.notify_ms is None else str(node.notify_ms))
             step = Eval("flow_admit", (keyspace.queue_key(queue, "waiting-children"),),
                         (keyspace.base(queue), *flat))
             out.append(([n.id for n, _ in chunk], step))
@@ -259,6 +264,20 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
 
 
 @verb
+def hold_carrier(queue: str, owner: str, lease_ms: int) -> Verb[bool]:
+    """Take or renew ``queue``'s flow-carrier lease (``emq:{q}:flow:carrier``) for
+    ``owner``: ``True`` if ``owner`` holds it now. Pumps that elect (a worker's do) carry a
+    queue only while they hold it, so a fleet carries each entry once; the lease expires on
+    the SERVER clock, so a dead holder's queue is taken over within ``lease_ms``. The same
+    script as the Metronome's lease."""
+    guard.string("owner", owner)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval("metronome", (keyspace.queue_key(queue, "flow:carrier"),),
+                (owner, str(lease_ms), "hold"))
+    return single(step, lambda r: int(r) > 0)
+
+
+@verb
 def outbox_size(queue: str) -> Verb[int]:
     """How many settled flow children of ``queue`` wait to be carried (``XLEN``)."""
     return single(Command(("XLEN", keyspace.queue_key(queue, "flow:outbox"))), int)
@@ -275,6 +294,11 @@ class Child:
     state: str | None
     result: bytes | None = None
     error: str | None = None
+
+    @property
+    def value(self) -> Any:
+        """The result decoded from JSON (``None`` when none was kept)."""
+        return json.loads(self.result) if self.result is not None else None
 
 
 @verb

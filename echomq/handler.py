@@ -28,11 +28,18 @@ import asyncio
 import contextvars
 import datetime as dt
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from . import _guards as guard
-from . import jobs
+from . import flows, jobs
+from ._time import to_epoch_ms, to_ms
+
+T = TypeVar("T")
+
+#: how long a plain-function handler waits for a call it hands to the worker's loop
+BLOCKING_CALL_S = 30.0
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
 
@@ -71,42 +78,6 @@ class RateLimited(Exception):
     def __init__(self, ms: int | dt.timedelta) -> None:
         self.ms = guard.span("ms", to_ms(ms), minimum=1)
         super().__init__(f"rate limited for {self.ms} ms")
-
-
-def to_ms(value: int | dt.timedelta) -> int:
-    """A duration in ms from an int (ms) or a ``timedelta``."""
-    if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
-    return guard.integer("ms", value)
-
-
-def seconds_to_ms(name: str, value: float | dt.timedelta | None) -> int | None:
-    """A positive duration given in seconds (int/float) or as a ``timedelta``, in ms;
-    ``None`` stays ``None`` (the setting is off). ``ValueError``/``TypeError`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, dt.timedelta):
-        ms = int(value / dt.timedelta(milliseconds=1))
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        ms = int(value * 1000)
-    else:
-        raise TypeError(f"{name} must be seconds (int or float) or a timedelta, "
-                        f"not {type(value).__name__}")
-    if ms <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return ms
-
-
-def to_epoch_ms(value: int | dt.datetime) -> int:
-    """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
-    if isinstance(value, dt.datetime):
-        # exact integer arithmetic: a float timestamp rounds datetime.max past year 9999
-        aware = value if value.tzinfo is not None else value.astimezone()
-        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)
-    return guard.integer("at", value)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(slots=True)
@@ -159,7 +130,8 @@ class Job:
             raise RuntimeError("job.progress() would block the event loop: use "
                                "'await job.aprogress(value)' in an async handler")
         future = asyncio.run_coroutine_threadsafe(self._write_progress(text), loop)
-        future.result()
+        # bounded: a worker that stops (its loop closed) must not hang this thread for ever
+        future.result(timeout=BLOCKING_CALL_S)
 
     async def aprogress(self, value: Any) -> None:
         """``progress``, awaited (for ``async`` handlers)."""
@@ -171,6 +143,29 @@ class Job:
             await asyncio.wrap_future(
                 asyncio.run_coroutine_threadsafe(self._write_progress(text), loop))
 
+    def children(self) -> list[flows.Child]:
+        """This flow parent's children, in the order they were given: each one's queue,
+        id, state (``completed``, ``dead``, ``cancelled``), JSON ``result`` (bytes;
+        ``Child.value`` decodes it) and last error. ``[]`` for a job outside a flow. From
+        a plain-function handler (it waits for the read); in an ``async`` handler use
+        ``await job.achildren()``."""
+        loop = self._require_loop()
+        if _on_loop_thread(loop):
+            raise RuntimeError("job.children() would block the event loop: use "
+                               "'await job.achildren()' in an async handler")
+        future = asyncio.run_coroutine_threadsafe(self.achildren(), loop)
+        got: list[flows.Child] = future.result()
+        return got
+
+    async def achildren(self) -> list[flows.Child]:
+        """``children``, awaited (for ``async`` handlers)."""
+        loop = self._require_loop()
+        read: Awaitable[list[flows.Child]] = flows.children(self._conn, self.queue, self.id)
+        if asyncio.get_running_loop() is loop:
+            return await read
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+            _awaited(read), loop))
+
     async def _write_progress(self, text: str) -> None:
         await jobs.progress(self._conn, self.queue, self.id, self.token, text)
 
@@ -178,6 +173,10 @@ class Job:
         if self._conn is None or self._loop is None:
             raise RuntimeError(f"job {self.id} is not held by a running consumer")
         return self._loop
+
+
+async def _awaited(read: Awaitable[T]) -> T:
+    return await read
 
 
 def _progress_text(value: Any) -> str:

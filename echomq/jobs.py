@@ -775,13 +775,34 @@ def cancel(queue: str, job_id: str) -> Verb[Outcome]:
     first completes it. An unknown, completed, dead or already cancelled id: ``"absent"``,
     nothing written. ``cancelled_at`` is SERVER ms.
     """
+    return single(_cancel_step(queue, job_id), lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+def _cancel_step(queue: str, job_id: str) -> Eval:
     guard.string("job_id", job_id)
-    step = Eval(
+    return Eval(
         "cancel",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "cancelled")),
         (job_id, keyspace.base(queue)),
     )
-    return single(step, lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+@verb
+def cancel_many(queue: str, job_ids: Iterable[str]) -> Verb[list[Outcome]]:
+    """``cancel`` for many ids in one round trip (each its own atomic transition):
+    outcomes in input order. Every id is checked before anything is sent."""
+    steps = tuple(_cancel_step(queue, _bulk_id(j)) for j in job_ids)
+
+    def calls() -> Verb[list[Outcome]]:
+        if not steps:
+            return []
+        replies = yield Batch(steps)
+        for r in replies:
+            if isinstance(r, errors.ServerError):
+                raise r
+        return [_CANCEL_OUTCOMES[int(r)] for r in replies]
+
+    return calls()
 
 
 @verb
@@ -967,7 +988,7 @@ def next_due_ms(queue: str) -> Verb[int | None]:
             Command(("PTTL", base + "blocked_until")),
             Command(("HMGET", base + "rate", "max", "ms")),
             Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
-            Command(("ZCARD", base + "starts")),
+            Command(("HGET", base + "starts:n", "total")),
             Command(("TIME",)),
         ))
         now = int(secs) * 1000 + int(micros) // 1000
@@ -975,7 +996,7 @@ def next_due_ms(queue: str) -> Verb[int | None]:
         if int(blocked) > 0:
             due.append(int(blocked))
         oldest = scored(log)
-        if rate[0] is not None and oldest and int(size) >= int(rate[0]):
+        if rate[0] is not None and oldest and int(size or 0) >= int(rate[0]):
             due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
         return min(due) if due else None
 
@@ -1012,5 +1033,6 @@ def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
 @verb
 def clear_rate(queue: str) -> Verb[None]:
     """Remove the queue's rate cap (and its log of starts)."""
-    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"))
+    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"),
+            keyspace.queue_key(queue, "starts:n"))
     return single(Command(("DEL", *keys)), lambda _: None)

@@ -29,15 +29,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, ids, jobs, keyspace, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .consumer import Route
-from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
+from .handler import Job
 from .isolation import isolated, reference
 from .payload import encode
 
 if TYPE_CHECKING:
     from .app import App
+    from .canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -147,9 +149,26 @@ class Task(Generic[P, R]):
         opts = "".join(f" {k}={v!r}" for k, v in self._options(group).items())
         return f"<Task {self.name} queue={self.queue}{opts}>"
 
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """This task's call with these arguments, made later: a flow node
+        (``app.flow(report.s(month), children=[fetch.s(p) for p in pages])``, ``chain``,
+        ``group(...).then(...)``; see ``echomq.canvas``). It runs with this task's options
+        (queue, priority, group)."""
+        from .canvas import Signature
+
+        return Signature(self, args, kwargs)
+
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""
         return encode(self.name, args, kwargs)
+
+    def _sent(self, *args: Any, **kwargs: Any) -> bytes:
+        """The payload of one enqueue: with OpenTelemetry installed, built inside an
+        ``echomq enqueue`` span whose context it carries (``echomq.tracing``)."""
+        if not tracing.ENABLED:
+            return encode(self.name, args, kwargs)
+        with tracing.enqueue_span(self.name, self.queue) as carrier:
+            return encode(self.name, args, kwargs, trace=carrier)
 
     def options(
         self,
@@ -244,9 +263,13 @@ class Task(Generic[P, R]):
         # jobs.admit answers Admitted(outcome, id): the owner's id when a unique key refused
         return str(reply.id) if hasattr(reply, "id") else job_id
 
-    def _run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[bytes, str | None]:
-        """A run's payload and group, both checked before any I/O."""
-        return self.payload(*args, **kwargs), self.group_for(args, kwargs)
+    def _run(self, args: Sequence[Any], kwargs: dict[str, Any], traced: bool = True
+             ) -> tuple[bytes, str | None]:
+        """A run's payload (``_sent``: traced when tracing is on) and group, both checked
+        before any I/O."""
+        group = self.group_for(args, kwargs)
+        body = self._sent(*args, **kwargs) if traced else self.payload(*args, **kwargs)
+        return body, group
 
     def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
@@ -323,7 +346,7 @@ class Task(Generic[P, R]):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
                 raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "
                                 f"positional arguments, not {type(call).__name__}")
-            runs.append(self._run(call, {}))
+            runs.append(self._run(call, {}, traced=False))
         return runs
 
     def _bulk_items(self, runs: list[tuple[bytes, str | None]]
@@ -342,8 +365,10 @@ class Task(Generic[P, R]):
 
     # running -----------------------------------------------------------------------------
 
-    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
-        """How a consumer runs one job of this task with these decoded arguments."""
+    def route(self, args: list[Any], kwargs: dict[str, Any],
+              trace: dict[str, str] | None = None) -> Route:
+        """How a consumer runs one job of this task with these decoded arguments (inside
+        an ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
         fn: Callable[..., Any] = self.fn
         if self._ref is not None:
             handler = isolated(self._ref, args, kwargs)
@@ -351,6 +376,7 @@ class Task(Generic[P, R]):
             handler = _awaiting(fn, args, kwargs)
         else:
             handler = _calling(fn, args, kwargs)
+        handler = tracing.traced(handler, self.name, trace)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
                      self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
 

@@ -259,3 +259,16 @@ def test_cancelled_page_is_newest_first(conn, queue):
     assert {p["id"] for p in page} == {a, b}
     assert all(p["state"] == "cancelled" for p in page)
     assert page[0]["score"] >= page[1]["score"]
+
+
+def test_cancel_many_answers_in_order_in_one_trip(run, raw, queue, snap):
+    a, b, c = ids.mint(), ids.mint(), ids.mint()
+    run(jobs.enqueue, queue, a, b"x")
+    run(jobs.enqueue_in, queue, b, b"y", 60_000)
+    assert run(jobs.cancel_many, queue, [a, b, c]) == ["cancelled", "cancelled", "absent"]
+    assert run(jobs.counts, queue)["cancelled"] == 2
+    before = snap(queue)
+    with pytest.raises(errors.KindError):
+        run(jobs.cancel_many, queue, [ids.mint(), "BAD"])
+    assert snap(queue) == before
+    assert run(jobs.cancel_many, queue, []) == []

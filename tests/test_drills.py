@@ -146,7 +146,9 @@ def test_worker_sigkill_mid_run(tmp_path: pathlib.Path, url: str):
               f"{len(cut)} cut mid-handler and run again by the other worker, {dups} "
               f"completed twice (the killed worker had 8 slots)")
         assert set(done) == {str(i) for i in range(n)}  # lost 0
-        assert cut and cut <= set(runs(workers[1].pid))
+        # a handler the kill cut short ran to the end on the survivor; one the kill caught
+        # between its end and its ack ran twice (which of the two happens is timing)
+        assert cut <= set(runs(workers[1].pid))
         assert dups <= 8
         conn.close()
     finally:

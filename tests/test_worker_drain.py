@@ -10,6 +10,7 @@ import time
 
 import pytest
 from cli_support import echomq, popen
+from test_worker import wait_for
 
 from echomq import keyspace
 
@@ -52,14 +53,6 @@ def enqueue(tmp_path, url: str, prefix: str, task: str, *args: str) -> str:
                   env={"T_PREFIX": prefix})
     assert done.returncode == 0, done.stderr
     return done.stdout.split()[0]
-
-
-def wait_for(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("queues", [None, "idle,busy,other"], ids=["app-queues", "--queues"])

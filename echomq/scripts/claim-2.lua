@@ -11,31 +11,35 @@
 -- Nothing is claimed while the queue is paused (<base>paused) or blocked
 -- (<base>blocked_until, a queue-level rate_limited). A queue rate (<base>rate: max, ms)
 -- and a group rate (g:<group> rate_max, rate_ms) are sliding-window logs of claim starts
--- on the SERVER clock (<base>starts, g:<group>:starts): never more than max starts in any
--- window of ms; a group whose window is full waits on <base>gwait until it reopens.
+-- on the SERVER clock (<base>starts, g:<group>:starts, bucketed by ms: includes/window.lua):
+-- never more than max starts in any window of ms; a group whose window is full waits on
+-- <base>gwait until it reopens.
 -- Groups on gwait whose time has come rejoin the ring first.
 -- A ghost (an id with no row) is dropped and does not count; a row marked cancel = 1
 -- (cancel requested while it ran, then sent back) ends cancelled, not claimed.
 --@include now
 --@include ring
 --@include ended
+--@include window
 --@include chunks
 local p = ARGV[1]
-if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocked_until') == 1 then
-  return {}
-end
 local want = tonumber(ARGV[3] or '1')
 local now = now_ms()
 local expires = now + tonumber(ARGV[2])
+-- windows and blocks move on even while paused, so a consumer told by next_due_ms that
+-- one reopened finds it reopened (and does not wake again for it)
 local qrate = redis.call('HMGET', p .. 'rate', 'max', 'ms')
+local used = qrate[1] and in_window(p .. 'starts', tonumber(qrate[2]), now) or 0
+reopen(p, now)
+if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocked_until') == 1 then
+  return {}
+end
 if qrate[1] then
-  redis.call('ZREMRANGEBYSCORE', p .. 'starts', '-inf', now - tonumber(qrate[2]))
-  local room = tonumber(qrate[1]) - redis.call('ZCARD', p .. 'starts')
+  local room = tonumber(qrate[1]) - used
   if room < want then want = room end
   if want <= 0 then return {} end
 end
-reopen(p, now)
-local out, leased, started = {}, {}, {}
+local out, leased = {}, {}
 -- start(id): lease the popped id; 1 started, 0 skipped (a ghost, or a cancelled row)
 local function start(id)
   local jk = p .. 'job:' .. id
@@ -52,10 +56,6 @@ local function start(id)
   out[#out + 1] = id
   out[#out + 1] = att
   out[#out + 1] = row[1]
-  if qrate[1] then
-    started[#started + 1] = now
-    started[#started + 1] = id .. ':' .. att
-  end
   return 1
 end
 local function count_out() return #out / 3 end
@@ -69,38 +69,46 @@ local function from_pending(n)
   end
   return true
 end
--- from_ring(): one job from the group whose turn it is; false once the ring is empty
+-- from_ring(): one job from the group whose turn it is; false once the ring is empty.
+-- The group's meta is read once; a group still ready goes to the back of the ring (a new
+-- sequence from <base>ringseq, kept in seq and written back once), else it leaves it.
+local seq = nil
 local function from_ring()
   while true do
     local head = redis.call('ZRANGE', p .. 'ring', 0, 0)
     if #head == 0 then return false end
     local g = head[1]
     local mk = p .. 'g:' .. g
-    redis.call('ZREM', p .. 'ring', g)
-    local r = redis.call('HMGET', mk, 'rate_max', 'rate_ms')
-    local log = mk .. ':starts'
-    local open = true
-    if r[1] then
-      redis.call('ZREMRANGEBYSCORE', log, '-inf', now - tonumber(r[2]))
-      open = redis.call('ZCARD', log) < tonumber(r[1])
-    end
+    local lane = mk .. ':pending'
+    local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit')
+    local active, limit = tonumber(m[3] or '0'), tonumber(m[4] or '')
+    local log, rmax, rms = mk .. ':starts', tonumber(m[1] or ''), tonumber(m[2] or '')
+    local used = rmax and in_window(log, rms, now) or 0
+    local open = not rmax or used < rmax
     local got = 0
     if open then
-      local popped = redis.call('ZPOPMIN', mk .. ':pending', 1)
+      local popped = redis.call('ZPOPMIN', lane, 1)
       if #popped > 0 then
         got = start(popped[1])
         if got == 1 then
-          redis.call('HINCRBY', mk, 'active', 1)
-          if r[1] then redis.call('ZADD', log, now, popped[1] .. ':' .. out[#out - 1]) end
+          active = redis.call('HINCRBY', mk, 'active', 1)
+          if rmax then
+            record(log, now, 1)
+            open = used + 1 < rmax
+          end
         end
       end
     end
-    if r[1] and redis.call('ZCARD', log) >= tonumber(r[1]) then
+    if not open then
       -- the window is full: the group waits until its oldest start leaves it
-      local oldest = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
-      redis.call('ZADD', p .. 'gwait', tonumber(oldest[2]) + tonumber(r[2]), g)
+      redis.call('ZADD', p .. 'gwait', reopens_at(log, rms), g)
     end
-    ring_sync(p, g, true)
+    if open and (not limit or active < limit) and redis.call('ZCARD', lane) > 0 then
+      seq = (seq or tonumber(redis.call('GET', p .. 'ringseq') or '0')) + 1
+      redis.call('ZADD', p .. 'ring', seq, g)
+    else
+      redis.call('ZREM', p .. 'ring', g)
+    end
     if got == 1 then return true end
   end
 end
@@ -120,9 +128,8 @@ else
   redis.call('SET', p .. 'turn', flat_turn and 'f' or 'g')
 end
 in_chunks(leased, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
-if #started > 0 then
-  in_chunks(started, 2000, function(...) redis.call('ZADD', p .. 'starts', ...) end)
-end
+if seq then redis.call('SET', p .. 'ringseq', seq) end
+if qrate[1] and #out > 0 then record(p .. 'starts', now, #out / 3) end
 -- work left behind wakes the next blocked consumer
 if count_out() == want and (redis.call('ZCARD', KEYS[1]) > 0 or redis.call('ZCARD', p .. 'ring') > 0) then
   wake(p .. 'wake')

@@ -1,11 +1,12 @@
 -- the @flow_admit script: admit the nodes of a flow (a tree of jobs) that live in one queue.
 -- KEYS[1] = the queue's waiting-children set (emq:{q}:waiting-children)
 -- ARGV[1] = the queue base (rows, deps, kids, pending, lanes and schedule derive from it),
--- ARGV[2..] = per node 9 values: id, payload, mode ('now', 'in' or 'at'; a parent ignores
--- it), value (the delay or run-at ms), priority ('' = 0), group ('' = none), parent (the
--- parent's row key emq:{pq}:job:<pid>, '' for the root), policy ('fail', 'ignore', 'drop';
--- '' = fail: what the parent does when this node dies or is cancelled), kids (the child
--- row keys joined by newlines, '' for a leaf).
+-- ARGV[2..] = per node 10 values: id, payload, mode ('now', 'in' or 'at'; a parent
+-- ignores it), value (the delay or run-at ms), priority ('' = 0), group ('' = none), parent
+-- (the parent's row key emq:{pq}:job:<pid>, '' for the root), policy ('fail', 'ignore',
+-- 'drop'; '' = fail: what the parent does when this node dies or is cancelled), kids (the
+-- child row keys joined by newlines, '' for a leaf), notify (ms to keep the done token
+-- its end leaves for waiters, as admit's notify; '' = none).
 -- Reply: an array with one entry per node, 1 admitted or 0 duplicate (the id has a row:
 -- nothing written for it).
 -- A leaf is admitted as @enqueue / @schedule admit it. A node with kids is written
@@ -19,13 +20,13 @@
 --@include admit
 --@include chunks
 local p = ARGV[1]
-if not all_jobs(2, 9) then
+if not all_jobs(2, 10) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
 -- leaves' ZADDs are collected per set and flushed variadic at the end (admit's batch)
 local out, batch = {}, {}
-for i = 2, #ARGV, 9 do
+for i = 2, #ARGV, 10 do
   local id, kids = ARGV[i], ARGV[i + 8]
   local jk = p .. 'job:' .. id
   local r
@@ -33,7 +34,8 @@ for i = 2, #ARGV, 9 do
     local mode = ARGV[i + 2]
     if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
     r = admit(p, id, ARGV[i + 1], mode, ARGV[i + 3],
-      {priority = ARGV[i + 4], group = ARGV[i + 5], now = now, batch = batch})
+      {priority = ARGV[i + 4], group = ARGV[i + 5], notify = ARGV[i + 9], now = now,
+       batch = batch})
   elseif redis.call('EXISTS', jk) == 1 then
     r = 0
   else
@@ -42,6 +44,7 @@ for i = 2, #ARGV, 9 do
     local pri = tonumber(ARGV[i + 4]) or 0
     if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
     if ARGV[i + 5] ~= '' then redis.call('HSET', jk, 'group', ARGV[i + 5]) end
+    if ARGV[i + 9] ~= '' then redis.call('HSET', jk, 'notify', ARGV[i + 9]) end
     redis.call('ZADD', KEYS[1], now, id)
     local refs = {}
     for ref in string.gmatch(kids, '[^\n]+') do refs[#refs + 1] = ref end

@@ -24,7 +24,7 @@ elseif op == 'limit' then
 elseif op == 'rate' then
   if ARGV[4] == '' then
     redis.call('HDEL', KEYS[1], 'rate_max', 'rate_ms')
-    redis.call('DEL', KEYS[1] .. ':starts')
+    redis.call('DEL', KEYS[1] .. ':starts', KEYS[1] .. ':starts:n')
   else
     redis.call('HSET', KEYS[1], 'rate_max', ARGV[4], 'rate_ms', ARGV[5])
   end

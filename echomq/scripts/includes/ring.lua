@@ -36,7 +36,8 @@ local function left_active(p, jk)
     if redis.call('HINCRBY', p .. 'g:' .. g, 'active', -1) < 0 then
       redis.call('HSET', p .. 'g:' .. g, 'active', 0)
     end
-    ring_sync(p, g)
+    -- a group already on the ring stays there (one job fewer active keeps it ready)
+    if not redis.call('ZSCORE', p .. 'ring', g) then ring_sync(p, g) end
   end
 end
 -- reopen(p, now): groups whose block on gwait is over (score <= now) rejoin the ring.

@@ -482,7 +482,6 @@ class Consumer:
         if kind == "timeout":
             self.stats.timed_out += 1
             self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
-        row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
         elif kind == "cancelled":
@@ -500,12 +499,12 @@ class Consumer:
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
                 with contextlib.suppress(errors.EchoMQError):
-                    await self.conn.call("HINCRBY", row, "delays", 1)
+                    await jobs.count_delay(self.conn, self.queue, job.id)
         else:
             err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
 
             async def verb() -> Any:
-                delays = int(await self.conn.call("HGET", row, "delays") or 0)
+                delays = await jobs.delays(self.conn, self.queue, job.id)
                 tried = max(1, job.token - delays)  # claims that were not after a delay
                 priced.update(delay_ms=route.retry_delay(tried), tried=tried)
                 return await (jobs.retry(self.conn, self.queue, job.id, job.token,

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics, retention
-from .steps import Eval, drive, single
+from .steps import Eval, Verb, single, verb
 
 log = logging.getLogger("echomq.metronome")
 
@@ -68,14 +68,16 @@ class LegCounts:
     next_due_ms: int | None = None
 
 
-async def promote_once(conn: Any, queue: str, batch: int) -> int:
+@verb
+def promote_once(queue: str, batch: int) -> Verb[int]:
     """One promote call that never sticks: at wire 6 the native promote refuses a due
     grouped row (the seed's divergence), and then the script, which routes it to its lane,
-    runs that batch instead."""
+    runs that batch instead. SERVER clock."""
+    first = jobs.promote.steps(queue, batch)
     try:
-        return int(await jobs.promote(conn, queue, batch))
+        return int((yield from first))
     except errors.StateError:
-        return int(await jobs.promote(conn, queue, batch, native=False))
+        return int((yield from jobs.promote.steps(queue, batch, native=False)))
 
 
 async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
@@ -116,7 +118,8 @@ def wake_delay(until_beat: float, next_due_ms: int | None) -> tuple[float, bool]
     return max(0.0, until_beat), False
 
 
-def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False) -> Any:
+@verb
+def hold(queue: str, owner: str, lease_ms: int, release: bool = False) -> Verb[int]:
     """Take or renew (or release) ``queue``'s metronome lease for ``owner``.
 
     For a hold: 1 renewed, 2 acquired, 0 held by someone else. For a release: 1 or 0.
@@ -129,7 +132,7 @@ def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False
         (keyspace.queue_key(queue, "metronome"),),
         (owner, str(lease_ms), "release" if release else "hold"),
     )
-    return drive(conn, single(step, int))
+    return single(step, int)
 
 
 def default_owner() -> str:

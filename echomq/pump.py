@@ -88,7 +88,7 @@ class Pump:
     async def _promote(self, queue: str) -> int:
         total = 0
         while True:
-            n = await promote_once(self.conn, queue, self.promote_batch)
+            n: int = await promote_once(self.conn, queue, self.promote_batch)
             total += n
             if n < self.promote_batch:
                 return total

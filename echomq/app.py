@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, canvas, flows, keyspace, registry, results, status
+from . import backoff, canvas, flows, keyspace, registry, results, status, tracing
 from . import partitions as parts
 from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
@@ -431,7 +431,8 @@ class App:
                 raise LookupError(f"unknown task {name!r}: this app has no task of that "
                                   f"name (its tasks: {known})")
             # a flow node keeps its result for its parent; a fed parent gets its children's
-            return canvas.adapt(task.route(args, kwargs), job.payload, task, args, kwargs)
+            run = task.route(args, kwargs, tracing.carrier_of(job.payload))
+            return canvas.adapt(run, job.payload, task, args, kwargs)
 
         return route
 

@@ -15,8 +15,10 @@ from typing import Any
 from . import _guards as guard
 
 
-def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
-    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
+def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+           trace: dict[str, str] | None = None) -> bytes:
+    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes
+    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``echomq.tracing``).
 
     Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
     """
@@ -29,7 +31,9 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise _unencodable(task, where, value, exc) from None
-    body = {"task": task, "args": args, "kwargs": kwargs}
+    body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
+    if trace:
+        body["trace"] = trace
     try:
         return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
     except RecursionError as exc:  # an argument just under the limit, two levels deeper here

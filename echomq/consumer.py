@@ -54,18 +54,19 @@ from typing import Any
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
 from ._time import to_epoch_ms, to_ms
-from .events import Event, emit
-from .handler import Delay, Job, current_job
-from .leases import Checkpoints, Held, tick_for
-from .metronome import (
+from .beat import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
     LegCounts,
     Legs,
+    degraded_ms,
     promote_due,
     run_legs,
     wake_delay,
 )
+from .events import Event, emit
+from .handler import Delay, Job, current_job
+from .leases import Checkpoints, Held, tick_for
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .runner import Runner
@@ -327,8 +328,7 @@ class Consumer:
         self._degrading = asyncio.Event()
         try:
             self._streak += 1
-            ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
-                                  self._streak)
+            ms = degraded_ms(self.beat_ms, self._streak)
             self.stats.degraded_sleeps.append(ms)
             log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
                         self.queue, self._streak, ms, exc)

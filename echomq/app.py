@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, canvas, flows, keyspace, registry, results, tracing
+from . import backoff, canvas, flows, keyspace, registry, results, status, tracing
 from . import partitions as parts
 from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
@@ -54,7 +54,7 @@ from .payload import decode, encode
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
-from .status import JobInfo, info_of
+from .status import JobInfo
 from .steps import VerbFn
 from .task import Group, Task, check_group
 
@@ -485,22 +485,12 @@ class App:
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
         guard.string("job_id", job_id)
-        conn = self.connector()
-        found = results.run(conn, results.locate(self._lookup(queue), job_id))
-        if found is None:
-            return None
-        score = conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
-        return info_of(found.queue, job_id, found.row or {}, score, found.result)
+        return status.read(self.connector(), self._lookup(queue), job_id)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        conn = await self.aconnector()
-        found = await results.arun(conn, results.locate(self._lookup(queue), job_id))
-        if found is None:
-            return None
-        score = await conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
-        return info_of(found.queue, job_id, found.row or {}, score, found.result)
+        return await status.read(await self.aconnector(), self._lookup(queue), job_id)
 
     # -- results and cancel --------------------------------------------------------------
 

@@ -58,18 +58,19 @@ from typing import Any
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
 from ._time import to_epoch_ms, to_ms
-from .events import Event, emit
-from .handler import Delay, Job, RateLimited, current_job
-from .leases import Checkpoints, Held, tick_for
-from .metronome import (
+from .beat import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
     LegCounts,
     Legs,
+    degraded_ms,
     promote_due,
     run_legs,
     wake_delay,
 )
+from .events import Event, emit
+from .handler import Delay, Job, RateLimited, current_job
+from .leases import Checkpoints, Held, tick_for
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .runner import Runner
@@ -368,8 +369,7 @@ class Consumer:
         self._degrading = asyncio.Event()
         try:
             self._streak += 1
-            ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
-                                  self._streak)
+            ms = degraded_ms(self.beat_ms, self._streak)
             self.stats.degraded_sleeps.append(ms)
             log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
                         self.queue, self._streak, ms, exc)
@@ -528,7 +528,6 @@ class Consumer:
         if kind == "timeout":
             self.stats.timed_out += 1
             self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
-        row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
         elif kind == "cancelled":
@@ -551,12 +550,12 @@ class Consumer:
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
                 with contextlib.suppress(errors.EchoMQError):
-                    await self.conn.call("HINCRBY", row, "delays", 1)
+                    await jobs.count_delay(self.conn, self.queue, job.id)
         else:
             err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
 
             async def verb() -> Any:
-                delays = int(await self.conn.call("HGET", row, "delays") or 0)
+                delays = await jobs.delays(self.conn, self.queue, job.id)
                 tried = max(1, job.token - delays)  # claims that were not after a delay
                 priced.update(delay_ms=route.retry_delay(tried), tried=tried)
                 return await (jobs.retry(self.conn, self.queue, job.id, job.token,

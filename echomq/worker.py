@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 from . import _guards as guard
 from . import backlog, groups, keyspace, registry, urls
 from ._time import seconds_to_ms
+from .beat import DEFAULT_BEAT_MS, Legs
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
-from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
+from .metronome import Metronome
 
 if TYPE_CHECKING:
     from .app import App

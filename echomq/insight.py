@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import ids, keyspace
+from . import ids, keyspace, partitions
 from .steps import Batch, Command, Eval, Verb, pairs, scored, single, text, verb
 
 #: the job states a surface lists, each with the sorted set that holds it
@@ -435,3 +435,89 @@ def group_page(queue: str, cursor: str = "0", count: int = 100) -> Verb[GroupPag
         return GroupPage(out, None if more == "0" else more)
 
     return calls()
+
+
+# -- partitioned queues: the partitions read one by one, folded here (pure, no I/O) --------
+
+def fold_views(name: str, views: list[QueueView]) -> QueueView:
+    """The views of a partitioned queue's partitions as one view named ``name``: counts,
+    counters, registrations and groups summed, the series added minute by minute, the worst
+    age and lag, ``paused`` when any partition is (each partition pauses on its own). SERVER
+    ms throughout, like the views it folds."""
+    if not views:
+        raise ValueError("no partition to fold")
+    ages = [v.oldest_due_age_ms for v in views if v.oldest_due_age_ms is not None]
+    nexts = [v.next_run_at_ms for v in views if v.next_run_at_ms is not None]
+    series: dict[int, tuple[int, int]] = {}
+    for v in views:
+        for minute, done, failed in v.series:
+            d, f = series.get(minute, (0, 0))
+            series[minute] = (d + done, f + failed)
+    return QueueView(
+        queue=name,
+        counts=partitions.sum_counts(v.counts for v in views),
+        stats=partitions.sum_counts(v.stats for v in views),
+        paused=any(v.paused for v in views),
+        now_ms=max(v.now_ms for v in views),
+        oldest_due_age_ms=max(ages) if ages else None,
+        promote_lag_ms=max(v.promote_lag_ms for v in views),
+        registrations=sum(v.registrations for v in views),
+        next_run_at_ms=min(nexts) if nexts else None,
+        groups=sum(v.groups for v in views),
+        series=[(m, d, f) for m, (d, f) in sorted(series.items())],
+    )
+
+
+def folded_cursors(after: str | None, members: list[str]) -> list[str | None]:
+    """The per-partition cursors of a folded page's cursor (``None``: a partition already
+    listed to its end; ``""``: from its start). ``after`` is what ``merge_pages`` gave."""
+    if after is None:
+        return [""] * len(members)
+    try:
+        got = json.loads(after)
+    except ValueError:
+        raise ValueError(f"not a page cursor: {after!r}") from None
+    if (not isinstance(got, list) or len(got) != len(members)
+            or not all(c is None or isinstance(c, str) for c in got)):
+        raise ValueError(f"not a page cursor: {after!r}")
+    for c in got:
+        if c:
+            parse_cursor(c)
+    return got
+
+
+def merge_pages(state: str, count: int, members: list[str], cursors: list[str | None],
+                got: dict[str, Page]) -> Page:
+    """One page of a partitioned queue: the ``count`` first jobs of the partitions' pages
+    (``got``: each partition's own page after its cursor, at most ``count`` entries) in the
+    state's order, each entry naming its partition in ``queue``. The next cursor holds one
+    cursor per partition, each just after the last of its jobs shown, so paging on never
+    skips or repeats a partition's jobs."""
+    rev = state in NEWEST_FIRST
+    # ties (every pending job of one priority) go round robin over the partitions, the
+    # way workers claim them, so the first page shows each partition
+    pool = [(x["score"], rank, i, x) for i, m in enumerate(members) if m in got
+            for rank, x in enumerate(got[m].entries)]
+    pool.sort(key=lambda t: (-t[0] if rev else t[0], t[1], t[2]))
+    shown = [(score, i, x) for score, _, i, x in pool[:count]]
+    last: dict[int, dict[str, Any]] = {}
+    for _, i, x in shown:
+        last[i] = x
+    nxt: list[str | None] = []
+    for i, m in enumerate(members):
+        if m not in got:  # listed to its end already
+            nxt.append(None)
+            continue
+        p = got[m]
+        taken = sum(1 for _, j, _ in shown if j == i)
+        if taken == len(p.entries) and p.next_cursor is None:
+            nxt.append(None)  # every job left in this partition is on this page
+        elif i in last:
+            nxt.append(_cursor(last[i]["score"], last[i]["id"]))
+        else:
+            nxt.append(cursors[i])
+    entries = [dict(x, queue=members[i]) for _, i, x in shown]
+    more = any(c is not None for c in nxt)
+    return Page(state, entries, json.dumps(nxt) if more else None,
+                sum(p.total for p in got.values()),
+                max((p.now_ms for p in got.values()), default=0))

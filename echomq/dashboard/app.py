@@ -25,6 +25,7 @@ the dashboard is read-only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -42,6 +43,7 @@ from .. import (
     insight,
     jobs,
     keyspace,
+    partitions,
     registry,
     repeat,
 )
@@ -97,7 +99,9 @@ class Dashboard:
     def queues(self) -> list[str]:
         if self.fixed_queues:
             return self.fixed_queues
-        declared = sorted({t.queue for t in self.tasks.values()})
+        # a partitioned task's queue is its partitions (mail#0 ... mail#7), never ``mail``
+        declared = sorted({x for t in self.tasks.values()
+                           for x in getattr(t, "queues", None) or [t.queue]})
         with self._lock:  # a few seconds of cache: discovery is the one costly read
             at, known = self._known
             if time.monotonic() - at < 5.0:
@@ -108,6 +112,25 @@ class Dashboard:
         with self._lock:
             self._known = (time.monotonic(), found)
         return found
+
+    def members(self, queue: str) -> list[str] | None:
+        """The partitions of ``queue`` when it is a partitioned queue among those shown
+        (``mail`` -> ``[mail#0, ...]``), else ``None`` (a plain queue or a partition)."""
+        got = partitions.fold(self.queues()).get(queue)
+        return got if got and got != [queue] else None
+
+    def folded_page(self, queue: str, members: list[str], state: str,
+                    after: str | None) -> tuple[insight.QueueView, insight.Page]:
+        """A partitioned queue's view and one page of its jobs: each partition's own
+        bounded page after its cursor (``insight.page``), merged (``insight.merge_pages``);
+        one overview per partition. At most ``len(members)`` pages read, never a full set."""
+        cursors = insight.folded_cursors(after, members)
+        got = {m: insight.page(self.conn, m, state, c or None, pages.PAGE)
+               for m, c in zip(members, cursors, strict=True) if c is not None}
+        page = insight.merge_pages(state, pages.PAGE, members, cursors, got)
+        view = insight.fold_views(queue, [insight.overview(self.conn, m) for m in members])
+        return view, dataclasses.replace(page, total=view.counts.get(state, 0),
+                                         now_ms=view.now_ms)
 
     def views(self) -> list[insight.QueueView]:
         """An overview of every queue shown; a queue whose keys cannot be read (a key of
@@ -228,14 +251,25 @@ class Dashboard:
             queue = keyspace.validate_queue(parts[1])
             rest = parts[2:]
             if not rest:
+                members = self.members(queue)
                 if req.arg("id"):
-                    return self._find(req, [queue])
+                    return self._find(req, members or [queue])
                 state = req.arg("state", "pending")
                 after = req.arg("after") or None
+                if members is not None:
+                    view, page = self.folded_page(queue, members, state, after)
+                    return html_response(200, pages.queue_page(req, view, page, self.access,
+                                                                members))
                 page = insight.page(self.conn, queue, state, after, pages.PAGE)
                 view = insight.overview(self.conn, queue)
                 return html_response(200, pages.queue_page(req, view, page, self.access))
             if rest[0] == "job" and len(rest) == 2:
+                members = self.members(queue)
+                if members is not None:  # a partitioned queue: the job's own partition
+                    where = registry.locate(self.conn, rest[1], members)
+                    if where is None:
+                        raise LookupError(rest[1])
+                    return redirect(req.url(f"/q/{q(where)}/job/{q(rest[1])}"))
                 row = insight.job(self.conn, queue, rest[1])
                 if row is None:
                     raise LookupError(rest[1])
@@ -267,9 +301,12 @@ class Dashboard:
 
     def _api(self, req: Request, parts: list[str]) -> Response:
         if parts == ["queues"]:
-            return json_response(json.dumps({v.queue: v.counts for v in self.views()}))
+            return json_response(json.dumps(_queues_json(self.views())))
         if len(parts) == 2 and parts[0] == "q":
-            v = insight.overview(self.conn, keyspace.validate_queue(parts[1]))
+            name = keyspace.validate_queue(parts[1])
+            members = self.members(name)
+            v = (insight.fold_views(name, [insight.overview(self.conn, m) for m in members])
+                 if members is not None else insight.overview(self.conn, name))
             return json_response(json.dumps(_view_json(v)))
         if len(parts) == 3 and parts[0] == "q" and parts[2] == "release":
             queue = keyspace.validate_queue(parts[1])
@@ -380,6 +417,22 @@ class Dashboard:
             except errors.ServerError:
                 continue  # moved meanwhile: the others still go
         return redirect(req.url(f"/q/{q(queue)}?state=dead&done={done}&op={e(op)}"))
+
+
+def _queues_json(views: list[insight.QueueView]) -> dict[str, dict[str, Any]]:
+    """``{queue: counts}``; a partitioned queue is one entry (``mail``) with its counts
+    summed, ``partitions`` (how many) and ``by_partition`` (each partition's counts)."""
+    by_name = {v.queue: v for v in views}
+    out: dict[str, dict[str, Any]] = {}
+    for base, members in partitions.fold(by_name).items():
+        if members == [base]:
+            out[base] = dict(by_name[base].counts)
+            continue
+        entry: dict[str, Any] = partitions.sum_counts(by_name[m].counts for m in members)
+        entry["partitions"] = len(members)
+        entry["by_partition"] = {m: by_name[m].counts for m in members}
+        out[base] = entry
+    return out
 
 
 def _view_json(v: insight.QueueView) -> dict[str, Any]:

@@ -154,9 +154,14 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
         if v.queue in groups:
             base, members = groups[v.queue]
             total = partitions.sum_counts(by_name[m].counts for m in members if m in by_name)
-            cells = "".join(f"<td class='n'>{total.get(s, 0)}</td>" for s in insight.STATES)
+            bq = q(base)
+            cells = "".join(
+                f"<td class='n'><a class='count {s}' "
+                f"href='{e(req.url(f'/q/{bq}?state={s}'))}'>{total.get(s, 0)}</a></td>"
+                for s in insight.STATES)
             rows.append(f"<tr class='partitioned' data-queue='{e(base)}'><td class='qname'>"
-                        f"<b>{e(base)}</b> <span class='badge'>{len(members)} partitions"
+                        f"<a href='{e(req.url('/q/' + bq))}'><b>{e(base)}</b></a> "
+                        f"<span class='badge'>{len(members)} partitions"
                         f"</span></td>{cells}<td colspan='4'></td></tr>")
         qq = q(v.queue)
         cells = "".join(
@@ -208,7 +213,10 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
 
 # -- a queue's jobs -----------------------------------------------------------------------
 
-def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: Access) -> str:
+def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: Access,
+               members: list[str] | None = None) -> str:
+    """One state's jobs of a queue; ``members``: the partitions of a partitioned queue
+    (``v`` and ``page`` are then folded: each job names its partition and opens there)."""
     qq = q(v.queue)
     tabs = "".join(
         f"<a class='tab{' on' if s == page.state else ''}' "
@@ -219,14 +227,17 @@ def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: A
              f"<a href='{e(req.url(f'/q/{qq}/repeat'))}'>registrations "
              f"({v.registrations})</a> · <a href='{e(req.url(f'/q/{qq}/groups'))}'>groups "
              f"({v.groups})</a>")
+    if members:  # clock, registrations and groups belong to each partition
+        links = (f"{len(members)} partitions: " + " · ".join(
+            f"<a href='{e(req.url('/q/' + q(m)))}'>{e(m)}</a>" for m in members))
     search = (f"<form method='get' action='{e(req.url('/q/' + qq))}' class='search-q'>"
               "<input name='id' placeholder='job id' aria-label='job id' size='32'> "
               "<button class='ghost'>find</button></form>")
     st = page.state
-    bulk = st == "dead" and not access.read_only
+    bulk = st == "dead" and not access.read_only and not members  # bulk acts on one queue
     rows = []
     for x in page.entries:
-        link = req.url(f"/q/{qq}/job/{q(x['id'])}")
+        link = req.url(f"/q/{q(x.get('queue') or v.queue)}/job/{q(x['id'])}")
         score = x["score"]
         shown = (str(score) if st == "pending" else when(score, page.now_ms))
         check = (f"<td><input type='checkbox' name='id' value='{e(x['id'])}' form='bulk' "

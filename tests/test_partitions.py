@@ -234,7 +234,8 @@ def test_the_dashboard_shows_a_partitioned_queue_as_one_row(cluster, app):
         httpd.server_close()
     row = re.search(rf"<tr class='partitioned' data-queue='{base}'>(.*?)</tr>", page, re.S)
     assert row is not None and "4 partitions" in row.group(1)
-    assert "<td class='n'>10</td>" in row.group(1)  # pending summed over the partitions
+    # pending summed over the partitions, linked to the folded page
+    assert f"href='/q/{base}?state=pending'>10</a></td>" in row.group(1)
 
 
 def test_cli_enqueue_of_a_partitioned_task_lands_on_a_partition(cluster, tmp_path):

@@ -70,7 +70,9 @@ class Metronome:
     """Runs the recovery legs once per beat per queue across every process that runs one.
 
     ``run(stop)`` beats until ``stop`` is set, then releases the leases it holds.
-    ``on_pass(queue, counts)`` is called after each pass this Metronome ran.
+    ``on_pass(queue, counts)`` is called after each pass this Metronome ran;
+    ``on_due(queue, ms)`` after each promote with ``jobs.next_due_ms`` (a worker hands it
+    to its consumers, so they wake for a due instant rather than at their next beat).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class Metronome:
         legs: Legs | None = None,
         legs_for: dict[str, Legs] | None = None,
         on_pass: Callable[[str, LegCounts], None] | None = None,
+        on_due: Callable[[str, int | None], None] | None = None,
     ) -> None:
         for q in queues:
             keyspace.validate_queue(q)
@@ -94,6 +97,7 @@ class Metronome:
         self.legs = legs or Legs()
         self.legs_for = dict(legs_for or {})
         self.on_pass = on_pass
+        self.on_due = on_due
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
         self._due: dict[str, int | None] = {}
@@ -106,6 +110,8 @@ class Metronome:
             counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
             self.stats.promoted += counts.promoted
             self._due[q] = counts.next_due_ms
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
 
     async def tick(self) -> None:
         """One beat: for each queue, hold the lease and, if held, run its legs."""
@@ -133,6 +139,8 @@ class Metronome:
             self.stats.promoted += counts.promoted
             self.stats.trimmed += counts.trimmed
             self._due[q] = counts.next_due_ms
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
             if self.on_pass is not None:
                 self.on_pass(q, counts)
 

@@ -202,8 +202,7 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
     """A registry entry: the member's name and score with its record's fields decoded."""
     next_at = float(score)
     finite = math.isfinite(next_at)
-    entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None,
-                             "paused": False}
+    entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None}
     for k, v in (record or {}).items():
         key = text(k)
         if key == "paused":
@@ -224,27 +223,29 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
 def records(queue: str) -> Verb[list[dict[str, Any]]]:
     """Every registration, soonest next run first (finished ones last, ``next_at=None``).
 
-    The same entry shape as ``due``. Reads only; no clock.
+    The same entry shape as ``due``, plus ``paused`` (a bool). Reads only; no clock.
     """
     zset = keyspace.queue_key(queue, "repeat")
 
     def steps() -> Verb[list[dict[str, Any]]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
-        return (yield from _entries(queue, _scored(members)))
+        entries = yield from _entries(queue, _scored(members))
+        return [{"paused": False, **e} for e in entries]
 
     return steps()
 
 
 @verb
 def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
-    """One registration's entry, or ``None`` when no record has that name."""
+    """One registration's entry (as ``records`` lists it), or ``None`` when no record has
+    that name."""
     zset, record = _keys(queue, name)
 
     def steps() -> Verb[dict[str, Any] | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
-        return _entry(name, score if score is not None else "inf", fields)
+        return {"paused": False, **_entry(name, score if score is not None else "inf", fields)}
 
     return steps()
 

@@ -356,9 +356,28 @@ class Connector(_Base):
 
     def execute(self, step: Step) -> Any:
         """Perform one step and return its raw reply (errors mapped)."""
-        if isinstance(step, Eval) and step.via is not None:
-            return step.via.eval(self, step.script, step.keys, step.args)
+        if type(step) is Eval:
+            if step.via is not None:
+                return step.via.eval(self, step.script, step.keys, step.args)
+            return self._eval(step)
         return self._run(self._plan(step))
+
+    def _eval(self, step: Eval) -> Any:
+        """``_plan`` for one script step, unrolled: the per-job path (every enqueue) runs
+        here, without a plan generator to start and step through."""
+        args = self._command(step)
+        execute = self.client.execute_command
+        try:
+            try:
+                return execute(*args)
+            except vexc.NoScriptError:
+                load = self._load(step.script)
+                execute(*load.args, **dict(load.kwargs))
+                return execute(*args)
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
+            raise _server_error(exc) from None
+        except _WIRE_FAULTS as exc:
+            raise _wire_error(exc) from exc
 
     def ping(self) -> None:
         self._run(self._plan(Command(("PING",))))

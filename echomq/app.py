@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, canvas, flows, keyspace, registry, results
+from . import backoff, canvas, flows, keyspace, registry, results, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
 from .consumer import (
     DEFAULT_LEASE_MS,
@@ -48,7 +49,6 @@ from .consumer import (
 from .durability import Wait, confirmed
 from .errors import ConfigError
 from .events import Observer
-from .handler import seconds_to_ms, to_ms
 from .outcomes import Outcome
 from .payload import decode, encode
 from .retention import Retention
@@ -431,7 +431,8 @@ class App:
                 raise LookupError(f"unknown task {name!r}: this app has no task of that "
                                   f"name (its tasks: {known})")
             # a flow node keeps its result for its parent; a fed parent gets its children's
-            return canvas.adapt(task.route(args, kwargs), job.payload, task, args, kwargs)
+            run = task.route(args, kwargs, tracing.carrier_of(job.payload))
+            return canvas.adapt(run, job.payload, task, args, kwargs)
 
         return route
 

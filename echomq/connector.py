@@ -144,6 +144,8 @@ class _Pipe:
     """Commands pipelined in one round trip; the reply list holds exceptions in place."""
 
     calls: tuple[tuple[Arg, ...], ...]
+    #: per call, its cluster routing (``target_nodes``), or () for all routed by keys
+    kwargs: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
 
 _Plan = Generator["_Call | _Pipe", Any, Any]
@@ -190,11 +192,13 @@ class _Base:
 
     def _args(self, step: Eval | Command | Native) -> tuple[Arg, ...]:
         if isinstance(step, Command):
-            if self.cluster and step.args and step.args[0] in ("WAIT", "WAITAOF"):
-                # keyless: a cluster pipeline cannot send it to the connection of the write
+            if (self.cluster and step.args and step.args[0] in ("WAIT", "WAITAOF")
+                    and step.route is None and step.node is None):
+                # keyless: without a route (durability.confirmed gives the written key) a
+                # cluster could send it to another node than the write's connection
                 raise errors.ConfigError(
-                    f"{step.args[0]} after a write needs a standalone server (a cluster "
-                    "pipeline cannot route the keyless command to the write's connection)")
+                    f"{step.args[0]} on a cluster needs a route: the key whose write it "
+                    "waits for (Command(..., route=key); durability.confirmed sets it)")
             return step.args
         if isinstance(step, Native):
             if self.wire != 6:
@@ -214,9 +218,7 @@ class _Base:
             return (yield from self._plan_batch(step.steps))
         if isinstance(step, Nodes):
             return self._primaries()
-        if isinstance(step, Command) and step.node is not None and self.cluster:
-            return (yield _Call(step.args, (("target_nodes", self._node(step.node)),)))
-        call = _Call(self._command(step))
+        call = _Call(self._command(step), self._target(step))
         try:
             return (yield call)
         except vexc.NoScriptError:
@@ -225,8 +227,24 @@ class _Base:
             yield self._load(step.script)
             return (yield call)
 
+    def _target(self, step: Eval | Command | Native) -> tuple[tuple[str, Any], ...]:
+        """Cluster routing for a keyless command: a named primary, or the primary of a
+        key's slot (a WAIT behind a write); () to route by the step's own keys."""
+        if not self.cluster or not isinstance(step, Command):
+            return ()
+        if step.node is not None:
+            return (("target_nodes", self._node(step.node)),)
+        if step.route is not None:
+            return (("target_nodes", self.client.get_node_from_key(step.route)),)
+        return ()
+
+    def _pipe(self, steps: Sequence[Eval | Command | Native]) -> _Pipe:
+        kwargs = tuple(self._target(s) for s in steps)
+        return _Pipe(tuple(self._command(s) for s in steps),
+                     kwargs if any(kwargs) else ())
+
     def _plan_batch(self, steps: Sequence[Eval | Command | Native]) -> _Plan:
-        replies = list((yield _Pipe(tuple(self._command(s) for s in steps))))
+        replies = list((yield self._pipe(steps)))
         # a cluster pipeline reports a lost node in place; the batch is then weather as a
         # whole (steps on healthy nodes may have run: at least once, never silently)
         lost = next((r for r in replies if isinstance(r, _WIRE_FAULTS)), None)
@@ -241,7 +259,7 @@ class _Base:
             # rides again behind the re-sent ones (durability.confirmed)
             missing = sorted({*missing, *(i for i, s in enumerate(steps) if isinstance(s, Command)
                                           and s.args and s.args[0] in ("WAIT", "WAITAOF"))})
-            again = yield _Pipe(tuple(self._command(steps[i]) for i in missing))
+            again = yield self._pipe([steps[i] for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return [_server_error(r) if isinstance(r, (vexc.ResponseError, vexc.BusyLoadingError))
@@ -251,8 +269,8 @@ class _Base:
         """Send one op: the reply on a sync client, an awaitable of it on an async one."""
         if isinstance(op, _Pipe):
             pipe = self.client.pipeline(transaction=False)
-            for args in op.calls:
-                pipe.execute_command(*args)
+            for i, args in enumerate(op.calls):
+                pipe.execute_command(*args, **dict(op.kwargs[i] if op.kwargs else ()))
             sent = pipe.execute(raise_on_error=False)
         else:
             sent = self.client.execute_command(*op.args, **dict(op.kwargs))

@@ -53,8 +53,9 @@ from typing import Any
 
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
+from ._time import to_epoch_ms, to_ms
 from .events import Event, emit
-from .handler import Delay, Job, current_job, to_epoch_ms, to_ms
+from .handler import Delay, Job, current_job
 from .leases import Checkpoints, Held, tick_for
 from .metronome import (
     DEFAULT_BATCH,

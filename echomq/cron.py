@@ -34,6 +34,8 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ._time import epoch_ms
+
 ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -208,7 +210,7 @@ class Cron:
         """The first run strictly after ``after_ms`` (epoch ms), as epoch ms."""
         after = datetime.fromtimestamp(after_ms / 1000, _UTC)
         # datetime keeps microseconds; a run is always on a whole minute, so ms is exact
-        return _to_ms(self.next_after(after, tz))
+        return epoch_ms(self.next_after(after, tz))
 
     def runs(self, after: datetime, count: int, tz: str | ZoneInfo = "UTC") -> list[datetime]:
         """The next ``count`` runs strictly after ``after``, aware in ``tz``."""
@@ -223,11 +225,6 @@ class Cron:
 def _offset_at(instant: datetime, tz: ZoneInfo) -> timedelta | None:
     """The UTC offset in force in ``tz`` at ``instant``."""
     return instant.astimezone(tz).utcoffset()
-
-
-def _to_ms(instant: datetime) -> int:
-    delta = instant.astimezone(_UTC) - datetime(1970, 1, 1, tzinfo=_UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _gap_end(wall: datetime, tz: ZoneInfo, lo: datetime, hi: datetime) -> datetime:

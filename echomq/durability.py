@@ -18,7 +18,8 @@ connection's own writes), so it costs one round trip plus the replication or fsy
 If fewer acknowledge in ``timeout_ms``, ``errors.NotDurable`` is raised: the write IS
 applied on the primary (``result`` holds its outcome), it is just not yet as durable as
 asked. Re-sending with the same job id is safe (an existing id answers ``"duplicate"``).
-Standalone servers only: a cluster pipeline cannot route the keyless ``WAIT``.
+On a cluster the wait is routed to the primary owning the written queue's slot (every key
+of an admission shares the queue's tag), so it still rides the write's connection.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ class Wait:
         if not self.replicas and not self.local:
             raise ValueError("a Wait asks for replicas >= 1, local=True, or both")
 
-    def command(self) -> Command:
+    def command(self, route: str | None = None) -> Command:
+        """The wait; ``route`` (a key the write touched) sends it, on a cluster, to that
+        key's primary, where the write's own connection is."""
         if self.local:
-            return Command(("WAITAOF", 1, self.replicas, self.timeout_ms))
-        return Command(("WAIT", self.replicas, self.timeout_ms))
+            return Command(("WAITAOF", 1, self.replicas, self.timeout_ms), route=route)
+        return Command(("WAIT", self.replicas, self.timeout_ms), route=route)
 
     def check(self, reply: Any, result: Any) -> None:
         """Raise ``NotDurable`` unless ``reply`` (of ``command``) shows enough copies."""
@@ -76,6 +79,15 @@ class Wait:
                 f"{self.timeout_ms} ms; it can be lost if the primary fails now "
                 f"(re-send with the same job id: a duplicate writes nothing)",
                 result, local, replicas)
+
+
+def _route(steps: tuple[Eval | Command | Native, ...]) -> str | None:
+    """A key the write touches (an admission's keys all share its queue's slot)."""
+    for s in steps:
+        keys = s.keys if isinstance(s, (Eval, Native)) else ()
+        if keys:
+            return keys[0]
+    return None
 
 
 @verb
@@ -97,10 +109,10 @@ def _confirmed(inner: Verb[T], wait: Wait) -> Verb[T]:
         step = next(inner)
         while True:
             if isinstance(step, Batch):
-                *body, acked = yield Batch((*step.steps, wait.command()))
+                *body, acked = yield Batch((*step.steps, wait.command(_route(step.steps))))
                 step = inner.send(body)
             elif isinstance(step, (Eval, Command, Native)):
-                reply, acked = yield Batch((step, wait.command()))
+                reply, acked = yield Batch((step, wait.command(_route((step,)))))
                 # a single step raises its refusal where a batch slot would hold it
                 step = inner.throw(reply) if isinstance(reply, errors.ServerError) \
                     else inner.send(reply)

@@ -264,6 +264,20 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
 
 
 @verb
+def hold_carrier(queue: str, owner: str, lease_ms: int) -> Verb[bool]:
+    """Take or renew ``queue``'s flow-carrier lease (``emq:{q}:flow:carrier``) for
+    ``owner``: ``True`` if ``owner`` holds it now. Pumps that elect (a worker's do) carry a
+    queue only while they hold it, so a fleet carries each entry once; the lease expires on
+    the SERVER clock, so a dead holder's queue is taken over within ``lease_ms``. The same
+    script as the Metronome's lease."""
+    guard.string("owner", owner)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval("metronome", (keyspace.queue_key(queue, "flow:carrier"),),
+                (owner, str(lease_ms), "hold"))
+    return single(step, lambda r: int(r) > 0)
+
+
+@verb
 def outbox_size(queue: str) -> Verb[int]:
     """How many settled flow children of ``queue`` wait to be carried (``XLEN``)."""
     return single(Command(("XLEN", keyspace.queue_key(queue, "flow:outbox"))), int)

@@ -28,8 +28,12 @@ from typing import Any, NoReturn, TypeVar
 
 from . import _guards as guard
 from . import flows, jobs
+from ._time import to_epoch_ms, to_ms
 
 T = TypeVar("T")
+
+#: how long a plain-function handler waits for a call it hands to the worker's loop
+BLOCKING_CALL_S = 30.0
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
 
@@ -56,42 +60,6 @@ class Delay(Exception):
             self.mode = "in"
             self.value = guard.span("ms", to_ms(ms))
         super().__init__(f"delay {self.mode} {self.value}")
-
-
-def to_ms(value: int | dt.timedelta) -> int:
-    """A duration in ms from an int (ms) or a ``timedelta``."""
-    if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
-    return guard.integer("ms", value)
-
-
-def seconds_to_ms(name: str, value: float | dt.timedelta | None) -> int | None:
-    """A positive duration given in seconds (int/float) or as a ``timedelta``, in ms;
-    ``None`` stays ``None`` (the setting is off). ``ValueError``/``TypeError`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, dt.timedelta):
-        ms = int(value / dt.timedelta(milliseconds=1))
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        ms = int(value * 1000)
-    else:
-        raise TypeError(f"{name} must be seconds (int or float) or a timedelta, "
-                        f"not {type(value).__name__}")
-    if ms <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return ms
-
-
-def to_epoch_ms(value: int | dt.datetime) -> int:
-    """An absolute instant in epoch ms from an int or a ``datetime`` (naive = local time)."""
-    if isinstance(value, dt.datetime):
-        # exact integer arithmetic: a float timestamp rounds datetime.max past year 9999
-        aware = value if value.tzinfo is not None else value.astimezone()
-        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)
-    return guard.integer("at", value)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(slots=True)
@@ -134,7 +102,8 @@ class Job:
             raise RuntimeError("job.progress() would block the event loop: use "
                                "'await job.aprogress(value)' in an async handler")
         future = asyncio.run_coroutine_threadsafe(self._write_progress(text), loop)
-        future.result()
+        # bounded: a worker that stops (its loop closed) must not hang this thread for ever
+        future.result(timeout=BLOCKING_CALL_S)
 
     async def aprogress(self, value: Any) -> None:
         """``progress``, awaited (for ``async`` handlers)."""

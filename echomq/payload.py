@@ -18,15 +18,19 @@ from . import _guards as guard
 _JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
-def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> bytes:
-    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes.
+def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+           trace: dict[str, str] | None = None) -> bytes:
+    """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes
+    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``echomq.tracing``).
 
     Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
     """
     guard.string("task", task)
     args = list(args)
     kwargs = dict(kwargs or {})
-    body = {"task": task, "args": args, "kwargs": kwargs}
+    body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
+    if trace:
+        body["trace"] = trace
     try:
         # one encode for the common case: the per-argument diagnosis below runs only when
         # this fails, so a good call pays for its JSON once

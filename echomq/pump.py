@@ -24,7 +24,7 @@ from typing import Any
 
 from . import _guards as guard
 from . import backoff, errors, flows, keyspace, repeat
-from .metronome import promote_once
+from .metronome import default_owner, promote_once
 from .outcomes import Outcome
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,9 @@ class Pump:
     ``flows``: a coroutine ``flows(conn, queue) -> int`` run each tick per queue in place
     of the built-in flow-completions leg (``carry_flows``). ``legs``: which of
     ``"promote"``, ``"repeats"``, ``"flows"`` a tick runs (all three by default; a worker
-    whose Metronome promotes runs a flows-only Pump on its queues).
+    whose Metronome promotes runs a flows-only Pump on its queues). ``elect=True``: carry a
+    queue only while holding its flow-carrier lease (``flows.hold_carrier``, three ticks on
+    the SERVER clock), so many Pumps carry each entry once instead of racing over it.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Pump:
         promote_batch: int = 1000,
         flows: FlowHook | None = None,
         legs: tuple[str, ...] = LEGS,
+        elect: bool = False,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
@@ -77,6 +80,8 @@ class Pump:
             raise ValueError(f"unknown Pump legs: {', '.join(sorted(unknown))} "
                              f"(known: {', '.join(LEGS)})")
         self.legs = tuple(legs)
+        self.elect = elect
+        self.owner = default_owner()
         self.sweep_batch = SWEEP_BATCH
         self.ticks = 0
 
@@ -102,6 +107,9 @@ class Pump:
     async def carry_flows(self, queue: str) -> int:
         """Carry ``queue``'s flow outbox to the parents' slots until it is empty (bounded
         per tick); the count of children newly counted."""
+        if self.elect and not await flows.hold_carrier(self.conn, queue, self.owner,
+                                                       3 * self.tick_ms):
+            return 0
         total = 0
         for _ in range(MAX_SWEEPS):
             got = await flows.carry(self.conn, queue, self.sweep_batch)

@@ -34,8 +34,15 @@ from typing import Any, NamedTuple
 from . import _guards as guard
 from . import cron as cronlib
 from . import errors, ids, keyspace
+from ._time import instant_in_zone_ms
 from .outcomes import Outcome
-from .steps import Batch, Command, Eval, Verb, single, text, verb
+from .recurrence import DEFAULT_ALL_WINDOW_MS as DEFAULT_ALL_WINDOW_MS
+from .recurrence import DEFAULT_CAP as DEFAULT_CAP
+from .recurrence import DEFAULT_SKIP_WINDOW_MS as DEFAULT_SKIP_WINDOW_MS
+from .recurrence import Plan as Plan
+from .recurrence import next_slot
+from .recurrence import plan as plan
+from .steps import Batch, Command, Eval, Verb, scored, single, text, verb
 
 
 def now_ms() -> int:
@@ -98,10 +105,8 @@ def due(queue: str, now: int | None = None) -> Verb[list[dict[str, Any]]]:
 
 
 def _scored(reply: Any) -> list[tuple[str, Any]]:
-    """A ``WITHSCORES`` reply as ``(member, score)`` pairs, flat (RESP2) or paired (RESP3)."""
-    if reply and isinstance(reply[0], (list, tuple)):
-        return [(text(m), s) for m, s in reply]
-    return [(text(reply[i]), reply[i + 1]) for i in range(0, len(reply or ()), 2)]
+    """A ``WITHSCORES`` reply as ``(name, score)`` pairs, names decoded."""
+    return [(text(m), score) for m, score in scored(reply)]
 
 
 def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[dict[str, Any]]]:
@@ -200,10 +205,7 @@ def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
 
 CATCHUP = ("skip", "latest", "all")
 OVERLAP = ("allow", "skip")
-DEFAULT_SKIP_WINDOW_MS = 60_000
-DEFAULT_ALL_WINDOW_MS = 86_400_000
 MAX_WINDOW_MS = 31 * 86_400_000
-DEFAULT_CAP = 100
 MAX_CAP = 1_000
 # The definition, in the order the upsert script compares it; runtime fields are not here.
 DEFINITION = (
@@ -212,15 +214,7 @@ DEFINITION = (
 )  # fmt: skip
 
 
-def _instant_ms(label: str, value: object, tz: str) -> int:
-    """``value`` as epoch ms: an int is taken as ms; a naive datetime is read in ``tz``."""
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=cronlib.zone(tz))
-        return guard.instant(label, int(aware.timestamp() * 1000))
-    return guard.instant(label, value)
-
-
-def _definition(
+def definition(
     template: bytes | str,
     every_ms: int | None,
     cron: str | None,
@@ -233,7 +227,11 @@ def _definition(
     cap: int | None,
     overlap: str,
 ) -> dict[str, bytes | str]:
-    """The canonical definition (``""`` = absent): every guard runs here, before any I/O."""
+    """The canonical definition (``""`` = absent) as the upsert script stores it.
+
+    Every guard of ``register_cron``/``upsert`` runs here, before any I/O, so a caller (the
+    CLI) can refuse a bad definition before it connects. Reads no clock.
+    """
     guard.payload(template, "template")
     if (every_ms is None) == (cron is None):
         raise ValueError("give exactly one cadence: every_ms or cron")
@@ -249,8 +247,8 @@ def _definition(
         cronlib.parse(cron)
         d["cron"] = " ".join(cron.split())
         d["tz"] = tz
-    start = None if start_at is None else _instant_ms("start_at", start_at, tz)
-    end = None if end_at is None else _instant_ms("end_at", end_at, tz)
+    start = None if start_at is None else instant_in_zone_ms("start_at", start_at, cronlib.zone(tz))
+    end = None if end_at is None else instant_in_zone_ms("end_at", end_at, cronlib.zone(tz))
     if start is not None and end is not None and end < start:
         raise ValueError("end_at must not be before start_at")
     d["start_at"] = "" if start is None else str(start)
@@ -331,7 +329,7 @@ def register_cron(
     name (nothing written: changing a definition is ``upsert``'s job).
     """
     _keys(queue, name)
-    d = _definition(
+    d = definition(
         template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
     )
     return single(_write(queue, name, "register", d, 0), lambda r: _WRITTEN[int(r)])
@@ -377,7 +375,7 @@ def upsert(
     guard.span("first_in_ms", first_in_ms)
     if cron is not None and first_in_ms:
         raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")
-    d = _definition(
+    d = definition(
         template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
     )
     step = _write(queue, name, "upsert", d, first_in_ms)
@@ -385,14 +383,6 @@ def upsert(
 
 
 # -- firing: plan on the host, fire atomically on the server -------------------------------
-
-
-class Plan(NamedTuple):
-    """What one firing of a due entry does: the slots it fires (HOST ms, oldest first, one
-    occurrence each) and the next run after them (``None``: no further run)."""
-
-    slots: tuple[int, ...]
-    next_at: int | None
 
 
 class Fired(NamedTuple):
@@ -409,74 +399,6 @@ class Fired(NamedTuple):
     outcome: Outcome
     reason: str
     ids: tuple[str, ...]
-
-
-def _next_slot(entry: dict[str, Any], after: int) -> int:
-    """The registration's first slot strictly after ``after`` (HOST ms)."""
-    if entry.get("cron"):
-        return cronlib.next_ms(entry["cron"], after, entry.get("tz") or "UTC")
-    every, anchor = entry["every_ms"], entry["next_at"]
-    if after < anchor:
-        return int(anchor)
-    return int(anchor + ((after - anchor) // every + 1) * every)
-
-
-def _latest_slot(entry: dict[str, Any], lo: int, now: int) -> int | None:
-    """The newest slot in ``[lo, now]`` for an interval, the oldest for a cron (either
-    stands for "a slot inside the window"); ``None`` when the window holds none."""
-    if entry.get("cron"):
-        slot = _next_slot(entry, lo - 1)
-    else:
-        anchor, every = entry["next_at"], entry["every_ms"]
-        slot = anchor + ((now - anchor) // every) * every
-    return slot if lo <= slot <= now else None
-
-
-def _window_slots(entry: dict[str, Any], lo: int, now: int, cap: int) -> list[int]:
-    """Every slot in ``[lo, now]``, the newest ``cap`` of them, oldest first."""
-    if entry.get("cron"):
-        out: list[int] = []
-        slot = _next_slot(entry, lo - 1)
-        while slot <= now:
-            out.append(slot)
-            slot = _next_slot(entry, slot)
-        return out[-cap:]
-    anchor, every = entry["next_at"], entry["every_ms"]
-    first_k = max(0, -((anchor - lo) // every))  # ceil((lo - anchor) / every)
-    last_k = (now - anchor) // every
-    first_k = max(first_k, last_k - cap + 1)
-    return [anchor + k * every for k in range(first_k, last_k + 1)]
-
-
-def plan(entry: dict[str, Any], now: int) -> Plan:
-    """Which slots a due ``entry`` fires at HOST ``now`` and where it goes next (pure)."""
-    due_at = entry["next_at"]
-    policy = entry.get("catchup") or ""
-    if not entry.get("cron") and not entry.get("every_ms"):
-        raise ValueError(f"registration {entry.get('name')!r} has neither every_ms nor cron")
-    if policy == "":
-        slots = [due_at]
-        nxt = _next_slot(entry, now) if entry.get("cron") else now + entry["every_ms"]
-    elif policy == "latest":
-        latest = _latest_slot(entry, due_at, now)
-        slots = [due_at if latest is None else latest]
-        nxt = _next_slot(entry, now)
-    elif policy == "skip":
-        window = entry.get("window_ms") or DEFAULT_SKIP_WINDOW_MS
-        latest = _latest_slot(entry, max(due_at, now - window), now)
-        slots = [] if latest is None else [latest]
-        nxt = _next_slot(entry, now)
-    else:
-        window = entry.get("window_ms") or DEFAULT_ALL_WINDOW_MS
-        cap = entry.get("cap") or DEFAULT_CAP
-        slots = _window_slots(entry, max(due_at, now - window), now, cap)
-        nxt = _next_slot(entry, now)
-    end = entry.get("end_at")
-    if end is not None:
-        slots = [s for s in slots if s <= end]
-        if nxt > end:
-            return Plan(tuple(slots), None)
-    return Plan(tuple(slots), nxt)
 
 
 def fire_step(queue: str, entry: dict[str, Any], now: int) -> tuple[Eval, tuple[str, ...]]:
@@ -590,7 +512,7 @@ def next_runs(
     at = entry["next_at"]
     while len(out) < count and (entry.get("end_at") is None or at <= entry["end_at"]):
         out.append(at)
-        at = _next_slot(entry, at) if entry.get("cron") else at + entry["every_ms"]
+        at = next_slot(entry, at) if entry.get("cron") else at + entry["every_ms"]
     return [datetime.fromtimestamp(ms / 1000, zi) for ms in out]
 
 

@@ -19,18 +19,11 @@ from typing import Any
 
 from . import _guards as guard
 from . import keyspace
+from ._time import span_ms
 from .steps import Eval, Verb, single, verb
 
 DEAD_DEFAULT_MS = 30 * 86_400_000
 TRIM_BATCH = 200
-
-
-def _ms(name: str, value: int | timedelta | None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return guard.span(name, value // timedelta(milliseconds=1))
-    return guard.span(name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +59,9 @@ class Retention:
         guard.positive("batch", batch)
         return cls(
             keep_completed,
-            _ms("keep_completed_for", keep_completed_for),
+            span_ms("keep_completed_for", keep_completed_for),
             keep_dead,
-            _ms("keep_dead_for", keep_dead_for),
+            span_ms("keep_dead_for", keep_dead_for),
             batch,
         )
 

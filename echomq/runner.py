@@ -46,16 +46,21 @@ class Runner:
         self.concurrency = concurrency
         self.stats = stats  # ConsumerStats: counts ``abandoned``
         self.held: dict[str, Held] = {}
-        self._is_async: dict[Callable[[Job], Any], bool] = {}
+        self._is_async: dict[Any, bool] = {}  # code object -> is it a coroutine function
         self._executor = executor
         self._own_executor = executor is None
 
     async def run(self, fn: Callable[[Job], Any], job: Job, held: Held,
                   timeout_ms: int | None, keep_result: bool) -> tuple[str, Any]:
         """Run ``fn(job)`` while its lease is checkpointed; the outcome (see above)."""
-        is_async = self._is_async.get(fn)
+        # keyed by the code object: routes build a fresh closure per job, and a cache keyed
+        # by the closure would grow by one entry per job in a long-running worker
+        code = getattr(fn, "__code__", None)
+        is_async = self._is_async.get(code) if code is not None else None
         if is_async is None:
-            is_async = self._is_async[fn] = inspect.iscoroutinefunction(fn)
+            is_async = inspect.iscoroutinefunction(fn)
+            if code is not None:
+                self._is_async[code] = is_async
         # a cancel request stops an async handler by cancelling this task (at an await)
         held.task = asyncio.current_task() if is_async else None
         self.held[job.id] = held

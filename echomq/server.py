@@ -366,7 +366,10 @@ class EmbeddedServer:
                     pid = int(client.info("server")["process_id"])
                     if self.process is None:
                         self._detached_pid = pid
-                    return
+                    # INFO answers while the AOF still loads, every data command would
+                    # refuse with LOADING: ready means loaded
+                    if int(client.info("persistence").get("loading", 0)) == 0:
+                        return
                 finally:
                     client.close()
             except (valkey.exceptions.ConnectionError, valkey.exceptions.TimeoutError):

@@ -48,10 +48,13 @@ class Command:
     """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``.
 
     ``node`` (a name from a ``Nodes`` reply) sends a keyless command to that cluster
-    primary; ``None`` routes by the command's keys (ignored off a cluster)."""
+    primary; ``route`` (a key) sends it to the primary owning that key's slot, so a
+    ``WAIT`` pipelined behind a queue's write rides the write's own connection; ``None``
+    for both routes by the command's keys (both are ignored off a cluster)."""
 
     args: tuple[Arg, ...]
     node: str | None = None
+    route: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

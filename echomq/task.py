@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from . import _guards as guard
-from . import backoff, ids, jobs, keyspace
+from . import backoff, ids, jobs, keyspace, tracing
 from . import partitions as parts
+from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .consumer import Route
-from .handler import Job, seconds_to_ms, to_epoch_ms, to_ms
+from .handler import Job
 from .isolation import isolated, reference
 from .payload import encode
 
@@ -143,6 +144,14 @@ class Task(Generic[P, R]):
         """The payload ``enqueue`` would write for these arguments."""
         return encode(self.name, args, kwargs)
 
+    def _sent(self, *args: Any, **kwargs: Any) -> bytes:
+        """The payload of one enqueue: with OpenTelemetry installed, built inside an
+        ``echomq enqueue`` span whose context it carries (``echomq.tracing``)."""
+        if not tracing.ENABLED:
+            return encode(self.name, args, kwargs)
+        with tracing.enqueue_span(self.name, self.queue) as carrier:
+            return encode(self.name, args, kwargs, trace=carrier)
+
     def options(
         self,
         *,
@@ -230,17 +239,17 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
-        return self._enqueue("now", 0, self.payload(*args, **kwargs))
+        return self._enqueue("now", 0, self._sent(*args, **kwargs))
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
-        return self._enqueue("in", ms, self.payload(*args, **kwargs))
+        return self._enqueue("in", ms, self._sent(*args, **kwargs))
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
-        return self._enqueue("at", at, self.payload(*args, **kwargs))
+        return self._enqueue("at", at, self._sent(*args, **kwargs))
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """Queue many runs now, one tuple of positional arguments per run
@@ -263,17 +272,17 @@ class Task(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        return await self._aenqueue("now", 0, self.payload(*args, **kwargs))
+        return await self._aenqueue("now", 0, self._sent(*args, **kwargs))
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
-        return await self._aenqueue("in", ms, self.payload(*args, **kwargs))
+        return await self._aenqueue("in", ms, self._sent(*args, **kwargs))
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
-        return await self._aenqueue("at", at, self.payload(*args, **kwargs))
+        return await self._aenqueue("at", at, self._sent(*args, **kwargs))
 
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
@@ -309,8 +318,10 @@ class Task(Generic[P, R]):
 
     # running -----------------------------------------------------------------------------
 
-    def route(self, args: list[Any], kwargs: dict[str, Any]) -> Route:
-        """How a consumer runs one job of this task with these decoded arguments."""
+    def route(self, args: list[Any], kwargs: dict[str, Any],
+              trace: dict[str, str] | None = None) -> Route:
+        """How a consumer runs one job of this task with these decoded arguments (inside
+        an ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
         fn: Callable[..., Any] = self.fn
         if self._ref is not None:
             handler = isolated(self._ref, args, kwargs)
@@ -318,6 +329,7 @@ class Task(Generic[P, R]):
             handler = _awaiting(fn, args, kwargs)
         else:
             handler = _calling(fn, args, kwargs)
+        handler = tracing.traced(handler, self.name, trace)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
                      self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
 from . import backlog, keyspace, registry, urls
+from ._time import seconds_to_ms
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
-from .handler import seconds_to_ms
 from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Worker:
         self.timeout_ms = seconds_to_ms("timeout", timeout)
         self.burst = burst
         # one INFO line per finished job, as rq and arq print (the user's observer still runs)
-        self._observer = JobLog(on_event) if log_jobs else on_event
+        self.log_jobs = log_jobs
         self.consumers: list[Consumer] = []
         self.metronome: Metronome | None = None
         self.pump: Any = None
@@ -104,11 +104,14 @@ class Worker:
 
     async def _serve(self, conn: AsyncConnector, stop: asyncio.Event) -> int:
         retention = self.app.retention
+        # the job lines cost an event per transition: none when INFO would drop them
+        observer = (JobLog(self.on_event) if self.log_jobs and log.isEnabledFor(logging.INFO)
+                    else self.on_event)
         self.consumers = [
             Consumer(
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=self._observer, timeout_ms=self.timeout_ms,
+                pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
             )
             for q in self.queues
         ]
@@ -131,10 +134,12 @@ class Worker:
                     helpers.append(task)
             if self.use_pump:
                 # flow completions: the children settled on these queues, carried to their
-                # parents every beat (a parent starts within a beat of its last child)
+                # parents every beat (a parent starts within a beat of its last child), by
+                # one elected worker per queue
                 from .pump import Pump
 
-                self.flow_pump = Pump(conn, self.queues, tick_ms=self.beat_ms, legs=("flows",))
+                self.flow_pump = Pump(conn, self.queues, tick_ms=self.beat_ms, legs=("flows",),
+                                      elect=True)
                 helpers.append(asyncio.ensure_future(self.flow_pump.run(background)))
             log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
                      "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,

@@ -150,3 +150,19 @@ def test_a_job_no_task_fits_is_dead_on_its_first_attempt(tmp_path, url, conn, ra
         assert row[b"error"].decode().startswith(why)
         assert f"job {jid} dead after 1 attempts: {why}" in err  # the type kept in the log
     assert "retry in" not in err
+
+
+def test_a_worker_that_fails_after_its_start_stops_cleanly_with_one_error(tmp_path, url, raw,
+                                                                        queue):
+    # the registration's key holds a string, so the Pump's upsert is refused by the server
+    # after the Metronome has started: the worker must stop it and print one error
+    raw.set(keyspace.repeat_key(queue, "tick"), "x")
+    raw.set(keyspace.queue_key(queue, "repeat"), "x")
+    (tmp_path / "wt_mod.py").write_text(
+        "from echomq import App\napp = App()\n"
+        f"@app.every(60_000, name='tick')\n@app.task(queue='{queue}')\ndef tick(): pass\n")
+    done = echomq("worker", "wt_mod:app", url=url, cwd=tmp_path, timeout=30)
+    assert done.returncode == 1
+    errors = [ln for ln in done.stderr.splitlines() if " INFO " not in ln]
+    assert len(errors) == 1 and errors[0].startswith("echomq: WRONGTYPE"), done.stderr
+    assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr

@@ -13,7 +13,18 @@ import time
 
 import pytest
 
-from echomq import AsyncConnector, Connector, discovery, errors, ids, jobs, keyspace, native, urls
+from echomq import (
+    AsyncConnector,
+    Connector,
+    discovery,
+    errors,
+    ids,
+    jobs,
+    keyspace,
+    native,
+    registry,
+    urls,
+)
 from echomq.app import App
 from echomq.cluster import LocalCluster
 
@@ -291,3 +302,81 @@ def test_idle_consumers_block_on_each_queues_own_primary(cluster):
         return started[queues[-1]] - t0
 
     assert asyncio.run(main()) < 0.3
+
+
+def _replica_of(cluster, primary):  # type: ignore[no-untyped-def]
+    return next(n for n in cluster.nodes if n is not primary and n.running() and int(
+        cluster.client(n).info("replication").get("master_port", -1)) == primary.port)
+
+
+def test_app_wait_replicas_rides_the_writes_connection_on_a_cluster(cluster):
+    """App(wait_replicas=1) on a cluster: the WAIT is routed to the written queue's primary
+    (the write's own connection), so an enqueue returns once a replica has it; with that
+    replica stalled it raises NotDurable instead of acknowledging a write it could lose."""
+    import os
+    import signal
+
+    app = App(cluster.url, wait_replicas=1, wait_timeout_ms=200)
+    try:
+        queues = [f"durable-{i}" for i in range(6)]
+        for q in queues:
+            app.task(lambda: None, queue=q, name=f"d-{q}")
+        for q in queues:  # every shard: the WAIT reaches each queue's own primary
+            jid = app.enqueue(f"d-{q}")
+            owner = cluster.owner(keyspace.queue_key(q, "pending"))
+            replica = _replica_of(cluster, owner)
+            import valkey
+
+            reader = valkey.Valkey(host=replica.host, port=replica.port,
+                                   password=cluster.password, single_connection_client=True)
+            reader.execute_command("READONLY")  # a replica answers reads of its slots
+            assert reader.exists(keyspace.job_key(q, jid)) == 1
+            reader.close()
+        q = queues[0]
+        replica = _replica_of(cluster, cluster.owner(keyspace.queue_key(q, "pending")))
+        os.kill(replica.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(errors.NotDurable) as caught:
+                app.enqueue(f"d-{q}")
+        finally:
+            os.kill(replica.pid, signal.SIGCONT)
+        assert caught.value.result == "enqueued"  # applied on the primary, not replicated
+    finally:
+        app.close()
+
+
+def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
+    import http.client
+    import json
+
+    from echomq.server import free_port
+
+    conn = Connector.connect(cluster.url)
+    queues = [f"board-{i}" for i in range(6)]
+    for q in queues:
+        jobs.enqueue(conn, q, ids.mint(), b"x")
+    registry.add(conn, queues)  # as an App's or the CLI's enqueue does
+    conn.close()
+    assert len({cluster.owner(keyspace.queue_key(q, "pending")).port for q in queues}) > 1
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "echomq.cli", "dashboard", "--url",
+                             cluster.url, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        assert "dashboard" in banner, proc.stderr.read() if proc.poll() is not None else banner
+        assert cluster.password not in banner  # the URL's secret stays out of the banner
+        http_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        http_conn.request("GET", "/api/queues", headers={"Host": f"127.0.0.1:{port}"})
+        reply = http_conn.getresponse()
+        body = json.loads(reply.read())
+        http_conn.close()
+        assert reply.status == 200
+        assert all(body[q]["pending"] == 1 for q in queues)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()

@@ -583,6 +583,8 @@ def test_cancel_racing_ack_under_concurrency_ends_each_job_exactly_once(url, raw
             wait_for(lambda: sum(1 for k_ in seen.kinds() if k_ in ("completed", "cancelled"))
                      >= sum(1 for a in answers.values() if a != "cancelled"), 20, "all ended")
             stats = worker.consumers[0].stats
+            # the handler kind is cached per code object, not per job's fresh closure
+            assert len(worker.consumers[0]._runner._is_async) == 1
         ends = {jid: [k_ for k_ in seen.kinds(jid) if k_ in ("completed", "cancelled",
                                                               "retrying", "dead")]
                 for jid in job_ids}

@@ -21,6 +21,7 @@ from echomq import durability, errors, ids, jobs, keyspace
 from echomq.app import App
 from echomq.connector import Connector
 from echomq.server import EmbeddedServer
+from echomq.steps import Batch, Command
 
 
 class Pair:
@@ -173,12 +174,18 @@ def test_wait_guards():
         durability.Wait(replicas=1, local=1)  # type: ignore[arg-type]
 
 
-def test_wait_on_a_cluster_is_a_clear_config_error(cluster):
+def test_wait_on_a_cluster_rides_the_writes_primary_and_an_unrouted_one_is_refused(cluster):
     conn = Connector.connect(cluster.url)
     try:
-        with pytest.raises(errors.ConfigError, match="needs a standalone server"):
-            durability.confirmed(conn, jobs.enqueue.steps("cw", ids.mint(), b"x"),
-                                 durability.Wait(replicas=1))
-        assert jobs.counts(conn, "cw")["pending"] == 0  # refused before anything was sent
+        # confirmed routes the WAIT to the written queue's primary (its own connection)
+        assert durability.confirmed(conn, jobs.enqueue.steps("cw", ids.mint(), b"x"),
+                                    durability.Wait(replicas=1)) == "enqueued"
+        assert jobs.counts(conn, "cw")["pending"] == 1
+        # a bare WAIT with no route could land on another node: refused before sending
+        bare = Batch((jobs.enqueue.steps("cw2", ids.mint(), b"x").send(None),
+                      Command(("WAIT", 1, 100))))
+        with pytest.raises(errors.ConfigError, match="needs a route"):
+            conn.execute(bare)
+        assert jobs.counts(conn, "cw2")["pending"] == 0
     finally:
         conn.close()

@@ -392,3 +392,36 @@ def test_a_refused_carry_keeps_its_entries(conn, raw):
     got = flows.carry(conn, cq)
     assert (got.read, got.refused, got.counted) == (1, 1, 0)
     assert raw.xlen(outbox) == 1
+
+
+def test_electing_pumps_carry_a_queue_from_one_holder_at_a_time(url, raw):
+    import time as _time
+
+    from echomq import AsyncConnector
+    from echomq.pump import Pump
+
+    pq, cq = qname(), qname()
+    roots = [Node(pq, ids.mint(), b"p", children=(leaf(cq),)) for _ in range(2)]
+
+    async def main() -> tuple[int, int, int]:
+        conn = await AsyncConnector.connect(url)
+        try:
+            a = Pump(conn, [cq], tick_ms=50, legs=("flows",), elect=True)
+            b = Pump(conn, [cq], tick_ms=50, legs=("flows",), elect=True)
+            await flows.admit(conn, roots[0])
+            c = await jobs.claim(conn, cq, 60_000)
+            assert c is not None
+            await jobs.ack(conn, cq, c.id, c.token)
+            first = (await a.tick())["flows"], (await b.tick())["flows"]
+            await flows.admit(conn, roots[1])
+            c = await jobs.claim(conn, cq, 60_000)
+            assert c is not None
+            await jobs.ack(conn, cq, c.id, c.token)
+            assert (await b.tick())["flows"] == 0  # a still holds the lease: b stands by
+            _time.sleep(0.2)  # a stops ticking: its lease (3 ticks) lapses
+            return first[0], first[1], (await b.tick())["flows"]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(main()) == (1, 0, 1)
+    assert all(state(raw, pq, r.id) == "pending" for r in roots)

@@ -16,7 +16,7 @@ from runtime_helpers import serving, wait_for
 
 from echomq import dead
 from echomq.app import App
-from echomq.canvas import chain, group
+from echomq.canvas import chain, flow, group
 from echomq.handler import current_job
 
 
@@ -71,7 +71,6 @@ def test_fan_out_fan_in_depth_three_width_hundred(request, topology):
     parts = [app.flow(summarize.s(i), children=[fetch.s(i * 100 + p) for p in range(100)])
              for i in range(3)]
     assert len(parts) == 3  # three independent flows, then one tree over all three queues
-    from echomq.canvas import flow
 
     root = flow(report.s("2026-11"), [
         flow(summarize.s(10 + i), [fetch.s(1000 + i * 100 + p) for p in range(100)])
@@ -178,7 +177,6 @@ def test_cancel_of_a_parent_mid_flow_cancels_its_waiting_subtree(server):
     def top() -> None:
         ran.append("top")
 
-    from echomq.canvas import flow
 
     root = flow(top.s(), [slow.s(), flow(top.s(), [leaf.s() for _ in range(3)])]).enqueue()
     with serving(app, [q], concurrency=1):
@@ -199,3 +197,77 @@ def _tree(app: App, queue: str, root: str) -> list[tuple[str, str | None]]:
 
     t = flows.tree(app.connector(), queue, root)
     return [(n.id, n.state) for n in t.walk()]
+
+
+WORKER_APP = '''
+import os
+import valkey
+from echomq import App, current_job
+
+app = App(os.environ["ECHOMQ_URL"])
+QR, QM, QL = os.environ["T_QUEUES"].split(",")
+r = valkey.Valkey.from_url(os.environ["ECHOMQ_URL"])
+
+@app.task(queue=QL, name="fetch", lease_ms=2000)  # a killed worker's leases lapse soon
+def fetch(page):
+    r.hincrby(QL + ":fetched", str(page), 1)
+    return page
+
+@app.task(queue=QM, name="part", lease_ms=2000)
+def part(i):
+    kids = current_job().children()
+    assert all(k.state == "completed" for k in kids)
+    r.hincrby(QM + ":parts", str(i), 1)
+    return sum(k.value for k in kids)
+
+@app.task(queue=QR, name="report", keep_result=60, lease_ms=2000)
+def report():
+    r.incr(QR + ":reports")
+    return sum(k.value for k in current_job().children())
+'''
+
+
+def test_two_worker_processes_one_killed_run_every_parent_once(server, tmp_path,
+                                                               monkeypatch):
+    """The path a user takes: `echomq worker mod:app` twice (two flows-only Pumps racing),
+    one SIGKILLed mid-flow; a depth-3 tree over 3 queues still runs every parent once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import valkey
+
+    qs = ["fw-" + uuid.uuid4().hex[:8] for _ in range(3)]
+    (tmp_path / "flow_app.py").write_text(WORKER_APP)
+    env = {**os.environ, "ECHOMQ_URL": server.url, "T_QUEUES": ",".join(qs)}
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("T_QUEUES", ",".join(qs))
+    monkeypatch.setenv("ECHOMQ_URL", server.url)
+    monkeypatch.delitem(sys.modules, "flow_app", raising=False)
+    import flow_app  # the same task definitions, for the signatures
+
+    r = valkey.Valkey.from_url(server.url)
+    procs = [subprocess.Popen([sys.executable, "-m", "echomq.cli", "worker", "flow_app:app",
+                               "--log-level", "warning"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(2)]
+    try:
+        root = flow(flow_app.report.s(), [
+            flow(flow_app.part.s(i), [flow_app.fetch.s(i * 100 + p) for p in range(100)])
+            for i in range(3)]).enqueue()
+        wait_for(lambda: r.hlen(qs[2] + ":fetched") >= 50, 60, "the fetches to start")
+        os.kill(procs[0].pid, signal.SIGKILL)
+        assert r.get(qs[0] + ":reports") is None  # killed mid-flow
+        assert flow_app.app.result(root, timeout=90) == sum(range(300))
+        time.sleep(0.5)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(30)
+    assert r.get(qs[0] + ":reports") == b"1"
+    assert {k: int(v) for k, v in r.hgetall(qs[1] + ":parts").items()} == {
+        b"0": 1, b"1": 1, b"2": 1}
+    assert r.hlen(qs[2] + ":fetched") == 300  # (a fetch cut by the kill may run twice)

@@ -247,3 +247,17 @@ def test_cancel_of_a_waiting_grouped_job_updates_the_ring(run, raw, queue):
     assert run(jobs.cancel, queue, jid) == "cancelled"
     assert ring(raw, queue) == []
     assert run(groups.stats, queue)["C"] == GroupStats(0, 0, None, False)
+
+
+def test_a_paused_queue_still_moves_its_windows_on(run, raw, queue):
+    # next_due_ms must not keep answering "due" for a window that reopened while paused
+    run(jobs.set_rate, queue, 1, 60_000)
+    run(jobs.enqueue_many, queue, [(ids.mint(), b"x"), (ids.mint(), b"y")])
+    assert len(run(jobs.claim_many, queue, 60_000, 5)) == 1
+    assert run(jobs.next_due_ms, queue) > 55_000
+    run(jobs.pause, queue)
+    log = k(queue, "starts")
+    raw.zadd(log, {m: 1 for m in raw.zrange(log, 0, -1)})  # the start ages out
+    assert run(jobs.next_due_ms, queue) <= 0
+    assert run(jobs.claim, queue, 60_000) is None  # paused: nothing handed out...
+    assert run(jobs.next_due_ms, queue) is None  # ...but the window moved on

@@ -119,3 +119,16 @@ def test_schedule_script_is_the_seeds_shape():
 def test_unknown_script_name():
     with pytest.raises(KeyError):
         scripts.source("nope")
+
+
+def test_readme_scripts_table_is_the_generated_one():
+    import pathlib
+
+    from echomq import scripts
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("<!-- scripts-table:begin -->\n", 1)[1]
+    block = block.split("\n<!-- scripts-table:end -->")[0]
+    assert block == scripts.table_markdown()
+    for name in scripts.names():  # every script has a header naming its KEYS and ARGV
+        assert f"`{name}-" in block and "KEYS[1]" in scripts.header(name)

@@ -15,7 +15,8 @@ import json
 import re
 from typing import Any
 
-from .jobs import _common, _connect, discover_queues, parse_duration
+from .._time import parse_duration
+from .jobs import _common, _connect, discover_queues
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
 

@@ -10,44 +10,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
 import time
 from typing import Any
 
+from .._time import parse_duration as parse_duration
+from .._time import parse_instant as parse_instant
 from ..cli import default_url
-
-_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration(text: str) -> int:
-    """``"5s"``, ``"250ms"``, ``"2m"``, ``"1.5h"``, ``"1d"`` → ms. A unit is required (a
-    bare ``5`` could be seconds or ms) and a duration is never negative."""
-    m = _DURATION.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"not a duration: {text!r} (use a number and a unit: 5s, 250ms, 2m, 1h, 1d)")
-    number, unit = m.group(1), m.group(2)
-    if unit is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} needs a unit: {number}s for seconds or {number}ms for milliseconds "
-            "(also m, h, d)")
-    if number.startswith("-"):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is negative: a duration counts forward from now (e.g. {number[1:]}{unit})")
-    return int(float(number) * _UNIT_MS[unit])
-
-
-def parse_instant(text: str) -> int:
-    """Epoch ms, or an ISO-8601 datetime (naive = local time) → epoch ms."""
-    if re.fullmatch(r"-?\d+", text.strip()):
-        return int(text)
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an instant: {text!r} (ISO-8601 or ms)") from None
-    return int(when.timestamp() * 1000)
 
 
 def _value(word: str) -> Any:

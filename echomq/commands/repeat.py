@@ -147,7 +147,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_add(args: argparse.Namespace) -> int:
     from .. import repeat
-    from .jobs import parse_duration, parse_instant
+    from .._time import parse_duration, parse_instant
 
     if args.task is not None:
         from ..app import encode
@@ -187,7 +187,7 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
         "overlap": args.overlap,
     }
     # every guard runs before the connection (and the embedded server) is touched
-    repeat._definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
+    repeat.definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
                        opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
                        opts["window_ms"], opts["cap"], opts["overlap"])
     from .. import registry

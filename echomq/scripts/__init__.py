@@ -79,3 +79,36 @@ def source(name: str) -> str:
 def sha(name: str) -> str:
     """The SHA1 the server files the script under (what EVALSHA sends)."""
     return get(name).sha
+
+
+def header(name: str) -> str:
+    """The comment header of the named script's file (its KEYS/ARGV/Reply contract), as one
+    line of text."""
+    filename, _ = _files()[name]
+    lines = []
+    for line in _read(filename).splitlines():
+        if not line.startswith("--") or line.startswith("--@"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(lines)
+
+
+def _between(text: str, start: str, *ends: str) -> str:
+    i = text.find(start)
+    if i < 0:
+        return ""
+    j = min((k for k in (text.find(e, i + len(start)) for e in ends) if k >= 0), default=len(text))
+    return text[i:j].strip().rstrip(",;")
+
+
+def table_markdown() -> str:
+    """One row per script, drawn from the headers: the README's scripts table."""
+    rows = ["| script | KEYS | ARGV | reply |", "|---|---|---|---|"]
+    for name in names():
+        text = header(name)
+        keys = _between(text, "KEYS[1]", "ARGV[")
+        argv = _between(text, "ARGV[1]", "Reply")
+        reply = re.split(r"(?<!\.)\.\s|\sRefusal|\sDerived", _between(text, "Reply"))[0]
+        cells = (f"`{_files()[name][0]}`", keys, argv, reply)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)

@@ -23,19 +23,22 @@
 --@include window
 --@include chunks
 local p = ARGV[1]
-if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocked_until') == 1 then
-  return {}
-end
 local want = tonumber(ARGV[3] or '1')
 local now = now_ms()
 local expires = now + tonumber(ARGV[2])
+-- windows and blocks move on even while paused, so a consumer told by next_due_ms that
+-- one reopened finds it reopened (and does not wake again for it)
 local qrate = redis.call('HMGET', p .. 'rate', 'max', 'ms')
+local used = qrate[1] and in_window(p .. 'starts', tonumber(qrate[2]), now) or 0
+reopen(p, now)
+if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocked_until') == 1 then
+  return {}
+end
 if qrate[1] then
-  local room = tonumber(qrate[1]) - in_window(p .. 'starts', tonumber(qrate[2]), now)
+  local room = tonumber(qrate[1]) - used
   if room < want then want = room end
   if want <= 0 then return {} end
 end
-reopen(p, now)
 local out, leased = {}, {}
 -- start(id): lease the popped id; 1 started, 0 skipped (a ghost, or a cancelled row)
 local function start(id)

@@ -69,10 +69,29 @@
   // -- live updates ------------------------------------------------------------------
   var banner = document.getElementById("banner");
   function say(text) { if (!banner) return; banner.textContent = text; banner.hidden = !text; }
+  // new dead jobs get a note of their own (the count flashes too)
+  var deadSeen = {};
+  function noteDead(q, n) {
+    var before = deadSeen[q];
+    deadSeen[q] = n;
+    if (before === undefined || n <= before) return;
+    var box = document.getElementById("toasts");
+    if (!box) {
+      box = document.createElement("div"); box.id = "toasts"; box.className = "toasts";
+      box.setAttribute("role", "status"); document.body.appendChild(box);
+    }
+    var t = document.createElement("a");
+    t.className = "toast";
+    t.href = root + "/q/" + encodeURIComponent(q) + "?state=dead";
+    t.textContent = (n - before) + " new dead job" + (n - before > 1 ? "s" : "") + " on " + q;
+    box.appendChild(t);
+    setTimeout(function () { t.remove(); }, 15000);
+  }
   function apply(data) {
     var queues = data.queues || {};
     Object.keys(queues).forEach(function (q) {
       var v = queues[q];
+      if (v.counts) noteDead(q, v.counts.dead);
       document.querySelectorAll("[data-q]").forEach(function (el) {
         if (el.dataset.q !== q) return;
         var k = el.dataset.k, text;

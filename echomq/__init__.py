@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import backoff, errors, groups, ids, jobs, keyspace, native, repeat, scripts
 from .app import App
 from .connector import AsyncConnector, Connector
-from .consumer import Delay, current_job
+from .consumer import Delay, RateLimited, current_job
 from .jobs import Claim
 from .outcomes import Outcome
 
@@ -21,6 +21,7 @@ __all__ = [
     "Connector",
     "Delay",
     "Outcome",
+    "RateLimited",
     "backoff",
     "current_job",
     "errors",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
-from . import backoff, canvas, flows, keyspace, registry, results, tracing
+from . import backoff, canvas, flows, keyspace, registry, results, status, tracing
 from . import partitions as parts
 from ._time import seconds_to_ms, to_ms
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
@@ -54,9 +54,9 @@ from .payload import decode, encode
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .server import check_durability
-from .status import JobInfo, info_of
+from .status import JobInfo
 from .steps import VerbFn
-from .task import Task
+from .task import Group, Task, check_group
 
 __all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
 
@@ -261,6 +261,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
         partitions: int = 1,
     ) -> Task[P, R]: ...
 
@@ -278,6 +279,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
         partitions: int = 1,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -294,6 +296,7 @@ class App:
         timeout: float | dt.timedelta | None = None,
         keep_result: float | dt.timedelta | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
         partitions: int = 1,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
@@ -313,6 +316,10 @@ class App:
         running job holds, checkpointed every third of it. ``partitions=8`` spreads the
         queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
         them over its primaries; see ``echomq.partitions`` and ``Task.options``).
+        ``group``: the lane every run joins (groups take turns at the claim, each with its
+        own limit and rate: ``echomq.groups``), as a name or as a function of the task's
+        arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
+        return ``None`` for no group); ``task.options(group=...)`` overrides it.
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         parts.validate(queue, partitions)
@@ -320,6 +327,8 @@ class App:
             if other.queue == queue and other.partitions != partitions:
                 raise ValueError(f"queue {queue!r} has {other.partitions} partition(s) "
                                  f"(task {other.name}); every task on it must say the same")
+        if group is not None:
+            group = check_group(group)
         guard.positive("max_attempts", max_attempts)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.span("lease_ms", lease_ms, minimum=1)
@@ -341,6 +350,7 @@ class App:
                 self, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
                 timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
+                group=group,
                 partitions=partitions,
             )
             self.tasks[task_name] = t
@@ -475,22 +485,12 @@ class App:
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
         guard.string("job_id", job_id)
-        conn = self.connector()
-        found = results.run(conn, results.locate(self._lookup(queue), job_id))
-        if found is None:
-            return None
-        score = conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
-        return info_of(found.queue, job_id, found.row or {}, score, found.result)
+        return status.read(self.connector(), self._lookup(queue), job_id)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        conn = await self.aconnector()
-        found = await results.arun(conn, results.locate(self._lookup(queue), job_id))
-        if found is None:
-            return None
-        score = await conn.call("ZSCORE", keyspace.queue_key(found.queue, "schedule"), job_id)
-        return info_of(found.queue, job_id, found.row or {}, score, found.result)
+        return await status.read(await self.aconnector(), self._lookup(queue), job_id)
 
     # -- results and cancel --------------------------------------------------------------
 

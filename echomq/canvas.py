@@ -75,6 +75,16 @@ def _queue(task: Any) -> str:
     return str(target()) if callable(target) else str(task.queue)
 
 
+def _group(sig: Signature) -> str | None:
+    """The node's group: a task's fixed group, or what its group function gives for this
+    call's arguments (``@app.task(group=lambda tenant, ...: ...)``)."""
+    group_for = getattr(sig.task, "group_for", None)
+    if callable(group_for):
+        found: str | None = group_for(sig.args, sig.kwargs)
+        return found
+    return getattr(sig.task, "group", None)
+
+
 def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
     marks: dict[str, Any] = {}
     if is_child:
@@ -84,7 +94,7 @@ def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool)
     return Node(
         _queue(sig.task), ids.mint(), _payload(sig, marks), children=children,
         priority=getattr(sig.task, "priority", 0) or 0,
-        group=getattr(sig.task, "group", None),
+        group=_group(sig),
         policy=sig.policy,
         # a task that keeps its result leaves a done token too, so app.result blocks on it
         notify_ms=getattr(sig.task, "keep_result_ms", None),

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from . import handler
-from .handler import Delay, Job
+from .handler import Delay, Job, RateLimited
 from .isolation import resolve
 
 
@@ -29,6 +29,8 @@ def _main() -> None:
         value = resolve(*call["ref"])(*call["args"], **call["kwargs"])
     except Delay as d:
         reply: list[Any] = ["delay", d.mode, d.value]
+    except RateLimited as limited:
+        reply = ["rate_limited", limited.ms]
     except BaseException as exc:  # everything crosses back as a failure
         reply = ["fail", type(exc).__name__, str(exc)]
     else:

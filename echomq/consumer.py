@@ -15,7 +15,11 @@ seed's 1000 ms) or its ``backoff`` policy priced by ``backoff.delay_ms(policy, a
 handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising
 ``Delay`` (or calling ``job.delay(...)``) sends the job back to the schedule without a
 failure and without spending an attempt (claims that followed a delay are counted on the
-row as ``delays`` and left out of both the backoff index and the budget). While a
+row as ``delays`` and left out of both the backoff index and the budget); raising
+``RateLimited(ms)`` (``job.rate_limited(ms)``) hands the job back to the front of its lane
+(or pending) with its attempt given back, and its group (or the queue) claims nothing for
+``ms``: the reopen is a due instant ``jobs.next_due_ms`` reports, so the beat wakes for
+it instead of polling. While a
 handler runs, a checkpoint (``echomq.leases``) extends its lease every third of the lease,
 so a long job is never reaped while its worker lives; the same checkpoint reports a cancel
 request, which cancels an ``async`` handler's task and raises ``job.cancelled`` for a
@@ -54,18 +58,19 @@ from typing import Any
 from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
 from ._time import to_epoch_ms, to_ms
-from .events import Event, emit
-from .handler import Delay, Job, current_job
-from .leases import Checkpoints, Held, tick_for
-from .metronome import (
+from .beat import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
     LegCounts,
     Legs,
+    degraded_ms,
     promote_due,
     run_legs,
     wake_delay,
 )
+from .events import Event, emit
+from .handler import Delay, Job, RateLimited, current_job
+from .leases import Checkpoints, Held, tick_for
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .runner import Runner
@@ -77,10 +82,11 @@ DEFAULT_LEASE_MS = 30_000
 DEFAULT_RETRY_DELAY_MS = 1_000
 DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
+KICK_SLACK_S = 0.1
 
 # re-exported: handlers and the acceptance tests import these from here
-__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "Route", "current_job",
-           "to_epoch_ms", "to_ms"]
+__all__ = ["Consumer", "ConsumerStats", "Delay", "Event", "Job", "RateLimited", "Route",
+           "current_job", "to_epoch_ms", "to_ms"]
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -109,6 +115,7 @@ class ConsumerStats:
     retried: int = 0
     dead: int = 0
     delayed: int = 0
+    rate_limited: int = 0
     cancelled: int = 0
     timed_out: int = 0
     abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
@@ -206,6 +213,9 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_at: float | None = None  # the next noted due instant (loop clock)
+        self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
+        self._kick = asyncio.Event()
         self.abandoned: list[str] = []  # ids the last drain left to the reaper
 
     # -- the beat ------------------------------------------------------------------------
@@ -278,6 +288,7 @@ class Consumer:
             self._healthy()
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
+            self.note_due(counts.next_due_ms)
             if not due_wake:
                 next_at += beat_s
                 if next_at < loop.time():  # a slow beat: do not catch up with a burst
@@ -307,11 +318,42 @@ class Consumer:
                 if free <= 0:
                     await self._wait_slot(beat_s)
                 elif got < free:
-                    await self._idle(beat_s)
+                    await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
                 await self._degraded(exc)
+
+    def note_due(self, ms: int | None, *, kick: bool = False) -> None:
+        """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
+        rate window or ``rate_limited`` block reopening, the queue's block ending (what
+        ``jobs.next_due_ms`` reports, SERVER clock). An idle claim loop then wakes at that
+        instant (HOST monotonic, from the span) instead of at its next beat; the claim it
+        makes reopens the group on the server. A pool's Metronome feeds this too.
+        ``kick``: also cut short a wait already under way that would outlast the instant
+        (for a ``rate_limited`` span this consumer just set: no wake token comes for its
+        end; a run-at needs no kick, its promote leaves a token)."""
+        if ms is None:
+            return
+        at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
+        if self._due_at is None or at < self._due_at:
+            self._due_at = at
+        # a wait already under way that would outlast it by more than a blocking
+        # timeout's own slack (the server's cron) is cut short and re-priced
+        if kick and self._idle_until is not None and at + KICK_SLACK_S < self._idle_until:
+            self._kick.set()
+
+    def _idle_for(self, beat_s: float) -> float:
+        """How long the claim loop blocks on its wake list: a beat, or less when a noted
+        due instant comes first (+2 ms, so the SERVER clock has passed it). A due instant
+        already behind us was served by the claim just made."""
+        if self._due_at is None:
+            return beat_s
+        left = self._due_at - asyncio.get_running_loop().time()
+        if left <= 0:
+            self._due_at = None
+            return beat_s
+        return min(beat_s, left + 0.002)
 
     def _free(self) -> int:
         """Slots neither running nor promised to a claim in flight."""
@@ -327,8 +369,7 @@ class Consumer:
         self._degrading = asyncio.Event()
         try:
             self._streak += 1
-            ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
-                                  self._streak)
+            ms = degraded_ms(self.beat_ms, self._streak)
             self.stats.degraded_sleeps.append(ms)
             log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
                         self.queue, self._streak, ms, exc)
@@ -350,12 +391,17 @@ class Consumer:
         # BLPOP's timeout is in seconds (a double); 0 would mean forever.
         secs = max(timeout, 0.005)
         assert self._stop is not None
+        self._kick.clear()
+        self._idle_until = asyncio.get_running_loop().time() + secs
         pop = asyncio.ensure_future(self.conn.call("BLPOP", self._wake_key, f"{secs:.3f}"))
         stopper = asyncio.ensure_future(self._stop.wait())
+        kicked = asyncio.ensure_future(self._kick.wait())
         try:
-            await asyncio.wait({pop, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pop, stopper, kicked}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._idle_until = None
             stopper.cancel()
+            kicked.cancel()
             if not pop.done():
                 pop.cancel()
                 with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
@@ -482,12 +528,16 @@ class Consumer:
         if kind == "timeout":
             self.stats.timed_out += 1
             self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
-        row = keyspace.job_key(self.queue, job.id)
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
         elif kind == "cancelled":
             verb = lambda: jobs.finish_cancelled(  # noqa: E731
                 self.conn, self.queue, job.id, job.token)
+        elif kind == "rate_limited":
+            # back to the front of its lane (or pending) with its attempt given back; its
+            # group (or the queue) is blocked for the span, on the SERVER clock
+            verb = lambda: jobs.rate_limited(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, value.ms)
         elif kind == "delay":
             async def verb() -> Any:
                 try:
@@ -500,12 +550,12 @@ class Consumer:
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
                 with contextlib.suppress(errors.EchoMQError):
-                    await self.conn.call("HINCRBY", row, "delays", 1)
+                    await jobs.count_delay(self.conn, self.queue, job.id)
         else:
             err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
 
             async def verb() -> Any:
-                delays = int(await self.conn.call("HGET", row, "delays") or 0)
+                delays = await jobs.delays(self.conn, self.queue, job.id)
                 tried = max(1, job.token - delays)  # claims that were not after a delay
                 priced.update(delay_ms=route.retry_delay(tried), tried=tried)
                 return await (jobs.retry(self.conn, self.queue, job.id, job.token,
@@ -538,6 +588,11 @@ class Consumer:
         if kind == "ok":
             self.stats.completed += 1
             self._emit("completed", job.id, job.token)
+        elif kind == "rate_limited":
+            self.stats.rate_limited += 1
+            # its group (or the queue) reopens then, with no wake token: claim again then
+            self.note_due(value.ms, kick=True)
+            self._emit("rate_limited", job.id, job.token, ms=value.ms)
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)

@@ -1,13 +1,13 @@
 """The runtime's timeline for the host program: ``Event`` and observers.
 
 A consumer emits an ``Event`` for each step of a job it holds (``started``, ``completed``,
-``retrying``, ``dead``, ``delayed``, ``cancelled``, ``timed_out``, ``lost``, ``settled``: an
-outcome an earlier try had already recorded) and for its own
-weather (``degraded``, ``recovered``). Pass an observer as ``Consumer(on_event=...)``,
-``Worker(on_event=...)`` or ``App(on_event=...)``; from the command line,
-``echomq worker myapp:app --events myapp.hooks:on_event`` imports one. An observer runs on
-the event loop: keep it short (hand slow work to a thread or a queue). An observer that
-raises is logged and ignored; it never breaks the loop.
+``retrying``, ``dead``, ``delayed``, ``rate_limited`` (info: ``ms``),
+``cancelled``, ``timed_out``, ``lost``, ``settled``: an outcome an earlier try had already
+recorded) and for its own weather (``degraded``, ``recovered``). Pass an observer as
+``Consumer(on_event=...)``, ``Worker(on_event=...)`` or ``App(on_event=...)``; from the
+command line, ``echomq worker myapp:app --events myapp.hooks:on_event`` imports one. An
+observer runs on the event loop: keep it short (hand slow work to a thread or a queue). An
+observer that raises is logged and ignored; it never breaks the loop.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 log = logging.getLogger("echomq.events")
 
-KINDS = ("started", "completed", "retrying", "dead", "delayed", "cancelled", "timed_out",
-         "lost", "settled", "degraded", "recovered")
+KINDS = ("started", "completed", "retrying", "dead", "delayed", "rate_limited", "cancelled",
+         "timed_out", "lost", "settled", "degraded", "recovered")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""What a handler sees: the ``Job`` in hand, ``current_job()``, and ``Delay``.
+"""What a handler sees: the ``Job`` in hand, ``current_job()``, ``Delay`` and ``RateLimited``.
 
 A handler is called with a ``Job``; inside it (and in anything it calls, thread or task)
 ``current_job()`` returns that job. The job carries the cooperative controls the runtime
@@ -11,9 +11,15 @@ offers while it runs:
 - ``job.progress(value)`` / ``await job.aprogress(value)``: store a JSON value on the row
   (token-fenced), shown by ``echomq job`` and the dashboard.
 - ``job.delay(...)`` (or ``raise Delay(...)``): back to the schedule without a failure.
+- ``job.rate_limited(ms)`` (or ``raise RateLimited(ms)``; ``await job.arate_limited(ms)``
+  reads better in an ``async`` handler): an upstream said "too many requests" (an HTTP 429
+  with Retry-After). The job goes back to the front of its lane (or of pending) without
+  spending an attempt, and its group (or, for a job without a group, the whole queue)
+  claims nothing for ``ms``; idle consumers wake when that span ends.
 
 Clocks: ``Delay(ms)`` is priced on the SERVER clock by the delay transition; ``Delay(at=)``
-is an absolute instant on the caller's clock.
+is an absolute instant on the caller's clock; ``RateLimited(ms)`` counts from SERVER now
+when the consumer hands the job back.
 """
 
 from __future__ import annotations
@@ -62,6 +68,18 @@ class Delay(Exception):
         super().__init__(f"delay {self.mode} {self.value}")
 
 
+class RateLimited(Exception):
+    """Raised by a handler whose upstream is over its limit: the job goes back without a
+    failure and without spending an attempt, and its group (the queue, for a job without a
+    group) starts nothing for ``ms`` (an int of ms, or a ``timedelta``), counted from
+    SERVER now by the ``rate_limited`` transition. ``ms`` is checked here (``TypeError`` /
+    ``ValueError``), so a bad span fails in the handler, not in the consumer."""
+
+    def __init__(self, ms: int | dt.timedelta) -> None:
+        self.ms = guard.span("ms", to_ms(ms), minimum=1)
+        super().__init__(f"rate limited for {self.ms} ms")
+
+
 @dataclass(slots=True)
 class Job:
     """A job in hand: what a handler receives (and what ``current_job()`` returns)."""
@@ -91,6 +109,16 @@ class Job:
               at: int | dt.datetime | None = None) -> NoReturn:
         """Send this job back to the schedule (raises ``Delay``; the consumer does the rest)."""
         raise Delay(ms, at=at)
+
+    def rate_limited(self, ms: int | dt.timedelta) -> NoReturn:
+        """Hand this job back because an upstream limit was met (raises ``RateLimited``;
+        the consumer does the rest): no attempt is spent and its group, or the queue, claims
+        nothing for ``ms``. Call it as the last thing the handler does."""
+        raise RateLimited(ms)
+
+    async def arate_limited(self, ms: int | dt.timedelta) -> NoReturn:
+        """``rate_limited``, for ``await`` in an ``async`` handler (it raises all the same)."""
+        raise RateLimited(ms)
 
     def progress(self, value: Any) -> None:
         """Store ``value`` (anything JSON can carry) as the job's progress, from a

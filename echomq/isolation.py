@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .handler import Delay, Job
+from .handler import Delay, Job, RateLimited
 
 
 class IsolatedFailure(Exception):
@@ -91,6 +91,8 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
             return Unencodable(reply[1])
         if kind == "delay":
             raise Delay(reply[2]) if reply[1] == "in" else Delay(at=reply[2])
+        if kind == "rate_limited":
+            raise RateLimited(reply[1])
         # named as the child's exception, so the error text reads "ValueError: ..."
         raise type(reply[1], (IsolatedFailure,), {})(reply[2])
 

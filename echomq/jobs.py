@@ -647,6 +647,26 @@ def delay(
 
 
 @verb
+def count_delay(queue: str, job_id: str) -> Verb[int]:
+    """Count one self-delay on the job's row (``delays``); the new count.
+
+    The seed's delay leaves attempts alone and the next claim increments them; the
+    consumer counts delays so that ``retry`` can keep them out of the retry budget (as
+    Oban's snooze does), and a delay never spends an attempt.
+    """
+    guard.string("job_id", job_id)
+    return single(Command(("HINCRBY", keyspace.job_key(queue, job_id), "delays", 1)), int)
+
+
+@verb
+def delays(queue: str, job_id: str) -> Verb[int]:
+    """How many self-delays the job's row counts (0 for none or no row)."""
+    guard.string("job_id", job_id)
+    return single(Command(("HGET", keyspace.job_key(queue, job_id), "delays")),
+                  lambda r: int(r or 0))
+
+
+@verb
 def reschedule(queue: str, job_id: str, mode: str, due: int) -> Verb[int]:
     """Rescore a job already on the schedule set (native only, wire 6): 1, or -1 for no row.
 

@@ -19,104 +19,28 @@ SERVER clock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, jobs, keyspace, metrics, retention
-from .steps import Eval, drive, single
+from . import errors, keyspace, metrics
+from .beat import DEFAULT_BATCH as DEFAULT_BATCH
+from .beat import DEFAULT_BEAT_MS as DEFAULT_BEAT_MS
+from .beat import LegCounts as LegCounts
+from .beat import Legs as Legs
+from .beat import default_owner as default_owner
+from .beat import degraded_ms, promote_due, run_legs, sleep_unless
+from .beat import promote_once as promote_once
+from .beat import wake_delay as wake_delay
+from .steps import Eval, Verb, single, verb
 
 log = logging.getLogger("echomq.metronome")
 
-DEFAULT_BEAT_MS = 100
-DEFAULT_BATCH = 1000
-TRIM_EVERY_BEATS = 10
-# promote batches per pass while a backlog is due: a burst of 20k jobs due at one instant
-# is released in one beat, yet one pass never holds the loop for long
-PROMOTE_PASSES = 20
-# the first batch of a pass is small, so the first released jobs are claimable (and their
-# wake token pushed) within a millisecond instead of after a 1,000-row promote
-FIRST_BATCH = 100
-
-
-@dataclass(frozen=True, slots=True)
-class Legs:
-    """What a recovery beat does for one queue: batch sizes, stall threshold, retention."""
-
-    reap_batch: int = DEFAULT_BATCH
-    promote_batch: int = DEFAULT_BATCH
-    max_stalled: int = jobs.DEFAULT_MAX_STALLED
-    retention: retention.Retention = retention.DEFAULT
-    trim_every: int = TRIM_EVERY_BEATS
-    promote_passes: int = PROMOTE_PASSES
-    first_batch: int = FIRST_BATCH
-
-
-@dataclass(slots=True)
-class LegCounts:
-    reaped: int = 0
-    promoted: int = 0
-    trimmed: int = 0
-    #: ms from SERVER now to the next scheduled run-at after this pass (None: none)
-    next_due_ms: int | None = None
-
-
-async def promote_once(conn: Any, queue: str, batch: int) -> int:
-    """One promote call that never sticks: at wire 6 the native promote refuses a due
-    grouped row (the seed's divergence), and then the script, which routes it to its lane,
-    runs that batch instead."""
-    try:
-        return int(await jobs.promote(conn, queue, batch))
-    except errors.StateError:
-        return int(await jobs.promote(conn, queue, batch, native=False))
-
-
-async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
-    """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
-    long until the next run-at. SERVER clock."""
-    batch = min(legs.first_batch, legs.promote_batch) or legs.promote_batch
-    for i in range(max(1, legs.promote_passes)):
-        n = await promote_once(conn, queue, batch)
-        out.promoted += n
-        if n < batch:
-            break
-        if i == 0:
-            # let the claims the first batch woke reach the server ahead of the big batches
-            await asyncio.sleep(0.001)
-        batch = legs.promote_batch
-    out.next_due_ms = await jobs.next_due_ms(conn, queue)
-    return out
-
-
-async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts:
-    """One recovery beat for ``queue``: reap, then promote (looping while a backlog is
-    due), then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
-    throughout."""
-    out = LegCounts()
-    out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
-    await promote_due(conn, queue, legs, out)
-    if legs.trim_every and beat_no % legs.trim_every == 0:
-        out.trimmed = await retention.apply(conn, queue, legs.retention)
-    return out
-
-
-def wake_delay(until_beat: float, next_due_ms: int | None) -> tuple[float, bool]:
-    """How long a beat loop sleeps (HOST seconds), and whether it wakes for a due run-at
-    rather than for its next beat. A run-at before the next beat wakes the loop at that
-    instant (+1 ms, so the SERVER clock has passed it), not a beat later."""
-    if next_due_ms is not None and next_due_ms / 1000 < until_beat:
-        return max(0.001, (next_due_ms + 1) / 1000), True
-    return max(0.0, until_beat), False
-
-
-def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False) -> Any:
+@verb
+def hold(queue: str, owner: str, lease_ms: int, release: bool = False) -> Verb[int]:
     """Take or renew (or release) ``queue``'s metronome lease for ``owner``.
 
     For a hold: 1 renewed, 2 acquired, 0 held by someone else. For a release: 1 or 0.
@@ -129,12 +53,7 @@ def hold(conn: Any, queue: str, owner: str, lease_ms: int, release: bool = False
         (keyspace.queue_key(queue, "metronome"),),
         (owner, str(lease_ms), "release" if release else "hold"),
     )
-    return drive(conn, single(step, int))
-
-
-def default_owner() -> str:
-    """A token naming this process (host, pid) plus randomness, unique per Metronome."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    return single(step, int)
 
 
 @dataclass(slots=True)
@@ -151,7 +70,9 @@ class Metronome:
     """Runs the recovery legs once per beat per queue across every process that runs one.
 
     ``run(stop)`` beats until ``stop`` is set, then releases the leases it holds.
-    ``on_pass(queue, counts)`` is called after each pass this Metronome ran.
+    ``on_pass(queue, counts)`` is called after each pass this Metronome ran;
+    ``on_due(queue, ms)`` after each promote with ``jobs.next_due_ms`` (a worker hands it
+    to its consumers, so they wake for a due instant rather than at their next beat).
     """
 
     def __init__(
@@ -164,6 +85,7 @@ class Metronome:
         legs: Legs | None = None,
         legs_for: dict[str, Legs] | None = None,
         on_pass: Callable[[str, LegCounts], None] | None = None,
+        on_due: Callable[[str, int | None], None] | None = None,
     ) -> None:
         for q in queues:
             keyspace.validate_queue(q)
@@ -175,6 +97,7 @@ class Metronome:
         self.legs = legs or Legs()
         self.legs_for = dict(legs_for or {})
         self.on_pass = on_pass
+        self.on_due = on_due
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
         self._due: dict[str, int | None] = {}
@@ -187,6 +110,8 @@ class Metronome:
             counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
             self.stats.promoted += counts.promoted
             self._due[q] = counts.next_due_ms
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
 
     async def tick(self) -> None:
         """One beat: for each queue, hold the lease and, if held, run its legs."""
@@ -214,6 +139,8 @@ class Metronome:
             self.stats.promoted += counts.promoted
             self.stats.trimmed += counts.trimmed
             self._due[q] = counts.next_due_ms
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
             if self.on_pass is not None:
                 self.on_pass(q, counts)
 
@@ -236,12 +163,11 @@ class Metronome:
                 # an error reply (LOADING, READONLY, OOM) is weather too, not a reason to
                 # leave the pool without its beat
                 streak += 1
-                ms = backoff.delay_ms(("exponential", self.beat_ms, max(30_000, self.beat_ms)),
-                                      streak)
+                ms = degraded_ms(self.beat_ms, streak)
                 self.stats.degraded_sleeps.append(ms)
                 self.held.clear()
                 log.warning("metronome degraded (streak %d, sleeping %d ms): %s", streak, ms, exc)
-                await _sleep_unless(stop, ms / 1000)
+                await sleep_unless(stop, ms / 1000)
                 next_at = loop.time()
                 continue
             if streak:
@@ -253,7 +179,7 @@ class Metronome:
                     next_at = loop.time()
             soonest = min((d for d in self._due.values() if d is not None), default=None)
             delay, due_wake = wake_delay(next_at - loop.time(), soonest)
-            await _sleep_unless(stop, delay)
+            await sleep_unless(stop, delay)
         await self.release()
 
     async def release(self) -> None:
@@ -264,10 +190,3 @@ class Metronome:
             except errors.EchoMQError as exc:
                 log.debug("metronome release of %s failed: %s", q, exc)
         self.held.clear()
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    if seconds <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)

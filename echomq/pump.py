@@ -23,15 +23,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _guards as guard
-from . import backoff, errors, flows, keyspace, repeat
-from .metronome import default_owner, promote_once
+from . import errors, flows, keyspace, repeat
+from .beat import DEGRADED_CEILING_MS, default_owner, degraded_ms, promote_once
 from .outcomes import Outcome
 
 log = logging.getLogger(__name__)
 
-# The degraded-tick curve ceiling: a Pump that cannot reach the server retries at most
-# this far apart, whatever its tick.
-MAX_DEGRADED_MS = 30_000
+# The degraded-tick curve ceiling (the beat's): a Pump that cannot reach the server retries
+# at most this far apart, whatever its tick.
+MAX_DEGRADED_MS = DEGRADED_CEILING_MS
 # Due registrations fired per pipelined round trip, and round trips per queue per tick.
 SWEEP_BATCH = 1000
 MAX_SWEEPS = 100
@@ -88,7 +88,7 @@ class Pump:
     async def _promote(self, queue: str) -> int:
         total = 0
         while True:
-            n = await promote_once(self.conn, queue, self.promote_batch)
+            n: int = await promote_once(self.conn, queue, self.promote_batch)
             total += n
             if n < self.promote_batch:
                 return total
@@ -183,9 +183,7 @@ class Pump:
                 wait_ms = self.tick_ms
             except errors.WireError as exc:
                 degraded += 1
-                wait_ms = backoff.delay_ms(
-                    ("exponential", self.tick_ms, max(MAX_DEGRADED_MS, self.tick_ms)), degraded
-                )
+                wait_ms = degraded_ms(self.tick_ms, degraded)
                 log.warning("pump tick failed (%s); retrying in %d ms", exc, wait_ms)
             except errors.ServerError as exc:
                 wait_ms = self.tick_ms

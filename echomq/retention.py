@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from . import _guards as guard
 from . import keyspace
@@ -116,22 +115,23 @@ def trim(
     return single(step, int)
 
 
-async def apply(conn: Any, queue: str, policy: Retention) -> int:
-    """One bounded trim pass of both terminal sets under ``policy`` (async connector).
+@verb
+def apply(queue: str, policy: Retention) -> Verb[int]:
+    """One bounded trim pass of both terminal sets under ``policy``. SERVER clock.
 
     Completed rows are trimmed only when the policy keeps them (otherwise acks delete them
     and the set stays empty).
     """
     done = 0
     if policy.keeps_completed:
-        done += await (trim(
-            conn, queue, "completed", policy.keep_completed or None,
+        done += yield from trim.steps(
+            queue, "completed", policy.keep_completed or None,
             policy.keep_completed_for or None, policy.batch,
-        ))
+        )
     if policy.keep_dead is not None or policy.keep_dead_for is not None:
         # cancelled rows are kept like dead ones: the same bounds, trimmed on their own set
         for which in ("dead", "cancelled"):
-            done += await (trim(
-                conn, queue, which, policy.keep_dead, policy.keep_dead_for, policy.batch
-            ))
+            done += yield from trim.steps(
+                queue, which, policy.keep_dead, policy.keep_dead_for, policy.batch
+            )
     return int(done)

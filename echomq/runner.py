@@ -6,7 +6,8 @@ context, so ``current_job()`` works there too). While it runs, its ``Held`` leas
 checkpoint loop's table (``echomq.leases``), and leaves it the moment the handler returns.
 
 Outcomes, as ``(kind, value)``: ``ok`` (value: the JSON text of the return value when the
-route keeps results, else ``None``), ``delay`` (a ``Delay``), ``fail`` (the exception),
+route keeps results, else ``None``), ``delay`` (a ``Delay``), ``rate_limited`` (a
+``RateLimited``), ``fail`` (the exception),
 ``timeout`` (a ``TimeoutError``) or ``cancelled``.
 
 - Timeout: ``asyncio.timeout`` around the call. An ``async`` handler is cancelled at the
@@ -32,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import handler
-from .handler import Delay, Job
+from .handler import Delay, Job, RateLimited
 from .leases import Held
 
 log = logging.getLogger("echomq.consumer")
@@ -73,6 +74,8 @@ class Runner:
                     value = await self.call(fn, job, is_async)
         except Delay as d:
             return ("delay", d)
+        except RateLimited as limited:
+            return ("rate_limited", limited)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not job._cancelled or task is None:

@@ -1,19 +1,22 @@
 """A job's status as the friendly layer shows it: ``JobInfo`` (``app.job(id)``, ``echomq job``).
 
-Read from the job's row (``jobs.get``), its schedule score and its kept result; nothing here
-does I/O. Times are ms: SERVER ms for what the transitions stamp (``died_at``,
-``completed_at``, a run-at priced by ``enqueue_in``), the caller's for an ``enqueue_at``.
+Read from the job's row (``jobs.get``), its schedule score and its kept result by one verb
+(``read``) that serves both connectors; nothing here does I/O itself. Times are ms: SERVER
+ms for what the transitions stamp (``died_at``, ``completed_at``, a run-at priced by
+``enqueue_in``), the caller's for an ``enqueue_at``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import results
+from . import jobs, keyspace, results
 from .payload import decode
+from .steps import Command, Verb, verb
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +86,16 @@ def _json_or_text(value: str | None) -> Any:
         return json.loads(value)
     except ValueError:
         return value
+
+
+@verb
+def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
+    """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
+    ``None`` when none does. Reads only (the row, the kept result, the schedule score)."""
+    for queue in queues:
+        row = yield from jobs.get.steps(queue, job_id)
+        result = yield from jobs.result.steps(queue, job_id)
+        if row or result is not None:
+            score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
+            return info_of(queue, job_id, row or {}, score, result)
+    return None

@@ -7,6 +7,8 @@ the same task bound to admission options:
 
 - ``priority``: 0..1_000_000, lower runs first; equal priorities run in mint order.
 - ``group``: the job waits in its group's lane (groups take turns; see ``echomq.groups``).
+  A str, or a function of the task's arguments (``@app.task(group=lambda tenant, *a, **k:
+  tenant)``) called at each enqueue; it returns the group name, or ``None`` for none.
 - ``unique``: a key; while a job admitted with it is waiting or running (and for
   ``unique_for`` after its admission, when given) an enqueue writes nothing and returns
   that job's id. The key is released when the owner completes, dies or is cancelled.
@@ -68,6 +70,20 @@ def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] |
     return reference(fn)
 
 
+Group = str | Callable[..., str | None]
+
+
+def check_group(group: object) -> Group:
+    """A task's group: a valid group name (the rules of a queue name) or a function of the
+    task's arguments that returns one; checked at declaration, before any I/O."""
+    if callable(group):
+        return group
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str or a function of the task's arguments, "
+                        f"not {type(group).__name__}")
+    return keyspace.validate_group(group)
+
+
 def check_unique(key: object) -> str:
     if not isinstance(key, str):
         raise TypeError(f"unique must be a str key, not {type(key).__name__}")
@@ -93,6 +109,7 @@ class Task(Generic[P, R]):
         timeout_ms: int | None = None,
         keep_result_ms: int | None = None,
         isolation: str = "thread",
+        group: Group | None = None,
         partitions: int = 1,
     ) -> None:
         self.app = app
@@ -117,7 +134,7 @@ class Task(Generic[P, R]):
         self._ref = check_isolation(fn, isolation)
         # admission options (``options``): a plain job by default
         self.priority = 0
-        self.group: str | None = None
+        self.group: Group | None = None if group is None else check_group(group)
         self.unique: str | None = None
         self.unique_for_ms: int | None = None
         self.__doc__ = fn.__doc__
@@ -128,7 +145,8 @@ class Task(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        opts = "".join(f" {k}={v!r}" for k, v in self._options().items())
+        group = self.group if isinstance(self.group, str | None) else "<function>"
+        opts = "".join(f" {k}={v!r}" for k, v in self._options(group).items())
         return f"<Task {self.name} queue={self.queue}{opts}>"
 
     def s(self, *args: Any, **kwargs: Any) -> Signature:
@@ -156,13 +174,14 @@ class Task(Generic[P, R]):
         self,
         *,
         priority: int | None = None,
-        group: str | None = None,
+        group: Group | None = None,
         unique: str | None = None,
         unique_for: float | dt.timedelta | None = None,
         partition_key: str | bytes | int | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
-        ``priority`` 0..1_000_000 (lower first), ``group`` (a lane), ``unique`` (a key:
+        ``priority`` 0..1_000_000 (lower first), ``group`` (a lane: a name, or a function
+        of the task's arguments that returns one), ``unique`` (a key:
         while its owner waits or runs, enqueue returns the owner's id and writes nothing),
         ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
         even once the owner ended). ``partition_key`` picks the partition of a partitioned
@@ -176,7 +195,7 @@ class Task(Generic[P, R]):
         if priority is not None:
             bound.priority = check_priority(priority)
         if group is not None:
-            bound.group = keyspace.validate_queue(group)
+            bound.group = check_group(group)
         if unique is not None:
             bound.unique = check_unique(unique)
         if unique_for is not None:
@@ -195,22 +214,41 @@ class Task(Generic[P, R]):
                  else parts.key_index(key, self.partitions))
         return self.queues[index]
 
-    def _options(self) -> dict[str, Any]:
-        """The admission options that differ from a plain job."""
+    def _options(self, group: str | None = None) -> dict[str, Any]:
+        """The admission options that differ from a plain job (``group``: this run's)."""
         out: dict[str, Any] = {}
         if self.priority:
             out["priority"] = self.priority
-        if self.group is not None:
-            out["group"] = self.group
+        if group is not None:
+            out["group"] = group
         return out
 
-    def _admission(self, mode: str, value: int, body: bytes) -> tuple[Any, tuple[Any, ...],
-                                                                        dict[str, Any], str]:
+    def group_for(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+        """The group a run with these arguments joins: the task's group name, or what its
+        group function returns for them (``None``: no group). A function's error, or a name
+        that cannot be a group, raises naming the task, before anything is written."""
+        group = self.group
+        if group is None or isinstance(group, str):
+            return group
+        try:
+            name = group(*args, **kwargs)
+        except (TypeError, ValueError) as exc:  # e.g. arguments the function does not take
+            raise type(exc)(f"{self.name}: group function failed for these arguments: "
+                            f"{exc}") from exc
+        if name is None:
+            return None
+        try:
+            return keyspace.validate_group(name)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.name}: group function returned {name!r}: {exc}") from None
+
+    def _admission(self, mode: str, value: int, body: bytes, group: str | None
+                   ) -> tuple[Any, tuple[Any, ...], dict[str, Any], str]:
         """``(verb, args, kwargs, job_id)`` for one admission (``args[0]`` its queue): the
         general ``jobs.admit`` when a unique key or a kept result needs it, else the
         classic verb."""
         job_id, q = ids.mint(), self.target_queue()
-        opts = self._options()
+        opts = self._options(group)
         if self.unique is not None or self.keep_result_ms is not None:
             return jobs.admit, (q, job_id, body), dict(
                 mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
@@ -225,13 +263,21 @@ class Task(Generic[P, R]):
         # jobs.admit answers Admitted(outcome, id): the owner's id when a unique key refused
         return str(reply.id) if hasattr(reply, "id") else job_id
 
-    def _enqueue(self, mode: str, value: int, body: bytes) -> str:
-        verb, args, kwargs, job_id = self._admission(mode, value, body)
+    def _run(self, args: Sequence[Any], kwargs: dict[str, Any], traced: bool = True
+             ) -> tuple[bytes, str | None]:
+        """A run's payload (``_sent``: traced when tracing is on) and group, both checked
+        before any I/O."""
+        group = self.group_for(args, kwargs)
+        body = self._sent(*args, **kwargs) if traced else self.payload(*args, **kwargs)
+        return body, group
+
+    def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, *run)
         conn = self.app.connector(args[0])
         return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
 
-    async def _aenqueue(self, mode: str, value: int, body: bytes) -> str:
-        verb, args, kwargs, job_id = self._admission(mode, value, body)
+    async def _aenqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
+        verb, args, kwargs, job_id = self._admission(mode, value, *run)
         conn = await self.app.aconnector(args[0])
         return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
 
@@ -239,17 +285,17 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
-        return self._enqueue("now", 0, self._sent(*args, **kwargs))
+        return self._enqueue("now", 0, self._run(args, kwargs))
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
         ms = guard.span("delay", to_ms(delay))
-        return self._enqueue("in", ms, self._sent(*args, **kwargs))
+        return self._enqueue("in", ms, self._run(args, kwargs))
 
     def enqueue_at(self, when: int | dt.datetime, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run at ``when`` (epoch ms or ``datetime``, the caller's clock); the id."""
         at = to_epoch_ms(when)
-        return self._enqueue("at", at, self._sent(*args, **kwargs))
+        return self._enqueue("at", at, self._run(args, kwargs))
 
     def enqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """Queue many runs now, one tuple of positional arguments per run
@@ -260,10 +306,10 @@ class Task(Generic[P, R]):
         first owns the key; the others return its id). Every argument is checked before
         anything is written.
         """
-        bodies = self._bodies(calls)
+        runs = self._runs(calls)
         if self.unique is not None:
-            return [self._enqueue("now", 0, body) for body in bodies]
-        per_queue, job_ids = self._bulk_items(bodies)
+            return [self._enqueue("now", 0, run) for run in runs]
+        per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
             self.app.admit(self.app.connector(q), jobs.enqueue_many, q, items)
         return job_ids
@@ -272,46 +318,47 @@ class Task(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
-        return await self._aenqueue("now", 0, self._sent(*args, **kwargs))
+        return await self._aenqueue("now", 0, self._run(args, kwargs))
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         ms = guard.span("delay", to_ms(delay))
-        return await self._aenqueue("in", ms, self._sent(*args, **kwargs))
+        return await self._aenqueue("in", ms, self._run(args, kwargs))
 
     async def aenqueue_at(self, when: int | dt.datetime, *args: P.args,
                           **kwargs: P.kwargs) -> str:
         at = to_epoch_ms(when)
-        return await self._aenqueue("at", at, self._sent(*args, **kwargs))
+        return await self._aenqueue("at", at, self._run(args, kwargs))
 
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
-        bodies = self._bodies(calls)
+        runs = self._runs(calls)
         if self.unique is not None:
-            return [await self._aenqueue("now", 0, body) for body in bodies]
-        per_queue, job_ids = self._bulk_items(bodies)
+            return [await self._aenqueue("now", 0, run) for run in runs]
+        per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
             await self.app.admit(await self.app.aconnector(q), jobs.enqueue_many, q, items)
         return job_ids
 
-    def _bodies(self, calls: Iterable[Sequence[Any]]) -> list[bytes]:
-        bodies: list[bytes] = []
+    def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:
+        runs: list[tuple[bytes, str | None]] = []
         for i, call in enumerate(calls):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
                 raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "
                                 f"positional arguments, not {type(call).__name__}")
-            bodies.append(self.payload(*call))
-        return bodies
+            runs.append(self._run(call, {}, traced=False))
+        return runs
 
-    def _bulk_items(self, bodies: list[bytes]
+    def _bulk_items(self, runs: list[tuple[bytes, str | None]]
                     ) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
-        """The bulk items per target queue (one queue unless partitioned) and the ids."""
-        opts = self._options()
-        if self.keep_result_ms is not None:
-            opts["notify_ms"] = self.keep_result_ms
-        job_ids = [ids.mint() for _ in bodies]
+        """The bulk items per target queue (one queue unless partitioned) and the ids; the
+        options per run (a group function may give each run its own group)."""
+        job_ids = [ids.mint() for _ in runs]
         per_queue: dict[str, list[tuple[Any, ...]]] = {}
-        for jid, body in zip(job_ids, bodies, strict=True):
+        for jid, (body, group) in zip(job_ids, runs, strict=True):
+            opts = self._options(group)
+            if self.keep_result_ms is not None:
+                opts["notify_ms"] = self.keep_result_ms
             per_queue.setdefault(self.target_queue(), []).append(
                 (jid, body, opts) if opts else (jid, body))
         return per_queue, job_ids

@@ -25,11 +25,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _guards as guard
-from . import backlog, keyspace, registry, urls
+from . import backlog, groups, keyspace, registry, urls
 from ._time import seconds_to_ms
+from .beat import DEFAULT_BEAT_MS, Legs
 from .connector import AsyncConnector
 from .consumer import DEFAULT_CONCURRENCY, Consumer, Event
-from .metronome import DEFAULT_BEAT_MS, Legs, Metronome
+from .metronome import Metronome
 
 if TYPE_CHECKING:
     from .app import App
@@ -122,9 +123,14 @@ class Worker:
             # inside the try: a start that fails (a refused registration, a lost server)
             # stops what already runs instead of leaving it to die with the connection
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
+            await log_groups(conn, self.queues)
             if self.use_metronome:
-                self.metronome = Metronome(conn, self.queues, beat_ms=self.beat_ms,
-                                           legs=Legs(retention=retention))
+                by_queue = {c.queue: c for c in self.consumers}
+                # the due instants the metronome reads (run-ats, group and queue reopens)
+                # wake this process's idle consumers then, not at their next beat
+                self.metronome = Metronome(
+                    conn, self.queues, beat_ms=self.beat_ms, legs=Legs(retention=retention),
+                    on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
@@ -208,6 +214,19 @@ class Worker:
             await asyncio.wait(drains)
         self.abandoned = [jid for c in self.consumers for jid in c.abandoned]
         return sum(d.result() for d in drains if not d.cancelled())
+
+
+async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
+    """One line per queue that has groups: how many, and what waits and runs in them (read
+    once at start: a queue with thousands of groups makes this a real read)."""
+    for q in queues:
+        stats = await groups.stats(conn, q)
+        if stats:
+            log.info("queue %s: %d groups, %d jobs waiting in their lanes, %d active, "
+                     "%d paused groups", q, len(stats),
+                     sum(s.waiting for s in stats.values()),
+                     sum(s.active for s in stats.values()),
+                     sum(1 for s in stats.values() if s.paused))
 
 
 async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,

@@ -156,12 +156,18 @@ def test_a_worker_that_fails_after_its_start_stops_cleanly_with_one_error(tmp_pa
                                                                         queue):
     # the registration's key holds a string, so the Pump's upsert is refused by the server
     # after the Metronome has started: the worker must stop it and print one error
-    raw.set(keyspace.repeat_key(queue, "tick"), "x")
-    raw.set(keyspace.queue_key(queue, "repeat"), "x")
+    poisoned = (keyspace.repeat_key(queue, "tick"), keyspace.queue_key(queue, "repeat"))
+    for key in poisoned:
+        raw.set(key, "x")
     (tmp_path / "wt_mod.py").write_text(
         "from echomq import App\napp = App()\n"
         f"@app.every(60_000, name='tick')\n@app.task(queue='{queue}')\ndef tick(): pass\n")
-    done = echomq("worker", "wt_mod:app", url=url, cwd=tmp_path, timeout=30)
+    try:
+        done = echomq("worker", "wt_mod:app", url=url, cwd=tmp_path, timeout=30)
+    finally:
+        # the server is shared by the session: a later listing of every queue (``repeat
+        # list``) must not trip over this test's wrong-typed keys
+        raw.delete(*poisoned)
     assert done.returncode == 1
     errors = [ln for ln in done.stderr.splitlines() if " INFO " not in ln]
     assert len(errors) == 1 and errors[0].startswith("echomq: WRONGTYPE"), done.stderr

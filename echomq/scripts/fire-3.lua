@@ -35,11 +35,7 @@ for i = 6, #ARGV do
   end
 end
 local function move_on()
-  if ARGV[4] == '' then
-    park(KEYS[1], KEYS[2], name, 'ended')
-  else
-    redis.call('ZADD', KEYS[1], tonumber(ARGV[4]), name)
-  end
+  park_or_run(KEYS[1], KEYS[2], name, ARGV[4])
 end
 local fired = tonumber(redis.call('HGET', KEYS[2], 'fired') or '0')
 local limit = redis.call('HGET', KEYS[2], 'limit')

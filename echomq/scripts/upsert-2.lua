@@ -19,10 +19,8 @@ end
 local function arm()
   if spent() then
     park(KEYS[1], KEYS[2], name, 'limit')
-  elseif ARGV[3] == '' then
-    park(KEYS[1], KEYS[2], name, 'ended')
   else
-    redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), name)
+    park_or_run(KEYS[1], KEYS[2], name, ARGV[3])
   end
 end
 local function write()

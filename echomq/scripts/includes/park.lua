@@ -5,3 +5,13 @@ local function park(set, record, name, reason)
   redis.call('HSET', record, 'done', reason)
   redis.call('ZADD', set, '+inf', name)
 end
+-- park_or_run(set, record, name, at): the member's next run at `at` (HOST ms), or parked
+-- 'ended' when there is none (`at` = ''): what both a fire and an upsert do once the
+-- record knows its next slot.
+local function park_or_run(set, record, name, at)
+  if at == '' then
+    park(set, record, name, 'ended')
+  else
+    redis.call('ZADD', set, tonumber(at), name)
+  end
+end

@@ -104,6 +104,9 @@ def overview(queue: str) -> Verb[QueueView]:
             Command(("HGETALL", keyspace.queue_key(q, "series"))),
             Command(("TIME",)),
         ))
+        for reply in replies:  # a key of the wrong type: refuse the whole view
+            if isinstance(reply, Exception):
+                raise reply
         n = len(STATES)
         counts = {s: int(c) for s, c in zip(STATES, replies[:n], strict=True)}
         (stats_raw, paused, head, pend, repeats, n_groups, metrics_raw, series_raw,

@@ -650,3 +650,25 @@ def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
     code, page = board.get(f"/q/{queue}?state=waiting-children")
     assert code == 200 and root.id in page
     assert board.post(f"/q/{queue}/job/{root.id}/delete") == 409  # cancel it, never delete
+
+
+def test_one_broken_queue_never_takes_the_page_down(conn, raw, queue):
+    from echomq import keyspace
+
+    jobs.enqueue(conn, queue, ids.mint(), b"x")
+    raw.set(keyspace.queue_key(queue + "-bad", "stats"), "not a hash")  # written by hand
+    raw.zadd(keyspace.queue_key(queue + "-bad", "pending"), {"JOBX": 0})
+    httpd = dashboard.serve(conn, port=0, queues=[queue, queue + "-bad"])
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get("/")
+        assert code == 200 and f"data-queue='{queue}'" in page
+        assert "could not be read" in page and "WRONGTYPE" in page
+        code, text = c.get("/metrics")
+        assert code == 200 and f'queue="{queue}"' in text and f'queue="{queue}-bad"' not in text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        # the server is shared: leave no broken queue for the tests that list every queue
+        raw.delete(keyspace.queue_key(queue + "-bad", "stats"),
+                   keyspace.queue_key(queue + "-bad", "pending"))

@@ -51,7 +51,7 @@ from .access import COOKIE, SECURITY_HEADERS, Access
 from .web import Request, Response, e, html_response, json_response, q, redirect
 
 SCAN_BUDGET = 20_000  # keys looked at when no queue registry answers
-MAX_QUEUES = 200  # queues shown (and read per overview) at most
+MAX_QUEUES = 500  # queues shown (and read per overview) at most
 EVENT_EVERY_S = 1.0  # SSE throttle: at most one update a second per client
 EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by itself
 BULK_MAX = 500
@@ -88,6 +88,7 @@ class Dashboard:
         self._lock = threading.Lock()
         self._known: tuple[float, list[str]] = (0.0, [])
         self.closing = threading.Event()  # set on shutdown: open event streams end
+        self.unreadable: dict[str, str] = {}  # queues the last overview could not read
         self._live_lock = threading.Lock()
         self._live_cache: tuple[float, str, str] = (-1e9, "", "")
 
@@ -101,13 +102,25 @@ class Dashboard:
             at, known = self._known
             if time.monotonic() - at < 5.0:
                 return known
-        found = sorted(set(discover_queues(self.conn)) | set(declared))[:MAX_QUEUES]
+        # the app's own queues first (always shown), then the registry's
+        found = declared + [x for x in discover_queues(self.conn) if x not in declared]
+        found = found[:MAX_QUEUES]
         with self._lock:
             self._known = (time.monotonic(), found)
         return found
 
     def views(self) -> list[insight.QueueView]:
-        return [insight.overview(self.conn, x) for x in self.queues()]
+        """An overview of every queue shown; a queue whose keys cannot be read (a key of
+        the wrong type written by hand) is left out and named in ``unreadable``, so one
+        broken queue never takes the page down."""
+        out, broken = [], {}
+        for x in self.queues():
+            try:
+                out.append(insight.overview(self.conn, x))
+            except errors.ServerError as exc:
+                broken[x] = str(exc)
+        self.unreadable = broken
+        return out
 
     # -- the gate -------------------------------------------------------------------------
 
@@ -193,7 +206,9 @@ class Dashboard:
     def _get(self, req: Request) -> Response:
         parts = [unquote(p) for p in req.path.split("/") if p]
         if not parts:
-            return html_response(200, pages.overview(req, self.views(), self.access))
+            views = self.views()
+            return html_response(200, pages.overview(req, views, self.access,
+                                                     dict(self.unreadable)))
         head = parts[0]
         if head == "events" and len(parts) == 1:
             return Response(200, self._events(), [("Content-Type", "text/event-stream"),

@@ -133,8 +133,13 @@ def _crumbs(req: Request, queue: str | None = None, extra: str = "") -> str:
 
 # -- overview ---------------------------------------------------------------------------
 
-def overview(req: Request, views: list[insight.QueueView], access: Access) -> str:
+def overview(req: Request, views: list[insight.QueueView], access: Access,
+             unreadable: dict[str, str] | None = None) -> str:
     now = views[0].now_ms if views else None
+    broken = "".join(f"<li><b>{e(name)}</b>: {e(why)}</li>"
+                     for name, why in sorted((unreadable or {}).items()))
+    broken = (f"<div class='banner down'>Some queues could not be read:<ul>{broken}</ul></div>"
+              if broken else "")
     if not views:
         return shell(req, "Queues", "<p class='note'>No queues yet. Enqueue a job and it "
                      "shows up here.</p>", now_ms=now, live=True)
@@ -187,7 +192,7 @@ def overview(req: Request, views: list[insight.QueueView], access: Access) -> st
     stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
                    for k, n in totals.items())
     body = (
-        f"<div class='stats'>{stat}</div>"
+        f"{broken}<div class='stats'>{stat}</div>"
         "<table class='grid overview'><thead><tr><th>queue</th>"
         f"{head}<th>last hour <span class='legend done'>done</span> "
         "<span class='legend failed'>failed</span></th><th class='n'>oldest due</th>"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .. import insight, metrics
+from .. import errors, insight, metrics
 from ..connector import Connector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -31,7 +31,12 @@ def _num(value: float) -> str:
 
 def render(conn: Connector, queues: Iterable[str]) -> str:
     """The exposition text for ``queues``."""
-    views = [insight.overview(conn, x) for x in queues]
+    views = []
+    for x in queues:
+        try:
+            views.append(insight.overview(conn, x))
+        except errors.ServerError:  # a key of the wrong type: that queue is left out
+            continue
     out: list[str] = []
 
     def family(name: str, kind: str, help_: str) -> None:

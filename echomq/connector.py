@@ -24,6 +24,7 @@ connection reset.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import traceback
@@ -374,9 +375,28 @@ class Connector(_Base):
 
     def execute(self, step: Step) -> Any:
         """Perform one step and return its raw reply (errors mapped)."""
-        if isinstance(step, Eval) and step.via is not None:
-            return step.via.eval(self, step.script, step.keys, step.args)
+        if type(step) is Eval:
+            if step.via is not None:
+                return step.via.eval(self, step.script, step.keys, step.args)
+            return self._eval(step)
         return self._run(self._plan(step))
+
+    def _eval(self, step: Eval) -> Any:
+        """``_plan`` for one script step, unrolled: the per-job path (every enqueue) runs
+        here, without a plan generator to start and step through."""
+        args = self._command(step)
+        execute = self.client.execute_command
+        try:
+            try:
+                return execute(*args)
+            except vexc.NoScriptError:
+                load = self._load(step.script)
+                execute(*load.args, **dict(load.kwargs))
+                return execute(*args)
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
+            raise _server_error(exc) from None
+        except _WIRE_FAULTS as exc:
+            raise _wire_error(exc) from exc
 
     def ping(self) -> None:
         self._run(self._plan(Command(("PING",))))
@@ -406,16 +426,35 @@ class Connector(_Base):
 
 
 class AsyncConnector(_Base):
-    """An asyncio connector over ``valkey.asyncio.Valkey``; the same verbs, awaited."""
+    """An asyncio connector over ``valkey.asyncio.Valkey``; the same verbs, awaited.
+
+    Auto-pipelining (``auto_pipeline=True``, the default on a single server): the script
+    steps (``Eval``: every admission, claim, ack ...) that coroutines issue in one loop
+    iteration go out together as one pipeline, and each caller awaits its own reply or
+    error, exactly as if it had been sent alone (a refusal lands on its own caller; a
+    ``NOSCRIPT`` loads the script and re-sends the steps that hit it). A script never
+    blocks, so one slow call cannot hold the others; plain commands (``BLPOP``, ``WAIT``)
+    and ``Batch`` steps are sent as before. A cluster connector does not auto-pipeline
+    (the steps of one iteration may belong to different nodes)."""
 
     is_async: ClassVar[bool] = True
+
+    def __init__(self, client: Any, wire: int = 4, *, cluster: bool = False,
+                 max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+                 auto_pipeline: bool = True) -> None:
+        super().__init__(client, wire, cluster=cluster, max_payload_bytes=max_payload_bytes)
+        self.auto_pipeline = auto_pipeline and not cluster
+        self._queued: list[tuple[tuple[Arg, ...], Eval, asyncio.Future[Any]]] = []
+        self._flushing: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def connect(
         cls, url: str, wire: int = 4, *, cluster: bool = False,
-        max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES, auto_pipeline: bool = True,
+        **options: Any
     ) -> AsyncConnector:
-        """Connect to ``url``; see ``Connector.connect``."""
+        """Connect to ``url``; see ``Connector.connect``. ``auto_pipeline`` as in the
+        class docstring (ignored on a cluster)."""
         _check_wire(wire)
         check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
@@ -426,7 +465,8 @@ class AsyncConnector(_Base):
                 target.url, **_startup(target, avcluster.ClusterNode), **options)
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
-        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes)
+        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes,
+                   auto_pipeline=auto_pipeline)
         try:
             if cluster:
                 try:
@@ -463,7 +503,67 @@ class AsyncConnector(_Base):
         if isinstance(step, Eval) and step.via is not None:
             reply = step.via.eval(self, step.script, step.keys, step.args)
             return await reply if hasattr(reply, "__await__") else reply
+        if self.auto_pipeline and type(step) is Eval:
+            return await self._enqueue_call(step)
         return await self._run(self._plan(step))
+
+    # -- auto-pipelining -----------------------------------------------------------------
+
+    def _enqueue_call(self, step: Eval) -> asyncio.Future[Any]:
+        """Queue one script step for this iteration's pipeline; its future gets the reply
+        or the mapped error. Sizes are checked here, so a refusal raises at the caller."""
+        args = self._command(step)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush_queued)
+        self._queued.append((args, step, fut))
+        return fut
+
+    def _flush_queued(self) -> None:
+        batch, self._queued = self._queued, []
+        task = asyncio.ensure_future(self._flush(batch))
+        self._flushing.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self, batch: list[tuple[tuple[Arg, ...], Eval, asyncio.Future[Any]]]
+                     ) -> None:
+        if len(batch) == 1:  # alone in its iteration: sent as it would be without batching
+            _, step, fut = batch[0]
+            try:
+                reply = await self._run(self._plan(step))
+            except BaseException as exc:
+                _settle(fut, exc)
+            else:
+                _settle(fut, reply)
+            return
+        try:
+            replies = list(await self._issue(_Pipe(tuple(args for args, _, _ in batch))))
+            missing = [i for i, r in enumerate(replies) if isinstance(r, vexc.NoScriptError)]
+            if missing:
+                for name in dict.fromkeys(batch[i][1].script for i in missing):
+                    await self._issue(self._load(name))
+                again = await self._issue(_Pipe(tuple(batch[i][0] for i in missing)))
+                for i, reply in zip(missing, again, strict=True):
+                    replies[i] = reply
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # SCRIPT LOAD refused
+            for _, _, fut in batch:
+                _settle(fut, _server_error(exc))
+            return
+        except _WIRE_FAULTS as exc:
+            for _, _, fut in batch:
+                _settle(fut, _wire_error(exc))
+            return
+        except BaseException as exc:  # cancelled mid-flight: nobody is left waiting forever
+            for _, _, fut in batch:
+                _settle(fut, exc)
+            raise
+        for (_, _, fut), reply in zip(batch, replies, strict=True):
+            if isinstance(reply, (vexc.ResponseError, vexc.BusyLoadingError)):
+                reply = _server_error(reply)
+            elif isinstance(reply, _WIRE_FAULTS):
+                reply = _wire_error(reply)
+            _settle(fut, reply)
 
     async def ping(self) -> None:
         await self._run(self._plan(Command(("PING",))))
@@ -488,6 +588,17 @@ class AsyncConnector(_Base):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _settle(fut: asyncio.Future[Any], outcome: Any) -> None:
+    """Give one auto-pipelined caller its reply, or raise its error at it (unless it
+    stopped waiting)."""
+    if fut.done():
+        return
+    if isinstance(outcome, BaseException):
+        fut.set_exception(outcome)
+    else:
+        fut.set_result(outcome)
 
 
 async def _topology_guard(pending: Awaitable[Any]) -> Any:

@@ -26,12 +26,19 @@ _last_ms = -1
 _last_rand = 0
 
 
+# every 10-bit value as its two characters: an id is 13 lookups instead of 26 shifts
+_PAIRS = [a + b for a in ALPHABET for b in ALPHABET]
+
+
 def _encode(value: int) -> str:
-    out = []
-    for _ in range(26):
-        out.append(ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(out))
+    p = _PAIRS
+    return "".join((
+        p[value >> 120 & 1023], p[value >> 110 & 1023], p[value >> 100 & 1023],
+        p[value >> 90 & 1023], p[value >> 80 & 1023], p[value >> 70 & 1023],
+        p[value >> 60 & 1023], p[value >> 50 & 1023], p[value >> 40 & 1023],
+        p[value >> 30 & 1023], p[value >> 20 & 1023], p[value >> 10 & 1023],
+        p[value & 1023],
+    ))
 
 
 def _next(now_ms: int) -> tuple[int, int]:

@@ -75,6 +75,9 @@ class Options(NamedTuple):
         unique_for_ms: int | None = None,
         notify_ms: int | None = None,
     ) -> Options:
+        if (type(priority) is int and priority == 0 and group is None and unique is None
+                and unique_for_ms is None and notify_ms is None):
+            return PLAIN  # the common call: nothing to check
         guard.priority(priority)
         if group is not None:
             keyspace.validate_group(group)

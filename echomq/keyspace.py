@@ -30,6 +30,10 @@ from __future__ import annotations
 
 PREFIX = "emq"
 MAX_QUEUE_BYTES = 200
+# names already checked: a producer names the same few queues on every call, and a verb
+# builds two or three keys per call (bounded, so a stream of one-off names cannot grow it)
+_VALID: set[str] = set()
+_VALID_MAX = 4096
 
 
 def validate_queue(queue: str) -> str:
@@ -39,6 +43,8 @@ def validate_queue(queue: str) -> str:
     containing ``{`` or ``}`` (it would break the hash tag and split the queue's keys
     across cluster slots).
     """
+    if type(queue) is str and queue in _VALID:
+        return queue
     if not isinstance(queue, str):
         raise TypeError(f"queue name must be a str, not {type(queue).__name__}")
     if not queue:
@@ -47,6 +53,9 @@ def validate_queue(queue: str) -> str:
         raise ValueError(f"queue name is longer than {MAX_QUEUE_BYTES} bytes")
     if "{" in queue or "}" in queue:
         raise ValueError(f"queue name {queue!r} must not contain '{{' or '}}' (hash tag)")
+    if len(_VALID) >= _VALID_MAX:
+        _VALID.clear()
+    _VALID.add(queue)
     return queue
 
 

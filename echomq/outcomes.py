@@ -21,3 +21,5 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     REQUESTED = "requested"
     WAITING = "waiting"
+    PAUSED = "paused"
+    RESUMED = "resumed"

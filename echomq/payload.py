@@ -14,6 +14,9 @@ from typing import Any
 
 from . import _guards as guard
 
+# one encoder for every payload: json.dumps with options builds a new one per call
+_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+
 
 def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
            trace: dict[str, str] | None = None) -> bytes:
@@ -25,19 +28,24 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
     guard.string("task", task)
     args = list(args)
     kwargs = dict(kwargs or {})
-    for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
-                         *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise _unencodable(task, where, value, exc) from None
     body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
     if trace:
         body["trace"] = trace
     try:
-        return json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
-    except RecursionError as exc:  # an argument just under the limit, two levels deeper here
-        raise _unencodable(task, "the arguments", body, exc) from None
+        # one encode for the common case: the per-argument diagnosis below runs only when
+        # this fails, so a good call pays for its JSON once
+        return _JSON.encode(body).encode()
+    except (TypeError, ValueError, RecursionError) as failed:
+        for where, value in [*((f"argument {i}", a) for i, a in enumerate(args)),
+                             *((f"keyword argument {k!r}", v) for k, v in kwargs.items())]:
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise _unencodable(task, where, value, exc) from None
+        if isinstance(failed, RecursionError):
+            # an argument just under the limit on its own, two levels deeper in the body
+            raise _unencodable(task, "the arguments", body, failed) from None
+        raise
 
 
 def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:

@@ -95,12 +95,13 @@ class Pump:
 
     async def _sweep(self, queue: str) -> list[repeat.Fired]:
         # bounded sweeps, again while a full batch comes back and it moved something (an
-        # unplannable record stays due and must not spin the tick)
+        # unplannable or paused record stays due and must not spin the tick)
         out: list[repeat.Fired] = []
         for _ in range(MAX_SWEEPS):
             got = await repeat.sweep(self.conn, queue, None, self.sweep_batch)
             out.extend(got)
-            if len(got) < self.sweep_batch or all(r.reason == "invalid" for r in got):
+            if len(got) < self.sweep_batch or all(r.reason in ("invalid", "paused")
+                                                  for r in got):
                 break
         return out
 

@@ -19,8 +19,9 @@ Beyond the seed (which is at least once per due period, by ``due`` then ``advanc
 Record fields (``emq:{q}:repeat:<name>``): the definition ``every_ms`` | ``cron`` + ``tz``,
 ``template``, ``start_at``, ``end_at``, ``limit``, ``catchup``, ``window_ms``, ``cap``,
 ``overlap``; runtime ``fired`` (occurrences enqueued), ``last_id``, ``last_at`` (the slot
-the last occurrence stands for) and ``done`` (``limit`` | ``ended``: no further run; the
-member is parked at ``+inf`` on the repeat set, where no due read reaches it).
+the last occurrence stands for), ``done`` (``limit`` | ``ended``: no further run; the
+member is parked at ``+inf`` on the repeat set, where no due read reaches it) and
+``paused`` (``pause``: the score is kept but ``fire`` refuses the name until ``resume``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,50 @@ def cancel(queue: str, name: str) -> Verb[int]:
     def steps() -> Verb[int]:
         replies = yield Batch((Command(("ZREM", zset, name)), Command(("DEL", record))))
         return int(replies[1])
+
+    return steps()
+
+
+@verb
+def pause(queue: str, name: str) -> Verb[Outcome]:
+    """Pause ``name``: ``"paused"``, or ``"absent"`` when no record has that name.
+
+    No clock. The record and its next-run score stay as they are; ``fire`` (so the Pump's
+    ``sweep``) refuses a paused name, so no occurrence is minted until ``resume``. Pausing
+    a paused registration is a no-op.
+    """
+    step = Eval("repeat_hold", _keys(queue, name), (name, "pause", ""))
+    return single(step, lambda r: Outcome.PAUSED if int(r) == 1 else Outcome.ABSENT)
+
+
+@verb
+def resume(queue: str, name: str) -> Verb[Outcome]:
+    """Resume a paused ``name``: ``"resumed"``, or ``"absent"`` when no record has that name.
+
+    HOST clock: the next run is re-armed from HOST now per the definition, as a fresh
+    registration would be (an interval is due at once, a cron at its next slot after now,
+    never before ``start_at``; parked ``ended`` when ``end_at`` is past), so the runs
+    missed while paused are not caught up. A finished registration stays finished;
+    resuming one that is not paused changes nothing.
+    """
+    keys = _keys(queue, name)
+
+    def steps() -> Verb[Outcome]:
+        fields = yield Command(("HGETALL", keys[1]))
+        if not fields:
+            return Outcome.ABSENT
+        entry = _entry(name, "inf", fields)
+        at: int | None = None
+        if entry.get("cron") or entry.get("every_ms"):
+            d: dict[str, bytes | str] = {
+                "cron": entry.get("cron") or "",
+                "tz": entry.get("tz") or "UTC",
+                "start_at": str(entry.get("start_at") or ""),
+                "end_at": str(entry.get("end_at") or ""),
+            }
+            at = _first_at(d, now_ms(), 0)
+        reply = yield Eval("repeat_hold", keys, (name, "resume", "" if at is None else str(at)))
+        return Outcome.RESUMED if int(reply) == 1 else Outcome.ABSENT
 
     return steps()
 
@@ -160,7 +205,9 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None}
     for k, v in (record or {}).items():
         key = text(k)
-        if key == "template":
+        if key == "paused":
+            entry[key] = True
+        elif key == "template":
             entry[key] = v
         elif key in _INT_FIELDS:
             try:
@@ -176,27 +223,29 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
 def records(queue: str) -> Verb[list[dict[str, Any]]]:
     """Every registration, soonest next run first (finished ones last, ``next_at=None``).
 
-    The same entry shape as ``due``. Reads only; no clock.
+    The same entry shape as ``due``, plus ``paused`` (a bool). Reads only; no clock.
     """
     zset = keyspace.queue_key(queue, "repeat")
 
     def steps() -> Verb[list[dict[str, Any]]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
-        return (yield from _entries(queue, _scored(members)))
+        entries = yield from _entries(queue, _scored(members))
+        return [{"paused": False, **e} for e in entries]
 
     return steps()
 
 
 @verb
 def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
-    """One registration's entry, or ``None`` when no record has that name."""
+    """One registration's entry (as ``records`` lists it), or ``None`` when no record has
+    that name."""
     zset, record = _keys(queue, name)
 
     def steps() -> Verb[dict[str, Any] | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
-        return _entry(name, score if score is not None else "inf", fields)
+        return {"paused": False, **_entry(name, score if score is not None else "inf", fields)}
 
     return steps()
 
@@ -391,8 +440,8 @@ class Fired(NamedTuple):
     ``outcome`` is ``"fired"`` (``ids`` enqueued, in mint order), ``"skipped"`` (``reason``
     says why: ``raced`` another pump fired this due period or the definition changed since
     the read; ``overlap``; ``limit``; ``missed`` the catch-up policy skipped every slot;
-    ``invalid`` the record cannot be planned) or ``"absent"`` (the record is gone; the
-    dangling member was removed).
+    ``invalid`` the record cannot be planned; ``paused`` the registration is paused) or
+    ``"absent"`` (the record is gone; the dangling member was removed).
     """
 
     name: str
@@ -466,6 +515,9 @@ def sweep(queue: str, now: int | None = None, batch: int | None = None) -> Verb[
         calls: list[tuple[str, Eval, tuple[str, ...]]] = []
         out: dict[str, Fired] = {}
         for entry in entries:
+            if entry.get("paused"):  # the fire script refuses it too (a pause mid-sweep)
+                out[entry["name"]] = Fired(entry["name"], Outcome.SKIPPED, "paused", ())
+                continue
             try:
                 step, minted = fire_step(queue, entry, at)
             except (ValueError, TypeError):

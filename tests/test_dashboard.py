@@ -672,3 +672,31 @@ def test_one_broken_queue_never_takes_the_page_down(conn, raw, queue):
         # the server is shared: leave no broken queue for the tests that list every queue
         raw.delete(keyspace.queue_key(queue + "-bad", "stats"),
                    keyspace.queue_key(queue + "-bad", "pending"))
+
+
+def test_registrations_pause_and_resume_buttons(board, conn, queue):
+    repeat.upsert(conn, queue, "beat", template=b"t", every_ms=60_000)
+    page = board.get(f"/q/{queue}/repeat")[1]
+    assert f"/q/{queue}/repeat/beat/pause" in page and "/cancel" in page
+    assert board.post(f"/q/{queue}/repeat/beat/pause", headers={"Origin": None}) == 403
+    assert repeat.get(conn, queue, "beat")["paused"] is False
+    assert board.post(f"/q/{queue}/repeat/beat/pause") == 303
+    assert repeat.get(conn, queue, "beat")["paused"] is True
+    page = board.get(f"/q/{queue}/repeat")[1]
+    assert "paused</span>" in page and f"/q/{queue}/repeat/beat/resume" in page
+    assert board.post(f"/q/{queue}/repeat/beat/resume") == 303
+    assert repeat.get(conn, queue, "beat")["paused"] is False
+
+
+def test_read_only_draws_no_registration_buttons_and_refuses_a_pause(conn, queue):
+    repeat.upsert(conn, queue, "beat", template=b"t", every_ms=60_000)
+    httpd = dashboard.serve(conn, port=0, queues=[queue], read_only=True)
+    try:
+        c = Client(httpd.server_address[1])
+        code, page = c.get(f"/q/{queue}/repeat")
+        assert code == 200 and "beat" in page and "/pause" not in page
+        assert c.post(f"/q/{queue}/repeat/beat/pause") == 403
+        assert repeat.get(conn, queue, "beat")["paused"] is False
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

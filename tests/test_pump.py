@@ -308,3 +308,19 @@ def test_a_tick_drains_more_due_names_than_one_sweep_batch(
     pump.sweep_batch = 7
     assert loop.run(pump.tick())["fired"] == 30
     assert len(pending(raw, queue)) == 30
+
+
+def test_a_paused_registration_is_not_fired_by_a_tick_until_resumed(
+    loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, queue: str
+) -> None:
+    loop.run(repeat.upsert(aconn, queue, "beat", template=b"t", every_ms=60_000))
+    loop.run(repeat.pause(aconn, queue, "beat"))
+    score = raw.zscore(keyspace.queue_key(queue, "repeat"), "beat")
+    assert score is not None and score <= repeat.now_ms()  # due right now
+    for _ in range(3):
+        assert loop.run(Pump(aconn, [queue]).tick())["fired"] == 0
+    assert pending(raw, queue) == [] and fired(raw, queue, "beat") == 0
+    assert raw.zscore(keyspace.queue_key(queue, "repeat"), "beat") == score
+    assert loop.run(repeat.resume(aconn, queue, "beat")) == "resumed"
+    assert loop.run(Pump(aconn, [queue]).tick())["fired"] == 1
+    assert len(pending(raw, queue)) == 1 and fired(raw, queue, "beat") == 1

@@ -515,3 +515,63 @@ def test_an_unplannable_record_is_reported_not_fatal(
     got = {f.name: (f.outcome, f.reason) for f in run(repeat.sweep, queue)}
     assert got == {"bad": (Outcome.SKIPPED, "invalid"), "good": (Outcome.FIRED, "")}
     assert raw.zscore(zkey(queue), "bad") == 1  # left as it is
+
+
+# -- pause and resume ---------------------------------------------------------------------
+
+
+def test_pause_keeps_record_and_score_and_sweep_mints_nothing_then_resume_fires(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
+    assert run(repeat.upsert, queue, "beat", template=b"t", every_ms=60_000) == "registered"
+    score = raw.zscore(zkey(queue), "beat")
+    assert run(repeat.pause, queue, "beat") == Outcome.PAUSED
+    assert run(repeat.pause, queue, "beat") == "paused"  # a no-op
+    assert raw.zscore(zkey(queue), "beat") == score
+    assert run(repeat.get, queue, "beat")["paused"] is True
+    assert [e["paused"] for e in run(repeat.records, queue)] == [True]
+    later = repeat.now_ms() + 10 * 60_000  # well past due
+    got = run(repeat.sweep, queue, later)
+    assert [(f.outcome, f.reason) for f in got] == [("skipped", "paused")]
+    # the script refuses too: a pause between a pump's due read and its fire
+    entry = run(repeat.due, queue, later)[0]
+    assert entry["paused"] is True
+    del entry["paused"]
+    assert run(repeat.fire, queue, entry, later).reason == "paused"
+    assert raw.zcard(keyspace.queue_key(queue, "pending")) == 0
+    assert raw.hget(rkey(queue, "beat"), "fired") is None
+    assert raw.zscore(zkey(queue), "beat") == score
+
+    before = repeat.now_ms()
+    assert run(repeat.resume, queue, "beat") == Outcome.RESUMED
+    after = repeat.now_ms()
+    assert before <= raw.zscore(zkey(queue), "beat") <= after  # re-armed from HOST now
+    assert run(repeat.get, queue, "beat")["paused"] is False
+    got = run(repeat.sweep, queue)
+    assert [f.outcome for f in got] == ["fired"] and len(got[0].ids) == 1
+    assert raw.zcard(keyspace.queue_key(queue, "pending")) == 1
+    assert run(repeat.resume, queue, "beat") == "resumed"  # not paused: nothing changes
+    assert raw.zscore(zkey(queue), "beat") > after
+
+
+def test_resume_a_cron_goes_to_its_next_slot_and_a_finished_one_stays_parked(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
+    run(repeat.register_cron, queue, "nightly", "30 2 * * *", b"t", tz="Europe/Paris")
+    run(repeat.pause, queue, "nightly")
+    now = repeat.now_ms()
+    run(repeat.resume, queue, "nightly")
+    assert raw.zscore(zkey(queue), "nightly") == cron.next_ms("30 2 * * *", now, "Europe/Paris")
+    run(repeat.upsert, queue, "once", template=b"t", every_ms=1000, limit=1)
+    run(repeat.sweep, queue, repeat.now_ms() + 1)
+    assert raw.hget(rkey(queue, "once"), "done") == b"limit"
+    run(repeat.pause, queue, "once")
+    assert run(repeat.resume, queue, "once") == "resumed"
+    assert raw.zscore(zkey(queue), "once") == float("inf")
+
+
+def test_pause_and_resume_of_an_unknown_name_are_absent(run: Any, queue: str) -> None:
+    assert run(repeat.pause, queue, "ghost") == Outcome.ABSENT
+    assert run(repeat.resume, queue, "ghost") == Outcome.ABSENT
+    with pytest.raises(ValueError):
+        run(repeat.pause, queue, "")

@@ -1,8 +1,11 @@
-"""``echomq repeat list|add|cancel|next`` against the session's real server (``--url``)."""
+"""``echomq repeat list|add|cancel|pause|resume|next`` against the session's real server
+(``--url``)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import valkey
@@ -79,3 +82,36 @@ def test_bad_definitions_are_refused_before_connecting(
                        "x", "--queue", queue)  # fmt: skip
     assert code == 2 and "minute" in err
     assert raw.keys(f"emq:{{{queue}}}:*") == []
+
+
+def echomq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echomq.cli", *args, "--url", url],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_pause_resume_as_a_subprocess(url: str, raw: valkey.Valkey, queue: str) -> None:
+    from echomq import repeat
+    from echomq.connector import Connector
+
+    add = echomq("repeat", "add", "beat", "--every", "1m", "--payload", "x", "--queue", queue,
+                 url=url)
+    assert add.returncode == 0, add.stderr
+    score = raw.zscore(keyspace.queue_key(queue, "repeat"), "beat")
+    done = echomq("repeat", "pause", "beat", "--queue", queue, url=url)
+    assert (done.returncode, done.stdout) == (0, "paused\n"), done.stderr
+    assert raw.hget(keyspace.repeat_key(queue, "beat"), "paused") == b"1"
+    assert raw.zscore(keyspace.queue_key(queue, "repeat"), "beat") == score
+    listed = echomq("repeat", "list", "--queue", queue, url=url)
+    assert "paused (" in listed.stdout
+    conn = Connector.connect(url)
+    try:
+        assert repeat.sweep(conn, queue, repeat.now_ms() + 120_000)[0].reason == "paused"
+    finally:
+        conn.close()
+    done = echomq("repeat", "resume", "beat", "--queue", queue, url=url)
+    assert (done.returncode, done.stdout) == (0, "resumed\n"), done.stderr
+    assert raw.hget(keyspace.repeat_key(queue, "beat"), "paused") is None
+    for verb in ("pause", "resume"):
+        gone = echomq("repeat", verb, "ghost", "--queue", queue, url=url)
+        assert gone.returncode == 1 and gone.stdout == ""
+        assert "no registration named 'ghost'" in gone.stderr and "Traceback" not in gone.stderr

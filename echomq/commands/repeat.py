@@ -1,4 +1,4 @@
-"""``echomq repeat list|add|cancel|next``: browse and manage recurring registrations.
+"""``echomq repeat list|add|cancel|pause|resume|next``: browse and manage recurring registrations.
 
 Every command takes ``--url`` (default ``$ECHOMQ_URL``, else the embedded server) and
 ``--queue`` (default ``default``). Times print in the registration's zone for a cron
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, next runs")
+    p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, pause, next")
     verbs = p.add_subparsers(dest="repeat_command", metavar="VERB")
 
     ls = verbs.add_parser("list", help="every registration (of every queue), soonest first")
@@ -54,6 +54,16 @@ def register(sub: Any) -> None:
     _common(cancel)
     cancel.add_argument("name")
     cancel.set_defaults(func=run_cancel)
+
+    pause = verbs.add_parser("pause", help="stop firing a registration (record and next run kept)")
+    _common(pause)
+    pause.add_argument("name")
+    pause.set_defaults(func=run_hold, hold="pause")
+
+    resume = verbs.add_parser("resume", help="fire a paused registration again, from now")
+    _common(resume)
+    resume.add_argument("name")
+    resume.set_defaults(func=run_hold, hold="resume")
 
     nxt = verbs.add_parser("next", help="the next runs of a registration or a cron expression")
     _common(nxt)
@@ -136,6 +146,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [("QUEUE", "NAME", "CADENCE", "NEXT", "FIRED", "LAST")]
     for e in entries:
         nxt = _when(e["next_at"], e.get("tz")) if not e.get("done") else f"done ({e['done']})"
+        if e.get("paused"):
+            nxt = f"paused ({nxt})"
         limit = f"/{e['limit']}" if e.get("limit") else ""
         rows.append((e["queue"], e["name"], _cadence(e), nxt, f"{e.get('fired', 0)}{limit}",
                      e.get("last_id", "-")))
@@ -210,6 +222,27 @@ def run_cancel(args: argparse.Namespace) -> int:
         _close(app)
     print("cancelled" if removed else f"no registration named {args.name!r}")
     return 0 if removed else 1
+
+
+def run_hold(args: argparse.Namespace) -> int:
+    """``repeat pause``/``repeat resume``: exit 1 with a plain sentence for an unknown name."""
+    from .. import repeat
+
+    verb = repeat.pause if args.hold == "pause" else repeat.resume
+    try:
+        conn, app = _connect(args)
+        try:
+            outcome = verb(conn, args.queue, args.name)
+        finally:
+            _close(app)
+    except ValueError as exc:
+        print(f"echomq: {exc}", file=sys.stderr)
+        return 2
+    if outcome == "absent":
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    print(outcome)
+    return 0
 
 
 def run_next(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ Routes (all under the mount root):
 | ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
 | ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
 | ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
-| ``/q/<q>/repeat`` | registrations with their next 5 runs |
+| ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
 | ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
 | ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
 | ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
@@ -378,8 +378,13 @@ class Dashboard:
             return redirect(req.url(f"/q/{q(queue)}/job/{q(job_id)}"))
         if rest == ["bulk"]:
             return self._bulk(req, queue, form)
-        if len(rest) == 3 and rest[0] == "repeat" and rest[2] == "cancel":
-            repeat.cancel(self.conn, queue, rest[1])
+        if len(rest) == 3 and rest[0] == "repeat" and rest[2] in ("cancel", "pause", "resume"):
+            if rest[2] == "cancel":
+                repeat.cancel(self.conn, queue, rest[1])
+            elif rest[2] == "pause":
+                repeat.pause(self.conn, queue, rest[1])
+            else:
+                repeat.resume(self.conn, queue, rest[1])
             return redirect(req.url(f"/q/{q(queue)}/repeat"))
         if rest == ["pause"]:
             jobs.pause(self.conn, queue)

@@ -433,11 +433,14 @@ def repeat_page(req: Request, queue: str, regs: list[dict[str, Any]], access: Ac
                                for d in repeat.next_runs(entry, 5))
         except (ValueError, KeyError, TypeError) as exc:
             upcoming = f"<li class='error'>{e(exc)}</li>"
+        op = "resume" if entry.get("paused") else "pause"
         cancel = "" if access.read_only else _form(
+            req, f"/q/{q(queue)}/repeat/{q(entry['name'])}/{op}", op, "small ghost") + _form(
             req, f"/q/{q(queue)}/repeat/{q(entry['name'])}/cancel", "cancel", "danger small",
             f"Cancel the registration {entry['name']}?")
+        badge = " <span class='badge paused'>paused</span>" if entry.get("paused") else ""
         rows.append(
-            f"<tr><td><b>{e(entry['name'])}</b></td><td><code>{e(cadence)}</code></td>"
+            f"<tr><td><b>{e(entry['name'])}</b>{badge}</td><td><code>{e(cadence)}</code></td>"
             f"<td>{e(zone)}</td><td><ol class='runs'>{upcoming}</ol></td>"
             f"<td class='n'>{e(entry.get('fired', 0))}</td><td>{cancel}</td></tr>")
     table = (

@@ -9,9 +9,22 @@
 -- order); a grouped one on its lane. The row keeps priority (when not 0) and group.
 -- Derived (same slot): the queue base (KEYS[2] minus 'pending'), the lane and wake keys.
 --@include kind
---@include admit
+--@include row
+--@include wake
+--@include count
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
 local p = string.sub(KEYS[2], 1, -8)
+-- No option tail (what task.enqueue sends by default): admit() without its options, run
+-- before the includes admit() needs are defined (defining them costs more than the
+-- writes); the same writes and reply.
+if #ARGV == 2 then
+  if not new_row(KEYS[1], 'pending', ARGV[2]) then return 0 end
+  redis.call('ZADD', KEYS[2], 0, ARGV[1])
+  wake(p .. 'wake')
+  count(p, 'enqueued')
+  return 1
+end
+--@include admit
 return admit(p, ARGV[1], ARGV[2], 'now', 0, admit_opts(3))

@@ -6,10 +6,11 @@
 -- ARGV[5] = the slot instant the (last) occurrence stands for (HOST ms, kept as last_at),
 -- ARGV[6..] = the occurrence ids, minted on the host, one per slot, oldest slot first
 -- Reply: {'fired', n} n occurrences enqueued (n may be 0: every slot was skipped) or
--- {'raced'|'absent'|'limit'|'overlap', 0}, nothing enqueued:
+-- {'raced'|'absent'|'paused'|'limit'|'overlap', 0}, nothing enqueued:
 --   raced   the name's score is no longer the one read (another pump fired it, or it was
 --           updated, cancelled or re-registered since): nothing written
 --   absent  the record is gone (cancelled mid-sweep): the dangling member is removed
+--   paused  the registration is paused (repeat_hold): nothing written, its score kept
 --   limit   the occurrence limit was already reached: the member is parked at +inf
 --   overlap overlap=skip and the last occurrence is still pending, scheduled or active:
 --           the name moves to its next run
@@ -28,6 +29,9 @@ end
 local cur = redis.call('ZSCORE', KEYS[1], name)
 if (not cur) or tonumber(cur) ~= tonumber(ARGV[2]) then
   return {'raced', 0}
+end
+if redis.call('HEXISTS', KEYS[2], 'paused') == 1 then
+  return {'paused', 0}
 end
 for i = 6, #ARGV do
   if not is_job(ARGV[i]) then

@@ -10,10 +10,21 @@
 -- row; promote reads them when the job comes due.
 -- Derived (same slot): the queue base, KEYS[2] minus 'schedule'.
 --@include kind
---@include admit
+--@include row
+--@include price
+--@include count
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
 end
 local p = string.sub(KEYS[2], 1, -9)
 local mode = ARGV[3] == 'in' and 'in' or 'at'
+-- No option tail: admit() without its options, before the includes it needs are defined
+-- (see enqueue-2.lua); the same writes and reply.
+if #ARGV == 4 then
+  if not new_row(KEYS[1], 'scheduled', ARGV[2]) then return 0 end
+  redis.call('ZADD', KEYS[2], price(mode, ARGV[4]), ARGV[1])
+  count(p, 'enqueued')
+  return 1
+end
+--@include admit
 return admit(p, ARGV[1], ARGV[2], mode, ARGV[4], admit_opts(5))

@@ -1,12 +1,8 @@
 -- The bookkeeping every transition that ends a job runs, in the same script as the end
 -- itself (so a counter, a release or a notification is never out of step with the row).
--- count(p, field, n): the queue's server-side counters emq:{q}:stats (HINCRBY), read by
--- jobs.stats: enqueued, completed, failed (each retry or death), retried, dead, cancelled.
 --@include now
 --@include flow
-local function count(p, field, n)
-  redis.call('HINCRBY', p .. 'stats', field, n or 1)
-end
+--@include count
 -- release_unique(p, key, id, until_ms): the unique key <base>unique:<key> is released by
 -- the job that owns it: deleted, or left to expire at unique_until (SERVER ms) when that
 -- is still ahead (the unique_for window outlives the job). A key another job owns by now

@@ -206,7 +206,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         while not stop.wait(0.5):
             if not srv.running():
-                rec = datadir.read(srv.data_dir) if path is not None else None
+                rec = None
+                if path is not None:
+                    # under the lock: `server stop` holds it from its SIGTERM until it has
+                    # marked the record stopped, so an exit it caused is never taken for a crash
+                    with datadir.locked(srv.data_dir):
+                        rec = datadir.read(srv.data_dir)
                 if rec is not None and rec.pid is None:
                     print("stopped by `echomq server stop`", flush=True)
                     return 0

@@ -137,7 +137,8 @@ def rate_phases(url: str, n: int, chunk: int) -> dict[str, float]:
         ("schedule_many", lambda jids: emq_bulk(conn, jids, chunk, True)),
     ):
         jids = _minted(m)
-        out[f"{name}_cmds"], out[f"{name}_us"] = server_cost(client, lambda: fn(jids), m)
+        out[f"{name}_cmds"], out[f"{name}_us"] = server_cost(
+            client, lambda fn=fn, jids=jids: fn(jids), m)
     conn.close()
     client.flushall()
     client.close()

@@ -10,8 +10,8 @@ trip and a scheduled one within a beat of its run-at.
 
 Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
 function in a thread pool (``echomq.runner``). Its outcome is settled by
-``echomq.settlement`` (acks batched, retries priced, delays, rate limits, cancels); the
-claim loop and its degraded mode are ``echomq.claims``. While a handler runs, a checkpoint
+``echomq.settling`` (acks batched, retries priced, delays, rate limits, cancels); the
+claim loop and its degraded mode are ``echomq.claimloop``. While a handler runs, a checkpoint
 (``echomq.leases``) extends its lease every third of the lease, so a long job is never
 reaped while its worker lives; the same checkpoint reports a cancel request, which cancels
 an ``async`` handler's task and raises ``job.cancelled`` for a plain function, and the job
@@ -43,14 +43,14 @@ from . import _guards as guard
 from . import backoff, errors, jobs, keyspace, metrics
 from ._time import to_epoch_ms, to_ms
 from .beat import DEFAULT_BATCH, DEFAULT_BEAT_MS, LegCounts, Legs, promote_due, run_legs, wake_delay
-from .claims import ClaimLoop
+from .claimloop import ClaimLoop
 from .events import Event, emit
 from .handler import Delay, Job, RateLimited, current_job
 from .leases import Checkpoints, Held, tick_for
 from .retention import Retention
 from .retention import resolve as resolve_retention
 from .runner import Runner
-from .settlement import (
+from .settling import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY_MS,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors, jobs, metrics
 from .beat import degraded_ms
-from .settlement import ConsumerStats
+from .settling import ConsumerStats
 
 log = logging.getLogger("echomq.consumer")
 

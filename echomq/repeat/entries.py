@@ -1,11 +1,12 @@
-"""Registry entries: a registration's name and next run with its record decoded, as
-``due``, ``records`` and ``get`` return it; its next runs; the HOST clock every score is on."""
+"""Registry entries: a ``Registration`` (a registration's name and next run with its
+record decoded) as ``due``, ``records`` and ``get`` return it; its next runs; the HOST clock
+every score is on."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +34,7 @@ def _scored(reply: Any) -> list[tuple[str, Any]]:
     return [(text(m), score) for m, score in scored(reply)]
 
 
-def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[dict[str, Any]]]:
+def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[Registration]]:
     if not members:
         return []
     found = yield Batch(
@@ -49,11 +50,104 @@ _INT_FIELDS = frozenset(
 )
 
 
-def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
+class Registration(dict[str, Any]):
+    """One registration as a read found it (``due``, ``records``, ``get``): the dict the
+    seed's ``due`` returns, ``{"name", "next_at", ...record fields}``, with typed
+    properties over the same fields.
+
+    ``next_at`` is the next run (HOST ms; ``None`` once finished: ``limit`` reached or
+    ``end_at`` past); the record's fields are decoded (the template as bytes, the numeric
+    fields as int, ``paused`` as a bool, the others as str; a field the record lacks is
+    absent). A plain ``dict`` subclass, so ``r["every_ms"]``, ``r.get("cron")``,
+    ``{**r}``, ``r == {...}`` and JSON work as before; the properties answer ``None`` for an
+    absent field, or where a hand-edited record holds text in place of a number (``plan``
+    refuses that record).
+    """
+
+    __slots__ = ()
+
+    def _int(self, key: str) -> int | None:
+        value = self.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def _str(self, key: str) -> str | None:
+        value = self.get(key)
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def name(self) -> str:
+        return str(self["name"])
+
+    @property
+    def next_at(self) -> int | None:
+        """The next run (HOST ms), ``None`` once finished."""
+        return self._int("next_at")
+
+    @property
+    def every_ms(self) -> int | None:
+        """The interval cadence (ms), or ``None`` for a cron registration."""
+        return self._int("every_ms")
+
+    @property
+    def cron(self) -> str | None:
+        """The cron expression, or ``None`` for an interval registration."""
+        return self._str("cron")
+
+    @property
+    def tz(self) -> str:
+        """The IANA zone a cron expression is read in (``"UTC"`` when none is stored)."""
+        return self._str("tz") or "UTC"
+
+    @property
+    def template(self) -> bytes | None:
+        """The payload every occurrence carries (``None``: a dangling member, no record)."""
+        value = self.get("template")
+        return value if isinstance(value, bytes) else None
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.get("paused"))
+
+    @property
+    def fired(self) -> int:
+        """Occurrences enqueued so far."""
+        return self._int("fired") or 0
+
+    @property
+    def limit(self) -> int | None:
+        return self._int("limit")
+
+    @property
+    def start_at(self) -> int | None:
+        """No run before this (HOST epoch ms)."""
+        return self._int("start_at")
+
+    @property
+    def end_at(self) -> int | None:
+        """No run after this (HOST epoch ms)."""
+        return self._int("end_at")
+
+    @property
+    def done(self) -> str | None:
+        """``"limit"`` or ``"ended"`` once no further run comes; else ``None``."""
+        return self._str("done")
+
+    @property
+    def last_id(self) -> str | None:
+        """The id of the last occurrence enqueued."""
+        return self._str("last_id")
+
+    @property
+    def last_at(self) -> int | None:
+        """The slot (HOST ms) the last occurrence stands for."""
+        return self._int("last_at")
+
+
+def _entry(name: str, score: Any, record: Any) -> Registration:
     """A registry entry: the member's name and score with its record's fields decoded."""
     next_at = float(score)
     finite = math.isfinite(next_at)
-    entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None}
+    entry = Registration(name=name, next_at=int(next_at) if finite else None)
     for k, v in (record or {}).items():
         key = text(k)
         if key == "paused":
@@ -71,38 +165,39 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
 
 
 @verb
-def records(queue: str) -> Verb[list[dict[str, Any]]]:
+def records(queue: str) -> Verb[list[Registration]]:
     """Every registration, soonest next run first (finished ones last, ``next_at=None``).
 
-    The same entry shape as ``due``, plus ``paused`` (a bool). Reads only; no clock.
+    The same entries as ``due``, each with ``paused`` (a bool). Reads only; no clock.
     """
     zset = keyspace.queue_key(queue, "repeat")
 
-    def steps() -> Verb[list[dict[str, Any]]]:
+    def steps() -> Verb[list[Registration]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
         entries = yield from _entries(queue, _scored(members))
-        return [{"paused": False, **e} for e in entries]
+        return [Registration({"paused": False, **e}) for e in entries]
 
     return steps()
 
 
 @verb
-def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
+def get(queue: str, name: str) -> Verb[Registration | None]:
     """One registration's entry (as ``records`` lists it), or ``None`` when no record has
     that name."""
     zset, record = _keys(queue, name)
 
-    def steps() -> Verb[dict[str, Any] | None]:
+    def steps() -> Verb[Registration | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
-        return {"paused": False, **_entry(name, score if score is not None else "inf", fields)}
+        entry = _entry(name, score if score is not None else "inf", fields)
+        return Registration({"paused": False, **entry})
 
     return steps()
 
 
 def next_runs(
-    record_or_expression: dict[str, Any] | str,
+    record_or_expression: Mapping[str, Any] | str,
     count: int = 5,
     tz: str = "UTC",
     after: int | None = None,

@@ -105,10 +105,15 @@ PLAIN = Options()
 def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:
     guard.string("job_id", job_id)
     guard.payload(payload)
+    # EMQ.ENQUEUE is the script's plain path; options ride the script at wire 6 too
+    if opts.plain:
+        return Eval("enqueue", (keyspace.job_key(queue, job_id),
+                                keyspace.queue_key(queue, "pending")),
+                    (job_id, payload), native="EMQ.ENQUEUE")
     return Eval(
         "enqueue",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending")),
-        (job_id, payload) if opts.plain else (job_id, payload, *opts.argv()),
+        (job_id, payload, *opts.argv()),
     )
 
 

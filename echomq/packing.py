@@ -16,15 +16,13 @@ import codecs
 import functools
 from typing import Any
 
-try:
-    from libvalkey import pack_command as _c_pack
-except ImportError:  # a valkey-py without libvalkey: its own packer, as before
-    _c_pack = None
+from libvalkey import pack_command as _c_pack
 
 
 @functools.cache
 def _c_packing(cls: type) -> type:
     """``cls`` (a valkey-py asyncio connection class) packing commands in C."""
+    fallback = cls.pack_command  # type: ignore[attr-defined]
 
     def pack_command(self: Any, *args: Any) -> list[bytes]:
         head = args[0]
@@ -35,18 +33,18 @@ def _c_packing(cls: type) -> type:
         elif b" " in head:
             args = (*head.split(), *args[1:])
         try:
-            return [_c_pack(args)]  # type: ignore[misc]
+            return [_c_pack(args)]
         except TypeError:
-            return list(cls.pack_command(self, *args))
+            return list(fallback(self, *args))
 
     return type(f"CPacked{cls.__name__}", (cls,), {"pack_command": pack_command})
 
 
 def use_c_packer(pool: Any) -> None:
-    """Make the connections ``pool`` opens from now on pack commands in C (a no-op without
-    libvalkey, or when the pool encodes str other than as strict UTF-8)."""
+    """Make the connections ``pool`` opens from now on pack commands in C (a no-op when
+    the pool encodes str other than as strict UTF-8)."""
     kwargs = getattr(pool, "connection_kwargs", {})
-    if _c_pack is None or not hasattr(pool, "connection_class"):
+    if not hasattr(pool, "connection_class"):
         return
     encoding = codecs.lookup(kwargs.get("encoding", "utf-8")).name
     if encoding != "utf-8" or kwargs.get("encoding_errors", "strict") != "strict":

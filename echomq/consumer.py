@@ -6,7 +6,11 @@ then ``promote`` (due scheduled jobs), then the claims, up to the free concurren
 once a beat for the queue and the consumer only claims. Between beats an idle consumer does
 not poll: it blocks on the queue's wake list (``BLPOP emq:{q}:wake``, timeout one beat),
 which enqueue, promote and reap push a token onto, so an enqueued job starts within a round
-trip and a scheduled one within a beat of its run-at.
+trip and a scheduled one within a few ms of its run-at: the legs wake at the earliest run-at
+they read, and an admission whose run-at leads the schedule (comes before that instant)
+leaves a token on ``emq:{q}:due``, which the idle claim loop pops beside its wake list
+(one ``BLPOP`` on both) and hands to the legs (or, pooled, to ``on_lead``: the worker's
+Metronome), which re-read the head and re-plan their wake.
 
 Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
 function in a thread pool. Success acks (the row is deleted unless the retention keeps
@@ -213,6 +217,12 @@ class Consumer:
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_key = keyspace.queue_key(queue, "due")
+        # a run-at now leads the schedule (a due token): the legs re-plan their wake
+        self._led = asyncio.Event()
+        #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
+        #: with none, a pooled consumer leaves the due list alone
+        self.on_lead: Callable[[str], None] | None = None
         self._due_at: float | None = None  # the next noted due instant (loop clock)
         self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
         self._kick = asyncio.Event()
@@ -294,17 +304,52 @@ class Consumer:
                 if next_at < loop.time():  # a slow beat: do not catch up with a burst
                     next_at = loop.time()
             delay, due_wake = wake_delay(next_at - loop.time(), counts.next_due_ms)
-            await self._sleep(delay)
+            try:
+                due_wake = await self._sleep_replanning(next_at, delay, due_wake)
+            except (errors.WireError, errors.CommandError) as exc:
+                await self._degraded(exc)
+                next_at, due_wake = loop.time(), False
+
+    async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
+        """Sleep ``delay`` (HOST monotonic) toward the beat at ``next_at`` (loop clock), or
+        less: a due token (a new run-at leads the schedule) cuts the sleep short to re-read
+        the head (``jobs.next_due_ms``, SERVER clock) and re-plan it. One read per new head,
+        none per idle beat. Returns whether the wake is for a due run-at."""
+        loop = asyncio.get_running_loop()
+        while await self._sleep_unless_led(delay):
+            ms = await jobs.next_due_ms(self.conn, self.queue)
+            self.note_due(ms)
+            delay, due_wake = wake_delay(next_at - loop.time(), ms)
+        return due_wake
+
+    async def _sleep_unless_led(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until stop; True (and the signal consumed) when a due token
+        came first."""
+        assert self._stop is not None
+        if not self._led.is_set() and seconds > 0:
+            waits = {asyncio.ensure_future(self._stop.wait()),
+                     asyncio.ensure_future(self._led.wait())}
+            _done, pending = await asyncio.wait(waits, timeout=seconds,
+                                                return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+        if self._led.is_set() and not self._stop.is_set():
+            self._led.clear()
+            return True
+        return False
 
     async def _claims(self, stop: asyncio.Event) -> None:
         beat_s = self.beat_ms / 1000
+        led = False
         while not stop.is_set():
             try:
                 if self.meter.due():  # at most once a second, busy or idle, in the background
                     self.meter.flush_soon(self.conn, self.queue, self._streak)
                 free = self._free()
                 got = 0
-                if free > 0:
+                # a due token says a run-at leads the schedule, not that a job is ready:
+                # no claim for it, straight back to the wait
+                if free > 0 and not led:
                     self._reserved += free
                     try:
                         claims = await jobs.claim_many(
@@ -315,10 +360,11 @@ class Consumer:
                         self._start(claim)
                     got = len(claims)
                     self._healthy()
+                led = False
                 if free <= 0:
                     await self._wait_slot(beat_s)
                 elif got < free:
-                    await self._idle(self._idle_for(beat_s))
+                    led = await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
@@ -386,14 +432,18 @@ class Consumer:
             self._emit("recovered", None, 0, streak=self._streak)
             self._streak = 0
 
-    async def _idle(self, timeout: float) -> None:
-        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop."""
+    async def _idle(self, timeout: float) -> bool:
+        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop.
+        The due list too, unless pooled with no ``on_lead``: True when a due token came,
+        which is handed to the legs (or ``on_lead``) to re-plan their wake."""
         # BLPOP's timeout is in seconds (a double); 0 would mean forever.
         secs = max(timeout, 0.005)
         assert self._stop is not None
         self._kick.clear()
         self._idle_until = asyncio.get_running_loop().time() + secs
-        pop = asyncio.ensure_future(self.conn.call("BLPOP", self._wake_key, f"{secs:.3f}"))
+        keys = ((self._wake_key,) if self.pooled and self.on_lead is None
+                else (self._wake_key, self._due_key))
+        pop = asyncio.ensure_future(self.conn.call("BLPOP", *keys, f"{secs:.3f}"))
         stopper = asyncio.ensure_future(self._stop.wait())
         kicked = asyncio.ensure_future(self._kick.wait())
         try:
@@ -406,8 +456,16 @@ class Consumer:
                 pop.cancel()
                 with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
                     await pop
-        if pop.done() and not pop.cancelled():
-            pop.result()  # a wire error surfaces here and degrades the beat
+        if not pop.done() or pop.cancelled():
+            return False
+        got = pop.result()  # a wire error surfaces here and degrades the beat
+        if not got or _text(got[0]) != self._due_key:
+            return False
+        if not self.pooled:
+            self._led.set()
+        elif self.on_lead is not None:
+            self.on_lead(self.queue)
+        return True
 
     async def _wait_slot(self, timeout: float) -> None:
         self._slot.clear()
@@ -662,6 +720,10 @@ class Consumer:
 
 
 _validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter shadows it
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _no_handler(job: Job) -> None:  # pragma: no cover - never called

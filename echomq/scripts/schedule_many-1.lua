@@ -19,6 +19,7 @@ for i = 2, #ARGV, 4 do
   out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], {now = now, batch = batch})
 end
 local admitted = batch[KEYS[1]] or {}
+lead_many(p, admitted)
 in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
 if #admitted > 0 then count(p, 'enqueued', #admitted / 2) end
 return out

@@ -73,6 +73,7 @@ def test_schedule_at_admits_with_the_literal_score(r: valkey.Valkey, q: str) -> 
         "job:" + J1: ("hash", {"state": b"scheduled", "attempts": b"0", "payload": b"a\x00b"}),
         "schedule": ("zset", {J1: 1234.0}),
         "stats": ("hash", {"enqueued": b"1"}),  # the queue's counters, as the script keeps
+        "due": ("list", [b"1"]),  # it leads an empty schedule: the beat loops re-plan
     }
 
 
@@ -195,7 +196,7 @@ def test_promote_ghost_among_flat_jobs(r: valkey.Valkey, q: str) -> None:
     r.zadd(k(q, "schedule"), {J1: 1})
     assert send(r, *promote(q)) == 2
     snap = snapshot(r, q)
-    assert set(snap) == {"job:" + J2, "pending", "wake", "stats"}
+    assert set(snap) == {"job:" + J2, "pending", "wake", "stats", "due"}
     assert snap["pending"] == ("zset", {J2: 0.0})
 
 
@@ -259,6 +260,7 @@ def test_delay_live_holder_writes_the_scripts_writes(r: valkey.Valkey, q: str) -
                                "failures": b"1", "stalled": b"1"}),
         "active": ("zset", {J2: float(FAR)}),
         "schedule": ("zset", {J1: 777.0}),
+        "due": ("list", [b"1"]),
     }
 
 

@@ -61,7 +61,7 @@ class Transition:
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("enqueue", (), "pending", "-", "admit claimable now at its priority (or on its group's lane); a duplicate id writes nothing"),
+    Transition("enqueue", (), "pending", "-", "admit claimable now at its priority (or on its group's lane); a duplicate id writes nothing", "enqueue", "EMQ.ENQUEUE"),
     Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms", "schedule", "EMQ.SCHEDULE"),
     Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay", "schedule", "EMQ.SCHEDULE"),
     Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; at the row's priority; grouped rows to their lane", "promote", "EMQ.PROMOTE"),

@@ -423,7 +423,7 @@ def clock_page(req: Request, queue: str, tl: insight.Timeline, rel: insight.Rele
 
 # -- registrations ------------------------------------------------------------------------
 
-def repeat_page(req: Request, queue: str, regs: list[dict[str, Any]], access: Access) -> str:
+def repeat_page(req: Request, queue: str, regs: list[repeat.Registration], access: Access) -> str:
     rows = []
     for entry in regs:
         cadence = entry.get("cron") or f"every {duration(entry.get('every_ms') or 0)}"

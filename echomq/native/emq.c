@@ -604,6 +604,104 @@ static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
+/* -- EMQ.ENQUEUE 2 <row> <pending> <id> <payload> -------------------------------------- */
+
+/* The key <base><name>, the base being <key> minus its last <cut> bytes, as the scripts
+ * derive it (string.sub(KEYS[2], 1, -8) for 'pending'). */
+static EmqStr *sibling(EmqCtx *ctx, EmqStr *key, size_t cut, const char *name) {
+    size_t len, nlen = strlen(name), blen;
+    const char *p = Emq_StringPtrLen(key, &len);
+    char stack[256], *buf = stack;
+    EmqStr *out;
+    blen = len > cut ? len - cut : 0;
+    if (blen + nlen > sizeof(stack)) buf = Emq_Alloc(blen + nlen);
+    memcpy(buf, p, blen);
+    memcpy(buf + blen, name, nlen);
+    out = Emq_CreateString(ctx, buf, blen + nlen);
+    if (buf != stack) Emq_Free(buf);
+    return out;
+}
+
+/* The 'enqueued' counter's value before the bump (0 when the field or the hash is absent);
+ * NULL when it can be bumped, else the refusal HINCRBY itself would give (WRONGTYPE, not an
+ * integer, overflow). Read before any write, so a refusal writes nothing. */
+static const char *counter_before(EmqCtx *ctx, EmqStr *stats, long long *out) {
+    EmqKey *k = Emq_OpenKey(ctx, stats, EMQ_READ);
+    int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    const char *refusal = NULL;
+    EmqStr *v = NULL;
+    *out = 0;
+    if (t == EMQ_KEYTYPE_HASH) Emq_HashGet(k, EMQ_HASH_CFIELDS, "enqueued", &v, NULL);
+    else if (t != EMQ_KEYTYPE_EMPTY) refusal = WRONGTYPE_ERROR;
+    Emq_CloseKey(k);
+    if (v != NULL) {
+        if (Emq_StringToLongLong(v, out) != EMQ_OK) refusal = "ERR hash value is not an integer";
+        else if (*out == 0x7fffffffffffffffLL) refusal = "ERR increment or decrement would overflow";
+        Emq_FreeString(ctx, v);
+    }
+    return refusal;
+}
+
+/* Admit a job claimable now, the enqueue script's plain path (no options) in one command:
+ * the row (state pending, attempts 0, payload) unless the key exists, the id on pending at
+ * score 0, one wake token, and 'enqueued' + 1 on <base>stats. Replies 1, or 0 when the row
+ * exists (of any type; nothing written). Each key is opened once to check and once to
+ * write; no command is dispatched except the wake RPUSH when the list is empty. */
+static int cmd_enqueue(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *row, *pending, *id, *stats, *wake_key, *bumped;
+    EmqKey *k;
+    long long count;
+    const char *refusal;
+    char num[24];
+    int flags = 0, n;
+
+    if (!check_shape(ctx, argv, argc, 6, 2, "ERR EMQ.ENQUEUE numkeys must be 2",
+                     "ERR EMQ.ENQUEUE keys must be distinct"))
+        return EMQ_OK;
+    row = argv[2], pending = argv[3], id = argv[4];
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
+    if (!is_type_or_empty(ctx, pending, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+    stats = sibling(ctx, pending, 7, "stats");
+    refusal = counter_before(ctx, stats, &count);
+    if (refusal) {
+        Emq_FreeString(ctx, stats);
+        return Emq_ReplyWithError(ctx, refusal);
+    }
+
+    k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", s_pending, "attempts", s_zero, "payload",
+                argv[5], NULL);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", row);
+    Emq_Replicate(ctx, "HSET", "scccccs", row, "state", "pending", "attempts", "0",
+                  "payload", argv[5]);
+
+    k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
+    Emq_ZsetAdd(k, 0.0, id, &flags);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", pending);
+    Emq_Replicate(ctx, "ZADD", "scs", pending, "0", id);
+
+    wake_key = sibling(ctx, pending, 7, "wake");
+    wake(ctx, wake_key);
+    Emq_FreeString(ctx, wake_key);
+
+    /* HINCRBY through the key API: the value read above plus one, replicated as itself. */
+    n = snprintf(num, sizeof(num), "%lld", count + 1);
+    bumped = Emq_CreateString(ctx, num, (size_t)n);
+    k = Emq_OpenKey(ctx, stats, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "enqueued", bumped, NULL);
+    Emq_CloseKey(k);
+    Emq_FreeString(ctx, bumped);
+    notify(ctx, EMQ_NOTIFY_HASH, "hincrby", stats);
+    Emq_Replicate(ctx, "HINCRBY", "scc", stats, "enqueued", "1");
+    Emq_FreeString(ctx, stats);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
 /* -- load / unload ------------------------------------------------------------------- */
 
 static int load(EmqCtx *ctx) {
@@ -621,7 +719,8 @@ static int load(EmqCtx *ctx) {
     if (Emq_CreateCommand(ctx, "emq.schedule", cmd_schedule, "write deny-oom", 2, 3, 1) ||
         Emq_CreateCommand(ctx, "emq.promote", cmd_promote, "write deny-oom", 2, 3, 1) ||
         Emq_CreateCommand(ctx, "emq.delay", cmd_delay, "write deny-oom", 2, 4, 1) ||
-        Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1))
+        Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1) ||
+        Emq_CreateCommand(ctx, "emq.enqueue", cmd_enqueue, "write deny-oom", 2, 3, 1))
         return EMQ_ERR;
     return EMQ_OK;
 }

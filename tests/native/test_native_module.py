@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, server_ms, snapshot
+from native_support import base, send, server_ms, snapshot
 
 from echomq import errors
 from echomq.server import EmbeddedServer
@@ -20,11 +20,6 @@ KIND = "EMQKIND job id must be JOB-namespaced"
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 FAR = 40_000_000_000_000  # an absolute run-at far in the future (never due in a test)
 J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
-
-
-@pytest.fixture
-def q() -> str:
-    return fresh_queue()
 
 
 def k(q: str, name: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, snapshot
+from native_support import base, fresh_queue, send, snapshot
 
 from echomq import Connector, errors
 from echomq.server import EmbeddedServer

@@ -12,7 +12,7 @@ import pathlib
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, snapshot, start_server
+from native_support import base, fresh_queue, send, snapshot, start_server
 
 from echomq import Connector, errors, jobs, scripts
 from echomq.server import EmbeddedServer
@@ -20,11 +20,6 @@ from echomq.server import EmbeddedServer
 KIND = "EMQKIND job id must be JOB-namespaced"
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
-
-
-@pytest.fixture
-def q() -> str:
-    return fresh_queue()
 
 
 def k(q: str, name: str) -> str:

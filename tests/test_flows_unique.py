@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-import valkey
+from flow_support import leaf, state
 
 from echomq import dead, flows, ids, insight, jobs, keyspace
 from echomq.flows import Node
@@ -22,13 +22,6 @@ def qname() -> str:
     return "fu-" + uuid.uuid4().hex[:8]
 
 
-def leaf(queue: str, **kw: Any) -> Node:
-    return Node(queue, ids.mint(), b'{"n":1}', **kw)
-
-
-def state(raw: valkey.Valkey, queue: str, jid: str) -> str | None:
-    s = raw.hget(keyspace.job_key(queue, jid), "state")
-    return s.decode() if s is not None else None
 
 
 def carry(conn: Any, *queues: str) -> flows.Carried:

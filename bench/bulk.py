@@ -1,8 +1,7 @@
 """Bulk admission and memory per scheduled job (issue 16, targets 3 and 6).
 
-Rate: N jobs admitted ``--chunk`` per round trip (1,000 by default), four ways side by side
-on one embedded Valkey, ids minted before the clock starts (all four write the same
-branded ids):
+Rate: N jobs admitted ``--chunk`` per round trip (1,000 by default), several ways side by
+side on one embedded Valkey, ids minted before the clock starts (all write branded ids):
 
 - ``raw``: the floor. Per job ``HSET`` row (state, attempts, payload) and one variadic
   ``ZADD`` for the chunk, packed with libvalkey's C packer and sent as one buffer on one
@@ -10,16 +9,18 @@ branded ids):
 - ``enqueue_many`` / ``schedule_many`` (+60 s, ``"in"``): ``echomq.jobs`` on the sync
   ``Connector``; ``aenqueue_many``: ``jobs.enqueue_many`` on an ``AsyncConnector``.
 
-Each repeat runs them back to back; ratios are taken within a repeat and the table shows
-medians. The server's work per job comes from ``INFO commandstats`` (commands, counting those
-a script runs; µs of the top-level calls).
+The sides' round trips alternate (a raw chunk, an ``enqueue_many`` chunk, an async one,
+the next raw chunk ...), each timed alone, so load from a neighbour on a shared machine falls
+on every side alike; ratios are taken within a repeat and the table shows medians. The
+server's work per job comes from ``INFO commandstats`` (commands, counting those a script
+runs; µs of the top-level calls).
 
 Memory: each measurement on its own fresh server, ``used_memory`` before and after N jobs,
 divided by N: EchoMQ's ``schedule_many`` (scripts loaded before the first reading, so the
-figure is per job, not the Lua engine's one-off cost; that one-off cost is printed too), and
-the bare layouts the same ids would cost written with plain commands: the contract's row
-(``state=scheduled``, ``attempts=0``, ``payload``) plus its schedule member, and the parts
-alone. Host wall clock throughout.
+figure is per job, not the first call's one-off cost: the script cache, the Lua heap; that
+is printed too), and the bare layouts the same ids cost written with plain commands: the
+contract's row (``state=scheduled``, ``attempts=0``, ``payload``) plus its schedule member,
+and the parts alone. Host wall clock throughout.
 
     .venv/bin/python bench/bulk.py [--n 20000] [--chunk 1000] [--repeat 5]
 """
@@ -53,55 +54,87 @@ def _parts(jids: list[str], chunk: int) -> list[list[str]]:
     return [jids[i:i + chunk] for i in range(0, len(jids), chunk)]
 
 
-def raw_bulk(client: valkey.Valkey, jids: list[str], chunk: int, scheduled: bool) -> float:
-    """The floor: HSET per job + one ZADD per chunk, one buffer per round trip; jobs/s."""
-    pack = libvalkey.pack_command
-    row = keyspace.base(QUEUE) + "raw:"
-    zset = keyspace.queue_key(QUEUE, "raw-schedule" if scheduled else "raw-pending")
-    state = "scheduled" if scheduled else "pending"
-    conn = client.connection_pool.get_connection("HSET")
-    try:
-        t0 = time.perf_counter()
-        for part in _parts(jids, chunk):
-            score = int(time.time() * 1000) + AHEAD_MS if scheduled else 0
-            members: list[Any] = []
-            buf = []
-            for jid in part:
-                buf.append(pack(("HSET", row + jid, "state", state, "attempts", "0",
-                                 "payload", PAYLOAD)))
-                members += (score, jid)
-            buf.append(pack(("ZADD", zset, *members)))
-            conn.send_packed_command([b"".join(buf)])
-            for _ in range(len(part) + 1):
-                conn.read_response()
-        return len(jids) / (time.perf_counter() - t0)
-    finally:
-        client.connection_pool.release(conn)
+class Raw:
+    """The floor: HSET per job + one ZADD per chunk, packed in C, one buffer per round trip."""
+
+    def __init__(self, client: valkey.Valkey, scheduled: bool) -> None:
+        self.conn = client.connection_pool.get_connection("HSET")
+        self.client = client
+        self.row = keyspace.base(QUEUE) + "raw:"
+        self.zset = keyspace.queue_key(QUEUE, "raw-schedule" if scheduled else "raw-pending")
+        self.state = "scheduled" if scheduled else "pending"
+        self.scheduled = scheduled
+
+    def __call__(self, part: list[str]) -> None:
+        pack = libvalkey.pack_command
+        score = int(time.time() * 1000) + AHEAD_MS if self.scheduled else 0
+        members: list[Any] = []
+        buf = []
+        for jid in part:
+            buf.append(pack(("HSET", self.row + jid, "state", self.state, "attempts", "0",
+                             "payload", PAYLOAD)))
+            members += (score, jid)
+        buf.append(pack(("ZADD", self.zset, *members)))
+        self.conn.send_packed_command([b"".join(buf)])
+        for _ in range(len(part) + 1):
+            self.conn.read_response()
+
+    def close(self) -> None:
+        self.client.connection_pool.release(self.conn)
 
 
-def emq_bulk(conn: Connector, jids: list[str], chunk: int, scheduled: bool) -> float:
-    t0 = time.perf_counter()
-    for part in _parts(jids, chunk):
-        if scheduled:
-            out = jobs.schedule_many(conn, QUEUE, [(j, PAYLOAD, "in", AHEAD_MS) for j in part])
-        else:
-            out = jobs.enqueue_many(conn, QUEUE, [(j, PAYLOAD) for j in part])
+def interleaved(n: int, chunk: int, sides: dict[str, Callable[[list[str]], object]]
+                ) -> dict[str, float]:
+    """jobs/s of each side, their round trips alternated (one chunk each, in turn), so a
+    neighbour's load on the shared machine falls on every side alike."""
+    parts = {name: _parts(_minted(n), chunk) for name in sides}
+    spent = dict.fromkeys(sides, 0.0)
+    for i in range(len(next(iter(parts.values())))):
+        for name, fn in sides.items():
+            t0 = time.perf_counter()
+            fn(parts[name][i])
+            spent[name] += time.perf_counter() - t0
+    return {name: n / spent[name] for name in sides}
+
+
+def rate_phases(url: str, n: int, chunk: int) -> dict[str, float]:
+    client = valkey.Valkey.from_url(url)
+    conn = Connector.connect(url)
+    loop = asyncio.new_event_loop()
+    aconn = loop.run_until_complete(AsyncConnector.connect(url))
+    jobs.enqueue_many(conn, QUEUE, [(ids.mint(), PAYLOAD)])
+    jobs.schedule_many(conn, QUEUE, [(ids.mint(), PAYLOAD, "in", AHEAD_MS)])
+    loop.run_until_complete(jobs.enqueue_many(aconn, QUEUE, [(ids.mint(), PAYLOAD)]))
+    raw, raw_sched = Raw(client, False), Raw(client, True)
+
+    def enqueue(part: list[str]) -> None:
+        assert len(jobs.enqueue_many(conn, QUEUE, [(j, PAYLOAD) for j in part])) == len(part)
+
+    def schedule(part: list[str]) -> None:
+        out = jobs.schedule_many(conn, QUEUE, [(j, PAYLOAD, "in", AHEAD_MS) for j in part])
         assert len(out) == len(part)
-    return len(jids) / (time.perf_counter() - t0)
 
+    def aenqueue(part: list[str]) -> None:
+        out = loop.run_until_complete(jobs.enqueue_many(aconn, QUEUE, [(j, PAYLOAD)
+                                                                       for j in part]))
+        assert len(out) == len(part)
 
-def emq_abulk(url: str, jids: list[str], chunk: int) -> float:
-    async def run() -> float:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue_many(conn, QUEUE, [(ids.mint(), PAYLOAD)])  # connect, load
-        t0 = time.perf_counter()
-        for part in _parts(jids, chunk):
-            await jobs.enqueue_many(conn, QUEUE, [(j, PAYLOAD) for j in part])
-        rate = len(jids) / (time.perf_counter() - t0)
-        await conn.close()
-        return rate
-
-    return asyncio.run(run())
+    out = interleaved(n, chunk, {"raw": raw, "enqueue_many": enqueue,
+                                 "aenqueue_many": aenqueue})
+    out |= interleaved(n, chunk, {"raw_sched": raw_sched, "schedule_many": schedule})
+    m = min(n, 5000)
+    for name, fn in (("raw", raw), ("enqueue_many", enqueue), ("schedule_many", schedule)):
+        jids = _minted(m)
+        out[f"{name}_cmds"], out[f"{name}_us"] = server_cost(
+            client, lambda fn=fn, jids=jids: [fn(p) for p in _parts(jids, chunk)], m)
+    raw.close()
+    raw_sched.close()
+    loop.run_until_complete(aconn.close())
+    loop.close()
+    conn.close()
+    client.flushall()
+    client.close()
+    return out
 
 
 def server_cost(admin: valkey.Valkey, fn: Callable[[], object], n: int) -> tuple[float, float]:
@@ -116,33 +149,6 @@ def server_cost(admin: valkey.Valkey, fn: Callable[[], object], n: int) -> tuple
     if not top:  # the raw floor runs no script: all its commands are top level
         top = sum(v["usec"] for k, v in stats.items() if k not in _ADMIN)
     return calls / n, top / n
-
-
-def rate_phases(url: str, n: int, chunk: int) -> dict[str, float]:
-    client = valkey.Valkey.from_url(url)
-    conn = Connector.connect(url)
-    jobs.enqueue_many(conn, QUEUE, [(ids.mint(), PAYLOAD)])  # load the scripts
-    jobs.schedule_many(conn, QUEUE, [(ids.mint(), PAYLOAD, "in", AHEAD_MS)])
-    out = {
-        "raw": raw_bulk(client, _minted(n), chunk, False),
-        "enqueue_many": emq_bulk(conn, _minted(n), chunk, False),
-        "raw_sched": raw_bulk(client, _minted(n), chunk, True),
-        "schedule_many": emq_bulk(conn, _minted(n), chunk, True),
-        "aenqueue_many": emq_abulk(url, _minted(n), chunk),
-    }
-    m = min(n, 5000)
-    for name, fn in (
-        ("raw", lambda jids: raw_bulk(client, jids, chunk, False)),
-        ("enqueue_many", lambda jids: emq_bulk(conn, jids, chunk, False)),
-        ("schedule_many", lambda jids: emq_bulk(conn, jids, chunk, True)),
-    ):
-        jids = _minted(m)
-        out[f"{name}_cmds"], out[f"{name}_us"] = server_cost(
-            client, lambda fn=fn, jids=jids: fn(jids), m)
-    conn.close()
-    client.flushall()
-    client.close()
-    return out
 
 
 def _used(admin: valkey.Valkey) -> int:
@@ -168,6 +174,9 @@ def memory_phases(n: int) -> dict[str, float]:
         "bare_row": lambda j: [row(j)],
         "bare_member": lambda j: [member(j)],
         "bare_key": lambda j: [("SET", base + "job:" + j, "1")],
+        # bench/systems/raw_sys.py's layout: two fields, 20-character ids (j[-20:])
+        "raw_layout": lambda j: [("HSET", "raw:{bench}:job:" + j[-20:], "state", "x",
+                                  "payload", PAYLOAD), ("ZADD", sched, due, j[-20:])],
     }
     out: dict[str, float] = {}
     with EmbeddedServer(ephemeral=True) as srv:
@@ -249,11 +258,12 @@ def main() -> None:
     print("-" * 73)
     for label, key in (
         ("EchoMQ schedule_many (scripts loaded first; target <= 240)", "echomq"),
-        ("  the same counting the Lua engine's one-off load", "echomq_with_oneoff"),
+        ("  the same counting the first call (script cache, Lua heap)", "echomq_with_oneoff"),
         ("bare contract: row (state, attempts, payload) + member", "bare_row_member"),
         ("  the row alone", "bare_row"),
         ("  the schedule member alone", "bare_member"),
         ("  an empty key of the row's name (SET k 1)", "bare_key"),
+        ("bench/run.py's raw layout (2 fields, 20-char ids) + member", "raw_layout"),
         ("MEMORY USAGE of one EchoMQ row", "row_usage"),
         ("EchoMQ row is a listpack (1 = yes)", "row_listpack"),
     ):

@@ -311,15 +311,15 @@ class App(Declarations):
         cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
-        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
-        return results.run(self.connector(), plan)
+        return results.wait(self.connector(), self._lookup(queue), job_id,
+                            results.timeout_s(timeout))
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
-        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
-        return await results.arun(await self.aconnector(), plan)
+        return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
+                                  results.timeout_s(timeout))
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is

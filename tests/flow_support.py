@@ -22,6 +22,20 @@ def spread_queues(cluster: Any, n: int, prefix: str = "fx-") -> list[str]:
     return out
 
 
+def leaf(queue: str, **kw: Any) -> Any:
+    """A flow leaf in ``queue`` with a fresh id and a small payload."""
+    from echomq import ids
+    from echomq.flows import Node
+
+    return Node(queue, ids.mint(), b'{"n":1}', **kw)
+
+
+def state(raw: Any, queue: str, jid: str) -> str | None:
+    """The row's ``state`` (``None`` when there is no row)."""
+    s = raw.hget(keyspace.job_key(queue, jid), "state")
+    return s.decode() if s is not None else None
+
+
 def pausing(gen: Any, after: int, pause: Any) -> Any:
     """Drive verb generator ``gen`` step by step, calling ``pause()`` once its ``after``-th
     reply came back (a test's way to stop a client between the levels of an admission)."""

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import valkey
 from conftest import client_for
-from flow_support import pausing, spread_queues, tree
+from flow_support import pausing, spread_queues, state, tree
 from runtime_helpers import serving, wait_for
 
 from echomq import errors, flows, jobs, keyspace, steps
@@ -40,10 +39,6 @@ def die() -> None:
 def qnames(n: int) -> list[str]:
     return ["fr-" + uuid.uuid4().hex[:8] for _ in range(n)]
 
-
-def state(raw: valkey.Valkey, queue: str, jid: str) -> str | None:
-    s = raw.hget(keyspace.job_key(queue, jid), "state")
-    return s.decode() if s is not None else None
 
 
 def cut_short(conn: Any, root: flows.Node, levels: int, grace_ms: int) -> None:

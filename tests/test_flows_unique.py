@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-import valkey
+from flow_support import leaf, state
 
 from echomq import dead, flows, ids, insight, jobs, keyspace
 from echomq.flows import Node
@@ -22,13 +22,6 @@ def qname() -> str:
     return "fu-" + uuid.uuid4().hex[:8]
 
 
-def leaf(queue: str, **kw: Any) -> Node:
-    return Node(queue, ids.mint(), b'{"n":1}', **kw)
-
-
-def state(raw: valkey.Valkey, queue: str, jid: str) -> str | None:
-    s = raw.hget(keyspace.job_key(queue, jid), "state")
-    return s.decode() if s is not None else None
 
 
 def carry(conn: Any, *queues: str) -> flows.Carried:
@@ -193,3 +186,20 @@ def test_a_delayed_leaf_waits_and_a_delayed_parent_is_released_no_earlier(conn, 
     time.sleep(max(0.0, (at - time.time() * 1000) / 1000) + 0.05)
     assert jobs.promote(conn, pq, 10) == 1
     assert claim_one(conn, pq, root.id)
+
+
+def test_echomq_job_shows_a_linked_node_and_its_owner(server):
+    from cli_support import echomq
+
+    from echomq import Connector
+
+    conn = Connector.connect(server.url)
+    pq, cq = qname(), qname()
+    owner = owner_job(conn, cq, "shown")
+    mine = leaf(cq, unique="shown")
+    flows.admit(conn, Node(pq, ids.mint(), b"p", children=(mine,)))
+    conn.close()
+    got = echomq("job", mine.id, "--queue", cq, url=server.url)
+    assert got.returncode == 0, got.stderr
+    assert "linked" in got.stdout and f"linked    {owner}" in got.stdout
+    assert "parent    " in got.stdout and "Traceback" not in got.stderr

@@ -10,7 +10,7 @@ from .. import _guards as guard
 from .. import errors, keyspace
 from ..outcomes import Outcome
 from ..steps import Batch, Eval, Verb, text, verb
-from .admission import Admitted, Options, _is_admitted
+from .admission import Admitted, Options, _is_admitted, _when
 
 # jobs per bulk script call: long enough to amortize a call, short enough not to stall the server
 CHUNK = 500
@@ -128,12 +128,7 @@ def admit_many(queue: str, items: Iterable[tuple[Any, ...]]) -> Verb[list[Admitt
     ignored), ``"in"`` (SERVER clock) or ``"at"`` (caller's clock)."""
     rows: list[tuple[Any, ...]] = []
     for job_id, payload, mode, value, *extra in items:
-        if mode not in ("now", "in", "at"):
-            raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
-        if mode == "in":
-            guard.span("value", value)
-        elif mode == "at":
-            guard.instant("value", value)
+        _when(mode, value)
         rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
                      Options.from_item(extra)))
 

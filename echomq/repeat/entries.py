@@ -8,13 +8,15 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from .. import _guards as guard
 from .. import cron as cronlib
 from .. import keyspace
 from ..recurrence import next_slot
 from ..steps import Batch, Command, Verb, scored, text, verb
+
+F = TypeVar("F")
 
 
 def now_ms() -> int:
@@ -50,6 +52,31 @@ _INT_FIELDS = frozenset(
 )
 
 
+class _Field(Generic[F]):
+    """A typed read of one record field: its value when it has type ``kind``, else ``None``
+    (absent, empty, or text where a number belongs)."""
+
+    def __init__(self, kind: type[F], doc: str) -> None:
+        self.kind = kind
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, entry: None, owner: type) -> _Field[F]: ...
+
+    @overload
+    def __get__(self, entry: Registration, owner: type) -> F | None: ...
+
+    def __get__(self, entry: Registration | None, owner: type) -> Any:
+        if entry is None:
+            return self
+        value = entry.get(self.key)
+        ok = isinstance(value, self.kind) and not isinstance(value, bool) and value != ""
+        return value if ok else None
+
+
 class Registration(dict[str, Any]):
     """One registration as a read found it (``due``, ``records``, ``get``): the dict the
     seed's ``due`` returns, ``{"name", "next_at", ...record fields}``, with typed
@@ -66,43 +93,25 @@ class Registration(dict[str, Any]):
 
     __slots__ = ()
 
-    def _int(self, key: str) -> int | None:
-        value = self.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    def _str(self, key: str) -> str | None:
-        value = self.get(key)
-        return value if isinstance(value, str) and value else None
+    next_at = _Field(int, "The next run (HOST ms), ``None`` once finished.")
+    every_ms = _Field(int, "The interval cadence (ms), ``None`` for a cron registration.")
+    cron = _Field(str, "The cron expression, ``None`` for an interval registration.")
+    template = _Field(bytes, "The payload every occurrence carries.")
+    limit = _Field(int, "The most occurrences it enqueues.")
+    start_at = _Field(int, "No run before this (HOST epoch ms).")
+    end_at = _Field(int, "No run after this (HOST epoch ms).")
+    done = _Field(str, "``limit`` or ``ended`` once no further run comes.")
+    last_id = _Field(str, "The id of the last occurrence enqueued.")
+    last_at = _Field(int, "The slot (HOST ms) the last occurrence stands for.")
 
     @property
     def name(self) -> str:
         return str(self["name"])
 
     @property
-    def next_at(self) -> int | None:
-        """The next run (HOST ms), ``None`` once finished."""
-        return self._int("next_at")
-
-    @property
-    def every_ms(self) -> int | None:
-        """The interval cadence (ms), or ``None`` for a cron registration."""
-        return self._int("every_ms")
-
-    @property
-    def cron(self) -> str | None:
-        """The cron expression, or ``None`` for an interval registration."""
-        return self._str("cron")
-
-    @property
     def tz(self) -> str:
         """The IANA zone a cron expression is read in (``"UTC"`` when none is stored)."""
-        return self._str("tz") or "UTC"
-
-    @property
-    def template(self) -> bytes | None:
-        """The payload every occurrence carries (``None``: a dangling member, no record)."""
-        value = self.get("template")
-        return value if isinstance(value, bytes) else None
+        return str(self.get("tz") or "UTC")
 
     @property
     def paused(self) -> bool:
@@ -111,36 +120,8 @@ class Registration(dict[str, Any]):
     @property
     def fired(self) -> int:
         """Occurrences enqueued so far."""
-        return self._int("fired") or 0
-
-    @property
-    def limit(self) -> int | None:
-        return self._int("limit")
-
-    @property
-    def start_at(self) -> int | None:
-        """No run before this (HOST epoch ms)."""
-        return self._int("start_at")
-
-    @property
-    def end_at(self) -> int | None:
-        """No run after this (HOST epoch ms)."""
-        return self._int("end_at")
-
-    @property
-    def done(self) -> str | None:
-        """``"limit"`` or ``"ended"`` once no further run comes; else ``None``."""
-        return self._str("done")
-
-    @property
-    def last_id(self) -> str | None:
-        """The id of the last occurrence enqueued."""
-        return self._str("last_id")
-
-    @property
-    def last_at(self) -> int | None:
-        """The slot (HOST ms) the last occurrence stands for."""
-        return self._int("last_at")
+        fired = self.get("fired")
+        return fired if isinstance(fired, int) else 0
 
 
 def _entry(name: str, score: Any, record: Any) -> Registration:

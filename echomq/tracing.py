@@ -28,6 +28,17 @@ except ImportError:  # pragma: no cover - exercised where the API is not install
 
 ENABLED = trace is not None
 _NAME = "echomq"
+# the API's own providers: the proxy it hands out until an application installs one, and
+# its no-op; spans from them record nothing, so the per-call span work is skipped
+_SILENT: tuple[type, ...] = (
+    (trace.ProxyTracerProvider, trace.NoOpTracerProvider) if trace is not None else ())
+
+
+def active() -> bool:
+    """Whether spans would be recorded: the API is installed and the application set a
+    tracer provider (an SDK's). Read per call: a provider set later takes effect at once.
+    Without one every span would be a no-op, and payloads carry no context anyway."""
+    return trace is not None and not isinstance(trace.get_tracer_provider(), _SILENT)
 
 
 def _tracer() -> Any:
@@ -41,7 +52,7 @@ def enqueue_span(task: str, queue: str) -> Iterator[dict[str, str] | None]:
     in the payload, or ``None`` when tracing is off, nothing records this trace, or the
     enqueue happens outside any trace (then the payload stays exactly as without tracing:
     equal calls, equal bytes)."""
-    if not ENABLED:
+    if not active():
         yield None
         return
     assert trace is not None and propagate is not None
@@ -59,7 +70,7 @@ def enqueue_span(task: str, queue: str) -> Iterator[dict[str, str] | None]:
 
 def carrier_of(payload: bytes | str) -> dict[str, str] | None:
     """The trace context a payload carries (``None`` without one, or when tracing is off)."""
-    if not ENABLED:
+    if not active():
         return None
     try:
         body = json.loads(payload)
@@ -76,7 +87,7 @@ def run_span(task: str, queue: str, job_id: str, carrier: dict[str, str] | None,
              attempt: int) -> Iterator[None]:
     """A CONSUMER span around one handler run, a child of the enqueue's context; an
     exception marks it failed (and goes on up)."""
-    if not ENABLED:
+    if not active():
         yield
         return
     assert trace is not None and propagate is not None
@@ -93,8 +104,8 @@ def run_span(task: str, queue: str, job_id: str, carrier: dict[str, str] | None,
 def traced(handler: Callable[[Any], Any], task: str,
            carrier: dict[str, str] | None) -> Callable[[Any], Any]:
     """``handler`` (sync or async, taking the ``Job``) run inside ``run_span``; itself
-    when tracing is off."""
-    if not ENABLED:
+    when tracing is off (no API, or no tracer provider set)."""
+    if not active():
         return handler
     if inspect.iscoroutinefunction(handler):
         async def run_async(job: Any) -> Any:

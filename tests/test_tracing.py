@@ -117,3 +117,25 @@ def test_without_the_api_nothing_changes():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_with_the_api_but_no_provider_set_no_span_is_made():
+    """The API alone (no SDK provider set) records nothing: the enqueue and run paths skip
+    the span work (no per-call cost) and the payload stays the plain one."""
+    code = (
+        "from opentelemetry import trace\n"
+        "from echomq import tracing; from echomq.app import App\n"
+        "assert tracing.ENABLED and not tracing.active()\n"
+        "app = App('valkey://127.0.0.1:1')\n"
+        "@app.task()\n"
+        "def work(n): return n\n"
+        "assert work._sent(1) == work.payload(1)\n"
+        "h = lambda job: None\n"
+        "assert tracing.traced(h, 'work', None) is h\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "assert tracing.active() and tracing.traced(h, 'work', None) is not h\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -3,7 +3,7 @@
 Flow: admit one parent (queue ``parents``) with N children (queue ``kids``) in one
 ``flows.admit`` (one round trip per level), run the children (``claim_many`` + ``ack_many``
 in batches, each ack also writing the child's flow outbox entry), carry the outbox to the
-parent's slot (``flows.carry`` in batches: the Pump's leg, run back to back here), then
+parent's slot (``flows.carry`` in batches: the carry leg's call, run back to back here), then
 claim and ack the released parent. Plain: ``enqueue_many`` N jobs, then the same
 claim/ack loop. Prints each phase's time and rate and the ratio flow / plain; the carry
 rate is children counted per second.

@@ -52,10 +52,10 @@ _ADMIN = ("cmdstat_config", "cmdstat_info")
 _TOP = ("cmdstat_evalsha", "cmdstat_eval")
 
 
-def sync_phases(url: str, n: int) -> dict[str, float]:
+def sync_phases(url: str, n: int, wire: int = 4) -> dict[str, float]:
     client = valkey.Valkey.from_url(url)
     sha = client.script_load(ONE_LINE)
-    app = App(url)
+    app = App(url, wire=wire)
     task = app.task(name="bench.noop", queue="bench")(lambda: None)
     task.enqueue()  # connect, register the queue, load the script
     out = {
@@ -141,11 +141,11 @@ def main() -> None:
     runs: list[dict[str, float]] = []
     with EmbeddedServer(ephemeral=True, native=a.wire == 6) as srv:
         print(f"EchoMQ producer path, embedded Valkey pid {srv.pid}, N={a.n}, "
-              f"medians of {a.repeat}", flush=True)
+              f"wire {a.wire} (sync), medians of {a.repeat}", flush=True)
         for r in range(a.repeat):
             row: dict[str, float] = {}
             if a.only in (None, "sync"):
-                row |= sync_phases(srv.url, a.n)
+                row |= sync_phases(srv.url, a.n, a.wire)
             if a.only in (None, "async"):
                 row |= asyncio.run(_async_phases(srv.url, a.n, a.concurrency, a.light))
             runs.append(row)

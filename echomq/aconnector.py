@@ -12,7 +12,7 @@ import valkey.asyncio as avalkey
 import valkey.asyncio.cluster as avcluster
 from valkey import exceptions as vexc
 
-from . import urls
+from . import packing, urls
 from .autopipeline import AutoPipeline
 from .plan import MAX_PAYLOAD_BYTES, Base, Plan, check_payload_limit, check_wire, startup
 from .replies import WIRE_FAULTS, server_error, wire_error
@@ -59,6 +59,7 @@ class AsyncConnector(Base):
                 target.url, **startup(target, avcluster.ClusterNode), **options)
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
+            packing.use_c_packer(client.connection_pool)  # before the first connection
         conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes,
                    auto_pipeline=auto_pipeline)
         try:

@@ -14,8 +14,9 @@ it; every later process with the same data dir finds the running server through 
 file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.worker``).
 
-The payload is JSON (``echomq.payload``); ``Task`` lives in ``echomq.task``; waiting for
-a job's end and its kept result in ``echomq.results``.
+The payload is JSON (``echomq.payload``); ``Task`` lives in ``echomq.task``, declaring
+tasks and recurrences (``@app.task``, ``@app.every``, ``@app.cron``) in ``echomq.declare``;
+waiting for a job's end and its kept result in ``echomq.results``.
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
 ``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
@@ -31,21 +32,13 @@ import logging
 import os
 import pathlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, TypeVar
 
 from . import _guards as guard
-from . import backoff, canvas, flows, keyspace, registry, results, status, tracing
-from . import partitions as parts
-from ._time import seconds_to_ms, to_ms
+from . import canvas, flows, keyspace, registry, results, status, tracing
 from .connector import MAX_PAYLOAD_BYTES, AsyncConnector, Connector, check_payload_limit
-from .consumer import (
-    DEFAULT_LEASE_MS,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_RETRY_DELAY_MS,
-    Job,
-    Route,
-)
+from .consumer import DEFAULT_LEASE_MS, Job, Route
+from .declare import Declarations, Recurrence
 from .durability import Wait, confirmed
 from .errors import ConfigError
 from .events import Observer
@@ -56,36 +49,18 @@ from .retention import resolve as resolve_retention
 from .server import check_durability
 from .status import JobInfo
 from .steps import VerbFn
-from .task import Group, Task, check_group
+from .task import Task
 
 __all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
 
 log = logging.getLogger("echomq.app")
 
-P = ParamSpec("P")
-R = TypeVar("R")
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 
 
-# -- recurrence specs ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Recurrence:
-    """A recurring registration a worker upserts at start (the Pump fires it)."""
-
-    task: str
-    queue: str
-    name: str
-    template: bytes
-    every_ms: int | None = None
-    cron: str | None = None
-    tz: str | None = None
-
-
-class App:
+class App(Declarations):
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
@@ -245,172 +220,6 @@ class App:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- declaring tasks -----------------------------------------------------------------
-
-    @overload
-    def task(
-        self,
-        fn: Callable[P, R],
-        *,
-        queue: str | None = None,
-        name: str | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: backoff.Policy | None = None,
-        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        timeout: float | dt.timedelta | None = None,
-        keep_result: float | dt.timedelta | None = None,
-        isolation: str = "thread",
-        group: Group | None = None,
-        partitions: int = 1,
-    ) -> Task[P, R]: ...
-
-    @overload
-    def task(
-        self,
-        fn: None = None,
-        *,
-        queue: str | None = None,
-        name: str | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: backoff.Policy | None = None,
-        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        timeout: float | dt.timedelta | None = None,
-        keep_result: float | dt.timedelta | None = None,
-        isolation: str = "thread",
-        group: Group | None = None,
-        partitions: int = 1,
-    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
-
-    def task(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        queue: str | None = None,
-        name: str | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: backoff.Policy | None = None,
-        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        timeout: float | dt.timedelta | None = None,
-        keep_result: float | dt.timedelta | None = None,
-        isolation: str = "thread",
-        group: Group | None = None,
-        partitions: int = 1,
-    ) -> Any:
-        """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
-
-        ``max_attempts`` (default 25) runs before dead-lettering; a failure is retried after
-        ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
-        ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
-        running job holds, checkpointed every third of it.
-
-        ``timeout`` (seconds or ``timedelta``; default: the worker's, off unless set): an
-        async handler is cancelled at the deadline, a plain function is abandoned in its
-        thread and its slot freed; the attempt fails with a ``TimeoutError`` text and
-        retries like any failure. ``keep_result`` (seconds or ``timedelta``): keep the JSON
-        return value that long (``app.job(id).result``, ``app.result(id)``).
-        ``isolation="process"`` runs a plain function in a killable child process per job
-        (``echomq.isolation``): a timeout or a cancel request stops it for real.
-        running job holds, checkpointed every third of it. ``partitions=8`` spreads the
-        queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
-        them over its primaries; see ``echomq.partitions`` and ``Task.options``).
-        ``group``: the lane every run joins (groups take turns at the claim, each with its
-        own limit and rate: ``echomq.groups``), as a name or as a function of the task's
-        arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
-        return ``None`` for no group); ``task.options(group=...)`` overrides it.
-        """
-        queue = keyspace.validate_queue(queue or self.default_queue)
-        parts.validate(queue, partitions)
-        for other in self.tasks.values():
-            if other.queue == queue and other.partitions != partitions:
-                raise ValueError(f"queue {queue!r} has {other.partitions} partition(s) "
-                                 f"(task {other.name}); every task on it must say the same")
-        if group is not None:
-            group = check_group(group)
-        guard.positive("max_attempts", max_attempts)
-        guard.span("retry_delay_ms", retry_delay_ms)
-        guard.span("lease_ms", lease_ms, minimum=1)
-        timeout_ms = seconds_to_ms("timeout", timeout)
-        keep_result_ms = seconds_to_ms("keep_result", keep_result)
-        if backoff is not None:
-            _validate_backoff(backoff)
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
-
-        def register(f: Callable[..., Any]) -> Task[Any, Any]:
-            target = f.fn if isinstance(f, Task) else f
-            if not callable(target):
-                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
-            task_name = name or _default_name(target)
-            if task_name in self.tasks and self.tasks[task_name].fn is not target:
-                raise ValueError(f"a task named {task_name!r} is already registered")
-            t: Task[Any, Any] = Task(
-                self, target, name=task_name, queue=queue, max_attempts=max_attempts,
-                backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
-                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
-                group=group,
-                partitions=partitions,
-            )
-            self.tasks[task_name] = t
-            return t
-
-        return register(fn) if fn is not None else register
-
-    def every(self, interval: int | dt.timedelta, *, name: str | None = None,
-              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
-              ) -> Callable[[Any], Task[Any, Any]]:
-        """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock).
-
-        Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
-        registration is upserted when a worker starts and fired by the worker's Pump.
-        """
-        every_ms = guard.span("interval", to_ms(interval), minimum=1)
-
-        def register(t: Any) -> Task[Any, Any]:
-            task = t if isinstance(t, Task) else self.task(t)
-            self._recur(task, name, args, kwargs, every_ms=every_ms)
-            return task
-
-        return register
-
-    def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
-             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
-             ) -> Callable[[Any], Task[Any, Any]]:
-        """Run the decorated task on a cron expression in time zone ``tz`` (see
-        ``echomq.cron``); upserted when a worker starts, fired by its Pump."""
-        guard.string("expr", expr)
-        guard.string("tz", tz)
-        if not expr.split():
-            raise ValueError("a cron expression must not be empty")
-        # checked here, at declaration, not when a worker starts the Pump
-        from . import cron as cron_mod
-
-        try:
-            cron_mod.validate(expr)
-            cron_mod.zone(tz)
-        except cron_mod.CronError as exc:
-            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
-
-        def register(t: Any) -> Task[Any, Any]:
-            task = t if isinstance(t, Task) else self.task(t)
-            self._recur(task, name, args, kwargs, cron=expr, tz=tz)
-            return task
-
-        return register
-
-    def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
-               kwargs: dict[str, Any] | None, **how: Any) -> None:
-        reg_name = name or task.name
-        if any(r.queue == task.queues[0] and r.name == reg_name for r in self.recurrences):
-            raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
-                             f"{task.queue!r}; pass name=")
-        template = encode(task.name, args, kwargs)
-        # a partitioned queue's recurrence lives on (and fires into) its first partition
-        self.recurrences.append(Recurrence(task.name, task.queues[0], reg_name, template,
-                                           **how))
-
     # -- what workers need ---------------------------------------------------------------
 
     def queues(self) -> list[str]:
@@ -502,15 +311,15 @@ class App:
         cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
-        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
-        return results.run(self.connector(), plan)
+        return results.wait(self.connector(), self._lookup(queue), job_id,
+                            results.timeout_s(timeout))
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
-        plan = results.wait(self._lookup(queue), job_id, results.timeout_s(timeout))
-        return await results.arun(await self.aconnector(), plan)
+        return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
+                                  results.timeout_s(timeout))
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is
@@ -535,17 +344,3 @@ class App:
             if outcome != Outcome.ABSENT:
                 return outcome
         return Outcome.ABSENT
-
-
-def _default_name(fn: Callable[..., Any]) -> str:
-    module = str(getattr(fn, "__module__", None) or "")
-    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "task"))
-    return f"{module}.{qual}" if module and module != "__main__" else qual
-
-
-def _validate_backoff(policy: Any) -> None:
-    from . import backoff as backoff_mod
-
-    backoff_mod.validate(policy)
-
-

@@ -4,28 +4,31 @@ The Consumer (lone mode), the Metronome (pool mode) and the Pump each run a loop
 beat. What such a loop does on a beat, and how it sleeps, is written here once:
 
 - the legs: ``run_legs`` reaps expired leases, promotes until nothing due is left
-  (``promote_due``, batch by batch via ``promote_once``) and now and then trims the
-  terminal sets under the retention policy;
+  (``promote_due``, batch by batch via ``promote_once``), carries flow completions
+  (``carry_flows``: one elected carrier per queue, so a worker without a Pump, or a lone
+  Consumer, still releases flow parents, and uncommitted flow admissions are rolled back)
+  and now and then trims the terminal sets under the retention policy;
 - the wake: ``wake_delay`` wakes a loop at a due run-at that falls before its next beat,
   rather than a beat later;
 - the degraded curve: ``degraded_ms`` is the seed's exponential sleep over the beat,
   indexed by the streak of degraded beats, capped at 30 s (or the beat, if longer).
 
-Clocks: the beat and every sleep are paced on the HOST monotonic clock; reap, promote and
-trim read the SERVER clock.
+Clocks: the beat and every sleep are paced on the HOST monotonic clock; reap, promote, the
+carrier lease and trim read the SERVER clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import socket
 from dataclasses import dataclass
 from typing import Any
 
-from . import backoff, errors, jobs, retention
+from . import backoff, errors, flows, jobs, retention
 from .steps import Verb, verb
 
 DEFAULT_BEAT_MS = 100
@@ -37,6 +40,13 @@ PROMOTE_PASSES = 20
 # the first batch of a pass is small, so the first released jobs are claimable (and their
 # wake token pushed) within a millisecond instead of after a 1,000-row promote
 FIRST_BATCH = 100
+# the flow-carrier lease: three default beats, so a beating holder keeps it and a dead
+# one's queue is carried by another within it
+CARRY_LEASE_MS = 3 * DEFAULT_BEAT_MS
+# outbox reads per carry pass (each CARRY_BATCH entries)
+CARRY_PASSES = 20
+
+log = logging.getLogger("echomq.beat")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,8 @@ class Legs:
     trim_every: int = TRIM_EVERY_BEATS
     promote_passes: int = PROMOTE_PASSES
     first_batch: int = FIRST_BATCH
+    carry: bool = True
+    carry_lease_ms: int = CARRY_LEASE_MS
 
 
 @dataclass(slots=True)
@@ -57,6 +69,7 @@ class LegCounts:
     reaped: int = 0
     promoted: int = 0
     trimmed: int = 0
+    carried: int = 0  # flow children newly counted at their parents
     #: ms from SERVER now to the next scheduled run-at after this pass (None: none)
     next_due_ms: int | None = None
 
@@ -90,13 +103,51 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
     return out
 
 
+async def carry_outbox(conn: Any, queue: str, batch: int = flows.CARRY_BATCH,
+                       passes: int = CARRY_PASSES) -> int:
+    """Carry ``queue``'s flow outbox to the parents' slots until it is empty (at most
+    ``passes`` reads of ``batch``); the count of children newly counted. A carry the
+    server refuses is logged and left in the outbox for the next pass."""
+    total = 0
+    for _ in range(max(1, passes)):
+        got = await flows.carry(conn, queue, batch)
+        total += got.counted
+        if got.refused:
+            log.error("%d flow completions of %s refused by the server (kept in its "
+                      "outbox, tried again next beat)", got.refused, queue)
+            break
+        if got.read < batch:
+            break
+    return total
+
+
+async def carry_flows(conn: Any, queue: str, owner: str, lease_ms: int = CARRY_LEASE_MS,
+                      batch: int = flows.CARRY_BATCH, passes: int = CARRY_PASSES) -> int:
+    """The flow-completions leg for ``queue``: one round trip (``flows.turn``) takes or
+    renews the queue's flow-carrier lease for ``owner`` and, only while held, rolls back
+    the uncommitted admissions past their deadline and carries the outbox. Any number of
+    loops may run it at once: one carries, and a carry counts each child once anyway.
+    The count of children newly counted. SERVER clock (the lease, the deadlines)."""
+    got = await flows.turn(conn, queue, owner, lease_ms)
+    if not got.held:
+        return 0
+    for root in got.stale:
+        outcome = await flows.roll_back(conn, queue, root)
+        log.warning("flow %s on %s rolled back: its admission was not committed by its "
+                    "deadline (%s)", root, queue, outcome)
+    return await carry_outbox(conn, queue, batch, passes) if got.outbox else 0
+
+
 async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts:
     """One recovery beat for ``queue``: reap, then promote (looping while a backlog is
-    due), then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
+    due), then carry flow completions (``carry_flows``, unless ``legs.carry`` is off),
+    then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
     throughout."""
     out = LegCounts()
     out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
     await promote_due(conn, queue, legs, out)
+    if legs.carry:
+        out.carried = await carry_flows(conn, queue, OWNER, legs.carry_lease_ms)
     if legs.trim_every and beat_no % legs.trim_every == 0:
         out.trimmed = await retention.apply(conn, queue, legs.retention)
     return out
@@ -115,6 +166,10 @@ def default_owner() -> str:
     """A token naming this process (host, pid) plus randomness, unique per loop: the
     owner a leased loop (a Metronome, a Pump) writes on the leases it holds."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+#: the owner this process's beats write on the flow-carrier leases they hold
+OWNER = default_owner()
 
 
 #: the degraded curve's ceiling: a loop that cannot reach the server retries at most this

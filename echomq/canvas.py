@@ -15,21 +15,31 @@ and JSON result. ``chain`` and ``group(...).then`` also hand the results in as t
 argument: a chain step gets the previous step's result, a group's callback the list of its
 members' results in order.
 
+Each node has its own options: ``fetch.s(p).options(priority=1, delay=5_000, unique=f"page-{p}",
+max_attempts=3)`` (``Signature.options``, spelled as the task API spells them; ``set`` in
+Celery's spelling), and a ``Flow``'s options are its root's.
+
 The payload of a flow node is the task payload with one more key, ``flow``: ``{"keep":
-ms}`` asks the worker to keep the node's return value (so its end carries it to the parent)
-and ``{"feed": "one" | "all"}`` asks it to pass the children's results in.
+ms}`` asks the worker to keep the node's return value (so its end carries it to the parent),
+``{"feed": "one" | "all"}`` asks it to pass the children's results in, and ``{"retry":
+{...}}`` carries the node's own retry policy.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from . import flows, ids, registry
+from . import _guards as guard
+from . import backoff as backoff_mod
+from . import flows, ids, keyspace, registry
+from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .flows import Node
+from .task import check_priority, check_unique
 
 if TYPE_CHECKING:
     from .consumer import Route
@@ -42,12 +52,20 @@ FEEDS = ("", "one", "all")
 
 @dataclass(frozen=True, slots=True)
 class Signature:
-    """A task call to make later: ``task.s(*args, **kwargs)``."""
+    """A task call to make later: ``task.s(*args, **kwargs)``, with this node's own options
+    (``options``; unset ones are the task's)."""
 
     task: Any
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     policy: str = "fail"
+    priority: int | None = None
+    group: str | None = None
+    unique: str | None = None
+    unique_for_ms: int | None = None
+    mode: str = "now"
+    value: int = 0
+    retry: dict[str, Any] = field(default_factory=dict)
 
     def on_failure(self, policy: str) -> Signature:
         """What this node's parent does when it dies or is cancelled: ``"fail"`` (the
@@ -57,6 +75,61 @@ class Signature:
             raise ValueError(f"policy must be one of {', '.join(flows.POLICIES)}, "
                              f"not {policy!r}")
         return replace(self, policy=policy)
+
+    def options(
+        self,
+        *,
+        priority: int | None = None,
+        group: str | None = None,
+        unique: str | None = None,
+        unique_for: float | dt.timedelta | None = None,
+        delay: int | dt.timedelta | None = None,
+        at: int | dt.datetime | None = None,
+        max_attempts: int | None = None,
+        backoff: backoff_mod.Policy | None = None,
+        retry_delay_ms: int | None = None,
+    ) -> Signature:
+        """This node with its own options (unset ones keep their value; checked here,
+        before any I/O), spelled as the task API spells them:
+
+        - ``priority``, ``group`` (a name), ``unique``, ``unique_for`` (seconds or
+          ``timedelta``): as ``task.options``. A node whose ``unique`` key a live job owns
+          is linked to that job: its parent waits for that job's end (``echomq.flows``).
+        - ``delay`` (ms or ``timedelta``, from admission, SERVER clock; as ``enqueue_in``)
+          or ``at`` (epoch ms or ``datetime``; as ``enqueue_at``): a leaf waits on the
+          schedule until then; a parent runs no earlier than then, and after its children.
+        - ``max_attempts``, ``backoff``, ``retry_delay_ms``: this node's retry policy, in
+          place of its task's (as ``@app.task`` takes them).
+
+        ``set`` is the same method, in Celery's spelling."""
+        out = replace(self, retry=dict(self.retry))
+        if priority is not None:
+            out = replace(out, priority=check_priority(priority))
+        if group is not None:
+            if not isinstance(group, str):
+                raise TypeError(f"a node's group is a name, not {type(group).__name__}")
+            out = replace(out, group=keyspace.validate_group(group))
+        if unique is not None:
+            out = replace(out, unique=check_unique(unique))
+        if unique_for is not None:
+            out = replace(out, unique_for_ms=seconds_to_ms("unique_for", unique_for))
+        if out.unique_for_ms is not None and out.unique is None and self.task.unique is None:
+            raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
+        if delay is not None and at is not None:
+            raise ValueError("give delay or at, not both")
+        if delay is not None:
+            out = replace(out, mode="in", value=guard.span("delay", to_ms(delay)))
+        if at is not None:
+            out = replace(out, mode="at", value=guard.instant("at", to_epoch_ms(at)))
+        if max_attempts is not None:
+            out.retry["max_attempts"] = guard.positive("max_attempts", max_attempts)
+        if backoff is not None:
+            out.retry["backoff"] = backoff_mod.validate(backoff)
+        if retry_delay_ms is not None:
+            out.retry["retry_delay_ms"] = guard.span("retry_delay_ms", retry_delay_ms)
+        return out
+
+    set = options
 
     def __repr__(self) -> str:
         call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())])
@@ -91,13 +164,21 @@ def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool)
         marks["keep"] = max(CHILD_KEEP_MS, getattr(sig.task, "keep_result_ms", None) or 0)
     if feed:
         marks["feed"] = feed
+    if sig.retry:
+        marks["retry"] = sig.retry
+    unique = sig.unique or getattr(sig.task, "unique", None)
     return Node(
         _queue(sig.task), ids.mint(), _payload(sig, marks), children=children,
-        priority=getattr(sig.task, "priority", 0) or 0,
-        group=_group(sig),
+        mode=sig.mode, value=sig.value,
+        priority=(getattr(sig.task, "priority", 0) or 0) if sig.priority is None
+        else sig.priority,
+        group=sig.group or _group(sig),
         policy=sig.policy,
         # a task that keeps its result leaves a done token too, so app.result blocks on it
         notify_ms=getattr(sig.task, "keep_result_ms", None),
+        unique=unique,
+        unique_for_ms=(sig.unique_for_ms or getattr(sig.task, "unique_for_ms", None))
+        if unique else None,
     )
 
 
@@ -124,6 +205,13 @@ class Flow:
     def on_failure(self, policy: str) -> Flow:
         """As ``Signature.on_failure``, for this flow's root as someone's child."""
         return replace(self, parent=self.parent.on_failure(policy))
+
+    def options(self, **options: Any) -> Flow:
+        """As ``Signature.options``, for this flow's root (e.g. ``at=`` holds a group's
+        callback until then, however early its members finish)."""
+        return replace(self, parent=self.parent.options(**options))
+
+    set = options
 
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
@@ -230,9 +318,26 @@ def adapt(route: Route, payload: bytes, task: Any, args: list[Any], kwargs: dict
     keep = got.get("keep")
     if isinstance(keep, int) and keep > 0:
         route = replace(route, keep_result_ms=max(route.keep_result_ms or 0, keep))
+    retry = got.get("retry")
+    if isinstance(retry, dict):
+        route = _retried(route, retry)
     feed = got.get("feed")
     if feed in ("one", "all"):
         route = replace(route, handler=_fed(task, args, kwargs, str(feed)))
+    return route
+
+
+def _retried(route: Route, retry: dict[str, Any]) -> Route:
+    """``route`` with a node's own retry policy (its ``retry`` mark)."""
+    def tupled(v: Any) -> Any:
+        return tuple(tupled(i) for i in v) if isinstance(v, list) else v
+
+    if isinstance(retry.get("max_attempts"), int):
+        route = replace(route, max_attempts=retry["max_attempts"])
+    if isinstance(retry.get("backoff"), list):
+        route = replace(route, backoff=tupled(retry["backoff"]))
+    if isinstance(retry.get("retry_delay_ms"), int):
+        route = replace(route, retry_delay_ms=retry["retry_delay_ms"])
     return route
 
 

@@ -6,7 +6,11 @@ then ``promote`` (due scheduled jobs), then the claims, up to the free concurren
 once a beat for the queue and the consumer only claims. Between beats an idle consumer does
 not poll: it blocks on the queue's wake list (``BLPOP emq:{q}:wake``, timeout one beat),
 which enqueue, promote and reap push a token onto, so an enqueued job starts within a round
-trip and a scheduled one within a beat of its run-at.
+trip and a scheduled one within a few ms of its run-at: the legs wake at the earliest run-at
+they read, and an admission whose run-at leads the schedule (comes before that instant)
+leaves a token on ``emq:{q}:due``, which the idle claim loop pops beside its wake list
+(one ``BLPOP`` on both) and hands to the legs (or, pooled, to ``on_lead``: the worker's
+Metronome), which re-read the head and re-plan their wake.
 
 Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
 function in a thread pool (``echomq.runner``). Its outcome is settled by
@@ -155,6 +159,12 @@ class Consumer(ClaimLoop, Settling):
         self._streak = 0
         self._degrading: asyncio.Event | None = None
         self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_key = keyspace.queue_key(queue, "due")
+        # a run-at now leads the schedule (a due token): the legs re-plan their wake
+        self._led = asyncio.Event()
+        #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
+        #: with none, a pooled consumer leaves the due list alone
+        self.on_lead: Callable[[str], None] | None = None
         self._due_at: float | None = None  # the next noted due instant (loop clock)
         self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
         self._kick = asyncio.Event()
@@ -241,7 +251,40 @@ class Consumer(ClaimLoop, Settling):
                 if next_at < loop.time():  # a slow beat: do not catch up with a burst
                     next_at = loop.time()
             delay, due_wake = wake_delay(next_at - loop.time(), counts.next_due_ms)
-            await self._sleep(delay)
+            try:
+                due_wake = await self._sleep_replanning(next_at, delay, due_wake)
+            except (errors.WireError, errors.CommandError) as exc:
+                await self._degraded(exc)
+                next_at, due_wake = loop.time(), False
+
+    async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
+        """Sleep ``delay`` (HOST monotonic) toward the beat at ``next_at`` (loop clock), or
+        less: a due token (a new run-at leads the schedule) cuts the sleep short to re-read
+        the head (``jobs.next_due_ms``, SERVER clock) and re-plan it. One read per new head,
+        none per idle beat. Returns whether the wake is for a due run-at."""
+        loop = asyncio.get_running_loop()
+        while await self._sleep_unless_led(delay):
+            ms = await jobs.next_due_ms(self.conn, self.queue)
+            self.note_due(ms)
+            delay, due_wake = wake_delay(next_at - loop.time(), ms)
+        return due_wake
+
+    async def _sleep_unless_led(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until stop; True (and the signal consumed) when a due token
+        came first."""
+        assert self._stop is not None
+        if not self._led.is_set() and seconds > 0:
+            waits = {asyncio.ensure_future(self._stop.wait()),
+                     asyncio.ensure_future(self._led.wait())}
+            _done, pending = await asyncio.wait(waits, timeout=seconds,
+                                                return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+        if self._led.is_set() and not self._stop.is_set():
+            self._led.clear()
+            return True
+        return False
+
     def _start_all(self, claims: list[jobs.Claim]) -> None:
         """Start a task per claimed job (its handler runs there, then its settlement)."""
         loop = asyncio.get_running_loop()

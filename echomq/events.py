@@ -12,14 +12,13 @@ observer that raises is logged and ignored; it never breaks the loop.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from .imports import import_from_cwd
 
 log = logging.getLogger("echomq.events")
 
@@ -62,10 +61,8 @@ def load_observer(spec: str) -> Observer:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ValueError(f"bad observer {spec!r}: expected module:function")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = import_from_cwd(module_name)
     except ImportError as exc:
         raise ValueError(f"cannot import {module_name!r}: {exc}") from None
     target: Any = module

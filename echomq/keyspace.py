@@ -14,6 +14,7 @@ keys, as the seed's ``promote`` does).
 | ``emq:{q}:dead``            | zset | dead-lettered ids scored by the server ms they died|
 | ``emq:{q}:completed``       | zset | kept completed ids scored by server ms (retention) |
 | ``emq:{q}:wake``            | list | at most one wake token for blocked consumers       |
+| ``emq:{q}:due``             | list | at most one token: a run-at now leads the schedule |
 | ``emq:{q}:metronome``       | str  | the metronome lease: its holder, expiring in 2 beats |
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
@@ -45,14 +46,7 @@ def validate_queue(queue: str) -> str:
     """
     if type(queue) is str and queue in _VALID:
         return queue
-    if not isinstance(queue, str):
-        raise TypeError(f"queue name must be a str, not {type(queue).__name__}")
-    if not queue:
-        raise ValueError("queue name must not be empty")
-    if len(queue.encode()) > MAX_QUEUE_BYTES:
-        raise ValueError(f"queue name is longer than {MAX_QUEUE_BYTES} bytes")
-    if "{" in queue or "}" in queue:
-        raise ValueError(f"queue name {queue!r} must not contain '{{' or '}}' (hash tag)")
+    _check_name("queue", queue)
     if len(_VALID) >= _VALID_MAX:
         _VALID.clear()
     _VALID.add(queue)
@@ -62,15 +56,20 @@ def validate_queue(queue: str) -> str:
 def validate_group(group: str) -> str:
     """Return ``group`` if it can name a lane (the rules of a queue name), else raise
     before any I/O: a non-``str``, the empty name, over 200 UTF-8 bytes, ``{`` or ``}``."""
-    if not isinstance(group, str):
-        raise TypeError(f"group name must be a str, not {type(group).__name__}")
-    if not group:
-        raise ValueError("group name must not be empty")
-    if len(group.encode()) > MAX_QUEUE_BYTES:
-        raise ValueError(f"group name is longer than {MAX_QUEUE_BYTES} bytes")
-    if "{" in group or "}" in group:
-        raise ValueError(f"group name {group!r} must not contain '{{' or '}}' (hash tag)")
-    return group
+    return _check_name("group", group)
+
+
+def _check_name(kind: str, name: object) -> str:
+    """A queue or group name's rules (``kind`` words the refusal)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{kind} name must not be empty")
+    if len(name.encode()) > MAX_QUEUE_BYTES:
+        raise ValueError(f"{kind} name is longer than {MAX_QUEUE_BYTES} bytes")
+    if "{" in name or "}" in name:
+        raise ValueError(f"{kind} name {name!r} must not contain '{{' or '}}' (hash tag)")
+    return name
 
 
 def queue_key(queue: str, suffix: str) -> str:

@@ -21,5 +21,6 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     REQUESTED = "requested"
     WAITING = "waiting"
+    LINKED = "linked"  # a flow node whose unique key a live job owns (echomq.flows)
     PAUSED = "paused"
     RESUMED = "resumed"

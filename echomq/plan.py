@@ -88,6 +88,11 @@ class Base:
         """Refuse an argument over ``max_payload_bytes`` (or a command over
         ``MAX_COMMAND_BYTES``) before anything is sent."""
         limit = self.max_payload_bytes
+        # the common case in one pass (a bulk call carries thousands of arguments): no
+        # argument near the limit, even at 4 bytes a char, and the sum under the cap
+        sizes = [len(a) for a in args if type(a) is not int]  # type: ignore[arg-type]
+        if not sizes or (max(sizes) * 4 <= limit and sum(sizes) <= MAX_COMMAND_BYTES):
+            return
         total = 0
         for a in args:
             if type(a) is int:

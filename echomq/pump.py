@@ -23,8 +23,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _guards as guard
-from . import errors, flows, keyspace, repeat
-from .beat import DEGRADED_CEILING_MS, default_owner, degraded_ms, promote_once
+from . import errors, keyspace, repeat
+from .beat import (
+    DEGRADED_CEILING_MS,
+    carry_flows,
+    carry_outbox,
+    default_owner,
+    degraded_ms,
+    promote_once,
+)
 from .outcomes import Outcome
 
 log = logging.getLogger(__name__)
@@ -48,8 +55,8 @@ class Pump:
     a longer due backlog is promoted again in the same tick until it drains).
     ``flows``: a coroutine ``flows(conn, queue) -> int`` run each tick per queue in place
     of the built-in flow-completions leg (``carry_flows``). ``legs``: which of
-    ``"promote"``, ``"repeats"``, ``"flows"`` a tick runs (all three by default; a worker
-    whose Metronome promotes runs a flows-only Pump on its queues). ``elect=True``: carry a
+    ``"promote"``, ``"repeats"``, ``"flows"`` a tick runs (all three by default; a worker's
+    Pump runs the first two: its beats carry the flows). ``elect=True``: carry a
     queue only while holding its flow-carrier lease (``flows.hold_carrier``, three ticks on
     the SERVER clock), so many Pumps carry each entry once instead of racing over it.
     """
@@ -107,21 +114,13 @@ class Pump:
 
     async def carry_flows(self, queue: str) -> int:
         """Carry ``queue``'s flow outbox to the parents' slots until it is empty (bounded
-        per tick); the count of children newly counted."""
-        if self.elect and not await flows.hold_carrier(self.conn, queue, self.owner,
-                                                       3 * self.tick_ms):
-            return 0
-        total = 0
-        for _ in range(MAX_SWEEPS):
-            got = await flows.carry(self.conn, queue, self.sweep_batch)
-            total += got.counted
-            if got.refused:
-                log.error("pump: %d flow completions of %s refused by the server (kept in "
-                          "its outbox, tried again next tick)", got.refused, queue)
-                break
-            if got.read < self.sweep_batch:
-                break
-        return total
+        per tick); the count of children newly counted. An electing Pump carries only while
+        it holds the queue's flow-carrier lease, and then also rolls back uncommitted
+        admissions past their deadline (``beat.carry_flows``)."""
+        if self.elect:
+            return await carry_flows(self.conn, queue, self.owner, 3 * self.tick_ms,
+                                     self.sweep_batch, MAX_SWEEPS)
+        return await carry_outbox(self.conn, queue, self.sweep_batch, MAX_SWEEPS)
 
     async def deliver_flow_completions(self, queue: str) -> int:
         """The flow-completions leg for ``queue``, run once per tick after promote and the

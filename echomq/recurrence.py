@@ -9,6 +9,7 @@ An ``entry`` is a registry entry as ``repeat.due``/``records``/``get`` return it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from . import cron as cronlib
@@ -26,7 +27,7 @@ class Plan(NamedTuple):
     next_at: int | None
 
 
-def next_slot(entry: dict[str, Any], after: int) -> int:
+def next_slot(entry: Mapping[str, Any], after: int) -> int:
     """The registration's first slot strictly after ``after`` (HOST ms)."""
     if entry.get("cron"):
         return cronlib.next_ms(entry["cron"], after, entry.get("tz") or "UTC")
@@ -36,7 +37,7 @@ def next_slot(entry: dict[str, Any], after: int) -> int:
     return int(anchor + ((after - anchor) // every + 1) * every)
 
 
-def _latest_slot(entry: dict[str, Any], lo: int, now: int) -> int | None:
+def _latest_slot(entry: Mapping[str, Any], lo: int, now: int) -> int | None:
     """The newest slot in ``[lo, now]`` for an interval, the oldest for a cron (either
     stands for "a slot inside the window"); ``None`` when the window holds none."""
     if entry.get("cron"):
@@ -47,7 +48,7 @@ def _latest_slot(entry: dict[str, Any], lo: int, now: int) -> int | None:
     return slot if lo <= slot <= now else None
 
 
-def _window_slots(entry: dict[str, Any], lo: int, now: int, cap: int) -> list[int]:
+def _window_slots(entry: Mapping[str, Any], lo: int, now: int, cap: int) -> list[int]:
     """Every slot in ``[lo, now]``, the newest ``cap`` of them, oldest first."""
     if entry.get("cron"):
         out: list[int] = []
@@ -63,7 +64,7 @@ def _window_slots(entry: dict[str, Any], lo: int, now: int, cap: int) -> list[in
     return [anchor + k * every for k in range(first_k, last_k + 1)]
 
 
-def plan(entry: dict[str, Any], now: int) -> Plan:
+def plan(entry: Mapping[str, Any], now: int) -> Plan:
     """Which slots a due ``entry`` fires at HOST ``now`` and where it goes next (pure)."""
     due_at = entry["next_at"]
     policy = entry.get("catchup") or ""

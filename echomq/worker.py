@@ -1,5 +1,7 @@
-"""The worker process: consumers for an app's queues, a Metronome, a Pump when the app
-has recurring registrations, and a flows-only Pump that carries flow completions.
+"""The worker process: consumers for an app's queues, a Metronome, and a Pump when the app
+has recurring registrations. Flow completions are carried by the beat's legs (the
+Metronome's, or each lone consumer's), so a worker with ``pump=False`` releases flow
+parents too.
 
 ``run_worker(app, queues=..., concurrency=...)`` runs until SIGTERM or SIGINT. On the
 first signal it stops claiming and lets the jobs in flight finish within ``grace_s``
@@ -87,7 +89,6 @@ class Worker:
         self.consumers: list[Consumer] = []
         self.metronome: Metronome | None = None
         self.pump: Any = None
-        self.flow_pump: Any = None
         self.unfinished = 0
         self.abandoned: list[str] = []  # the ids the drain left to the reaper
         self.force = asyncio.Event()
@@ -129,8 +130,11 @@ class Worker:
                 # the due instants the metronome reads (run-ats, group and queue reopens)
                 # wake this process's idle consumers then, not at their next beat
                 self.metronome = Metronome(
-                    conn, self.queues, beat_ms=self.beat_ms, legs=Legs(retention=retention),
+                    conn, self.queues, beat_ms=self.beat_ms,
+                    legs=Legs(retention=retention, carry_lease_ms=3 * self.beat_ms),
                     on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
+                for c in self.consumers:  # a due token they pop re-plans the metronome
+                    c.on_lead = self.metronome.lead
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
@@ -138,15 +142,6 @@ class Worker:
                 if pump is not None:
                     self.pump, task = pump
                     helpers.append(task)
-            if self.use_pump:
-                # flow completions: the children settled on these queues, carried to their
-                # parents every beat (a parent starts within a beat of its last child), by
-                # one elected worker per queue
-                from .pump import Pump
-
-                self.flow_pump = Pump(conn, self.queues, tick_ms=self.beat_ms, legs=("flows",),
-                                      elect=True)
-                helpers.append(asyncio.ensure_future(self.flow_pump.run(background)))
             log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
                      "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,
                      ", ".join(self.queues), self.concurrency, self.beat_ms,
@@ -245,7 +240,6 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
     # beat and one second (cron's resolution is a minute)
     periods = [r.every_ms for r in recurrences if r.every_ms is not None]
     tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
-    # the worker's flows-only Pump carries flow completions on every queue it serves
     pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms,
                 legs=("promote", "repeats"))
     return pump, asyncio.ensure_future(pump.run(stop))

@@ -20,3 +20,75 @@ def spread_queues(cluster: Any, n: int, prefix: str = "fx-") -> list[str]:
             owners.add(port)
             out.append(q)
     return out
+
+
+def leaf(queue: str, **kw: Any) -> Any:
+    """A flow leaf in ``queue`` with a fresh id and a small payload."""
+    from echomq import ids
+    from echomq.flows import Node
+
+    return Node(queue, ids.mint(), b'{"n":1}', **kw)
+
+
+def state(raw: Any, queue: str, jid: str) -> str | None:
+    """The row's ``state`` (``None`` when there is no row)."""
+    s = raw.hget(keyspace.job_key(queue, jid), "state")
+    return s.decode() if s is not None else None
+
+
+def pausing(gen: Any, after: int, pause: Any) -> Any:
+    """Drive verb generator ``gen`` step by step, calling ``pause()`` once its ``after``-th
+    reply came back (a test's way to stop a client between the levels of an admission)."""
+    step = next(gen)
+    n = 0
+    while True:
+        reply = yield step
+        n += 1
+        if n == after:
+            pause()
+        try:
+            step = gen.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+
+def tree(queues: list[str], width: int, payload: bytes = b'{"n":1}') -> Any:
+    """A flow over ``queues`` (root, middle, leaves): a root with 2 middle nodes of
+    ``width`` leaves each, fresh ids."""
+    from echomq import ids
+    from echomq.flows import Node
+
+    rq, mq, lq = queues
+    mids = tuple(Node(mq, ids.mint(), payload,
+                      children=tuple(Node(lq, ids.mint(), payload) for _ in range(width)))
+                 for _ in range(2))
+    return Node(rq, ids.mint(), payload, children=mids)
+
+
+def main(argv: list[str]) -> None:
+    """``python flow_support.py URL RQ MQ LQ LEVELS GRACE_MS``: admit a depth-2 tree,
+    print its ids (JSON) once ``LEVELS`` levels are written, then hang (the test SIGKILLs
+    this process there: a client dead between levels)."""
+    import json
+    import time
+
+    from echomq import flows, steps
+    from echomq.connector import Connector
+
+    url, rq, mq, lq, levels, grace = argv
+    root = tree([rq, mq, lq], 3)
+    conn = Connector.connect(url)
+
+    def pause() -> None:
+        print(json.dumps({"root": root.id, "mids": [m.id for m in root.children],
+                          "leaves": [n.id for m in root.children for n in m.children]}),
+              flush=True)
+        time.sleep(600)
+
+    steps.drive(conn, pausing(flows.admit.steps(root, int(grace)), int(levels), pause))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

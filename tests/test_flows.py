@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import valkey
+from flow_support import leaf, state
 
 from echomq import errors, flows, ids, jobs, keyspace
 from echomq.flows import Node
@@ -21,13 +22,6 @@ def qname() -> str:
     return "fl-" + uuid.uuid4().hex[:8]
 
 
-def leaf(queue: str, **kw: Any) -> Node:
-    return Node(queue, ids.mint(), b'{"n":1}', **kw)
-
-
-def state(raw: valkey.Valkey, queue: str, jid: str) -> str | None:
-    s = raw.hget(keyspace.job_key(queue, jid), "state")
-    return s.decode() if s is not None else None
 
 
 def run_all(conn: Any, queue: str, *, fail: set[str] = frozenset(), max_attempts: int = 1,

@@ -1,6 +1,7 @@
 """Flows under load and faults: a depth-3 / width-100 tree over 3 queues on 3 different
-cluster shards, a Pump SIGKILLed mid-carry, and a hypothesis state machine over admission,
-settlement and carries. Each parent must run exactly once, after all its children."""
+cluster shards, a Pump SIGKILLed mid-carry, and a hypothesis state machine over admission
+(also cut short, then rolled back; nodes linked by unique keys), settlement and carries.
+Each parent must run exactly once, after all its children."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from typing import Any
 
 import pytest
 import valkey
-from flow_support import spread_queues
+from flow_support import pausing, spread_queues
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from echomq import Connector, dead, flows, ids, jobs, keyspace
+from echomq import Connector, dead, flows, ids, jobs, keyspace, steps
 from echomq.flows import Node
 
 
@@ -150,10 +151,13 @@ def test_a_pump_killed_mid_carry_loses_and_doubles_nothing(server):
 class FlowMachine(RuleBasedStateMachine):
     """Trees of up to 2 levels over 2 queues; children are acked, failed (dead), revived
     or their outbox entries carried (also twice, as a racing Pump would, and out of
-    order). Invariants: a parent is pending/active only if every child's latest end is
-    completed (or tolerated by its policy); no parent is ever released twice; and at the
-    end, once every dead child is revived and everything has run, every parent has run
-    exactly once (none stuck)."""
+    order). Some children carry unique keys (a child whose key a live job owns is linked
+    to it); some admissions are cut short after their first level, and a turn of the carry
+    leg rolls them back. Invariants: a parent is pending/active only if every child's
+    latest end is completed (or tolerated by its policy); no parent is ever released
+    twice, none of a cut admission ever; and at the end, once every dead child is revived,
+    the cut flows rolled back and everything has run, every other parent has run exactly
+    once (none stuck)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -163,11 +167,14 @@ class FlowMachine(RuleBasedStateMachine):
         self.parents: dict[str, Node] = {}
         self.releases: dict[str, int] = {}
         self.replay: list[tuple[str, dict[bytes, bytes]]] = []
+        self.cut: set[str] = set()  # roots of admissions cut short (and their parents)
+        self.linked: set[str] = set()
 
     def teardown(self) -> None:
         """None stuck: revive every dead child, run and carry everything until nothing
         moves; then every parent has run exactly once."""
         try:
+            self.roll_back()
             for _ in range(100):
                 moved = False
                 for q in self.qs:
@@ -182,7 +189,11 @@ class FlowMachine(RuleBasedStateMachine):
                     moved = flows.carry(self.conn, q, 100).read > 0 or moved
                 if not moved:
                     break
-            assert all(n == 1 for n in self.releases.values()), self.releases
+            assert all(n == (0 if p in self.cut else 1)
+                       for p, n in self.releases.items()), self.releases
+            for pid in self.cut & set(self.parents):
+                state = self.raw.hget(keyspace.job_key(self.parents[pid].queue, pid), "state")
+                assert state in (b"cancelled", None), (pid, state)
         finally:
             self.conn.close()
 
@@ -193,20 +204,44 @@ class FlowMachine(RuleBasedStateMachine):
 
     @rule(width=st.integers(1, 4), policies=st.lists(st.sampled_from(flows.POLICIES),
                                                       min_size=4, max_size=4),
-          nested=st.booleans())
-    def admit(self, width: int, policies: list[str], nested: bool) -> None:
+          nested=st.booleans(),
+          keys=st.lists(st.sampled_from([None, "a", "b"]), min_size=4, max_size=4),
+          cut=st.booleans())
+    def admit(self, width: int, policies: list[str], nested: bool, keys: list[str | None],
+              cut: bool) -> None:
         if len(self.parents) >= 4:
             return
-        kids = [Node(self.qs[1], ids.mint(), b"c", policy=policies[i]) for i in range(width)]
+        kids = [Node(self.qs[1], ids.mint(), b"c", policy=policies[i], unique=keys[i])
+                for i in range(width)]
         if nested:
             kids[0] = Node(self.qs[0], kids[0].id, b"m", policy=policies[0],
                            children=(Node(self.qs[1], ids.mint(), b"g"),))
         root = Node(self.qs[0], ids.mint(), b"p", children=tuple(kids))
-        flows.admit(self.conn, root)
-        for n in root.walk():
-            if n.children:
-                self.parents[n.id] = n
-                self.releases[n.id] = 0
+        if cut:  # the client dies once the root is written: no child ever comes
+            def die() -> None:
+                raise EOFError
+
+            with pytest.raises(EOFError):
+                steps.drive(self.conn, pausing(flows.admit.steps(root, 1), 1, die))
+            self.cut.update(n.id for n in root.walk())
+        else:
+            out = flows.admit(self.conn, root)
+            self.linked.update(out.links)
+            for n in root.walk():
+                if n.children and n.id in out and n.id not in out.links:
+                    self.parents[n.id] = n
+                    self.releases[n.id] = 0
+        if cut:
+            self.parents[root.id] = root
+            self.releases[root.id] = 0
+
+    @rule()
+    def roll_back(self) -> None:
+        """A turn of the carry leg past the (1 ms) deadline rolls the cut flows back."""
+        time.sleep(0.002)
+        for root in flows.turn(self.conn, self.qs[0], "machine", 60_000).stale:
+            assert root in self.cut
+            flows.roll_back(self.conn, self.qs[0], root)
 
     @rule(q=st.integers(0, 1), ok=st.booleans())
     def settle_one(self, q: int, ok: bool) -> None:
@@ -245,6 +280,8 @@ class FlowMachine(RuleBasedStateMachine):
         seen = {c.id: c for c in flows.children(self.conn, queue, pid)}
         for kid in node.children:
             row = self.raw.hget(keyspace.job_key(kid.queue, kid.id), "state")
+            if kid.id in self.linked and row is None:
+                row = b"completed"  # a linked stub leaves with its completed owner
             if kid.policy == "fail":
                 assert row == b"completed", (kid, row)
                 assert seen[kid.id].state == "completed"

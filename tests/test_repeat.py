@@ -89,6 +89,29 @@ def test_due_lists_a_dangling_member_without_its_record(
     assert run(repeat.due, queue) == [{"name": "ghost", "next_at": 1}]
 
 
+def test_entries_are_registrations_typed_and_still_plain_dicts(
+    run: Any, raw: valkey.Valkey, queue: str
+) -> None:
+    run(repeat.upsert, queue, "night", template=b"n", cron="0 3 * * *", tz="Asia/Tokyo",
+        limit=4)
+    run(repeat.register, queue, "tick", 1000, b"t")
+    raw.hset(rkey(queue, "tick"), "limit", "lots")  # a hand-edited number stays text
+    got = {e.name: e for e in run(repeat.records, queue)}
+    night, tick = got["night"], got["tick"]
+    assert isinstance(night, repeat.Registration) and isinstance(night, dict)
+    assert (night.cron, night.tz, night.every_ms, night.limit) == ("0 3 * * *", "Asia/Tokyo",
+                                                                   None, 4)
+    assert night.template == b"n" and night.fired == 0 and night.paused is False
+    assert night.next_at == night["next_at"] and night.next_at is not None
+    assert (tick.every_ms, tick.cron, tick.tz, tick["limit"], tick.limit) == (
+        1000, None, "UTC", "lots", None)
+    fetched = run(repeat.get, queue, "night")
+    assert fetched == night and dict(fetched) == dict(night)
+    run(repeat.pause, queue, "night")
+    assert run(repeat.get, queue, "night").paused is True
+    assert run(repeat.get, queue, "nope") is None
+
+
 def test_advance_measures_from_host_now(run: Any, raw: valkey.Valkey, queue: str) -> None:
     run(repeat.register, queue, "r", 1000, b"t")
     raw.zadd(zkey(queue), {"r": 5})  # a very late tick

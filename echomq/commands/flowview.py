@@ -42,6 +42,9 @@ def show(conn: Any, queue: str, job_id: str, row: dict[str, Any] | None) -> list
     if parent:
         pq, pid = flows.parse_ref(parent)
         out.append(f"parent    {pid} (queue {pq}, policy {(row or {}).get('policy', 'fail')})")
+    linked = (row or {}).get("linked")
+    if linked:  # a node whose unique key a live job owned: that job's end is this node's
+        out.append(f"linked    {linked} (its unique key's owner: its end counts as this node's)")
     tree = flows.tree(conn, queue, job_id)
     if tree.children:
         tally = Counter(c.state or "-" for c in tree.children)

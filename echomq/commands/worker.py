@@ -8,7 +8,6 @@ reaper, and the worker names those job ids and exits 3.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -55,14 +54,13 @@ def register(sub: Any) -> None:
 def load_app(spec: str) -> Any:
     """Import ``module:attribute`` (the current directory is importable) and return it."""
     from ..app import App
+    from ..imports import import_from_cwd
 
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise SystemExit(f"echomq: bad app {spec!r}: expected module:attribute")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = import_from_cwd(module_name)
     except ImportError as exc:
         if exc.name == module_name:
             raise SystemExit(f"echomq: cannot import {module_name!r}: no such module in "

@@ -105,10 +105,15 @@ PLAIN = Options()
 def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:
     guard.string("job_id", job_id)
     guard.payload(payload)
+    # EMQ.ENQUEUE is the script's plain path; options ride the script at wire 6 too
+    if opts.plain:
+        return Eval("enqueue", (keyspace.job_key(queue, job_id),
+                                keyspace.queue_key(queue, "pending")),
+                    (job_id, payload), native="EMQ.ENQUEUE")
     return Eval(
         "enqueue",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending")),
-        (job_id, payload) if opts.plain else (job_id, payload, *opts.argv()),
+        (job_id, payload, *opts.argv()),
     )
 
 
@@ -134,6 +139,17 @@ def _schedule_step(
     )
 
 
+def _when(mode: object, value: object) -> None:
+    """An admission's ``(mode, value)``: ``"now"`` (value ignored), ``"in"`` a span from
+    SERVER now, ``"at"`` an instant on the caller's clock."""
+    if mode not in ("now", "in", "at"):
+        raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
+    if mode == "in":
+        guard.span("value", value)
+    elif mode == "at":
+        guard.instant("value", value)
+
+
 @verb
 def admit(
     queue: str,
@@ -157,12 +173,7 @@ def admit(
     owner's id; the key is released in the script that ends the owner (ack, death, cancel).
     ``notify_ms``: the job's end leaves a done token (``wait_done``) kept that long.
     """
-    if mode not in ("now", "in", "at"):
-        raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
-    if mode == "in":
-        guard.span("value", value)
-    elif mode == "at":
-        guard.instant("value", value)
+    _when(mode, value)
     opts = Options.of(priority, group, unique, unique_for_ms, notify_ms)
     if mode == "now":
         step = _enqueue_step(queue, job_id, payload, opts)

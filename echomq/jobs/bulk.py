@@ -10,7 +10,7 @@ from .. import _guards as guard
 from .. import errors, keyspace
 from ..outcomes import Outcome
 from ..steps import Batch, Eval, Verb, text, verb
-from .admission import Admitted, Options, _is_admitted
+from .admission import Admitted, Options, _is_admitted, _when
 
 # jobs per bulk script call: long enough to amortize a call, short enough not to stall the server
 CHUNK = 500
@@ -41,6 +41,11 @@ def _bulk_admissions(
     for reply in replies:
         if isinstance(reply, errors.ServerError):
             raise reply
+        if admitted is not None and owners is None:
+            # 1 admitted; 0 or an owner's id (bytes) a duplicate, as _is_admitted says
+            dup = Outcome.DUPLICATE
+            out += [admitted if r == 1 else dup for r in reply]
+            continue
         for r in reply:
             ok = admitted
             if ok is None:
@@ -59,6 +64,49 @@ def _bulk_id(job_id: object) -> str:
     if not job_id.startswith("JOB"):
         raise errors.KindError("EMQKIND job id must be JOB-namespaced")
     return job_id
+
+
+# The plain item shapes, checked inline: a bulk call's client cost is per item, and the
+# common item (an id and a payload, no options) needs only two type checks and a prefix.
+# Anything else (a wrong type, an options dict, another length) returns None and takes the
+# general loop, which raises the guards' own errors or routes options to @admit_many.
+
+def _plain_pairs(items: list[Any]) -> list[Any] | None:
+    """``[id1, payload1, id2, ...]`` when every item is a plain ``(job_id, payload)``."""
+    flat: list[Any] = []
+    for item in items:
+        if type(item) is not tuple or len(item) != 2:
+            return None
+        job_id, payload = item
+        if (type(job_id) is not str or not job_id.startswith("JOB")
+                or (type(payload) is not bytes and type(payload) is not str)):
+            return None
+        flat += item
+    return flat
+
+
+def _plain_quads(items: list[Any]) -> list[Any] | None:
+    """``[id, payload, mode, value, ...]`` when every item is a plain ``(job_id, payload,
+    mode, value)`` whose value is in range (``guard.span`` for "in", ``guard.instant``
+    for "at")."""
+    flat: list[Any] = []
+    span = guard.max_span_ms()  # "in": priced once per call on the HOST clock, as guard.span
+    instant = guard.MAX_TIME_MS
+    for item in items:
+        if type(item) is not tuple or len(item) != 4:
+            return None
+        job_id, payload, mode, value = item
+        if (type(job_id) is not str or not job_id.startswith("JOB")
+                or (type(payload) is not bytes and type(payload) is not str)
+                or type(value) is not int):
+            return None
+        if mode == "in":
+            if not 0 <= value <= span:
+                return None
+        elif mode != "at" or not -instant <= value <= instant:
+            return None
+        flat += item
+    return flat
 
 
 def _admit_many(
@@ -80,12 +128,7 @@ def admit_many(queue: str, items: Iterable[tuple[Any, ...]]) -> Verb[list[Admitt
     ignored), ``"in"`` (SERVER clock) or ``"at"`` (caller's clock)."""
     rows: list[tuple[Any, ...]] = []
     for job_id, payload, mode, value, *extra in items:
-        if mode not in ("now", "in", "at"):
-            raise ValueError(f"mode must be 'now', 'in' or 'at', not {mode!r}")
-        if mode == "in":
-            guard.span("value", value)
-        elif mode == "at":
-            guard.instant("value", value)
+        _when(mode, value)
         rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
                      Options.from_item(extra)))
 
@@ -109,15 +152,16 @@ def enqueue_many(
     script call per 500 jobs, pipelined in one round trip; each job is
     the ``enqueue`` transition. Every argument is checked before anything is sent.
     """
-    rows: list[tuple[Any, ...]] = []
-    for job_id, payload, *extra in items:
-        rows.append((_bulk_id(job_id), guard.payload(payload), "now", 0,
-                     Options.from_item(extra)))
-    if any(not r[4].plain for r in rows):
-        return _admit_many(queue, rows)
-    flat: list[Any] = []
-    for job_id, payload, *_ in rows:
-        flat += (job_id, payload)
+    items = items if isinstance(items, list) else list(items)
+    flat = _plain_pairs(items)
+    if flat is None:
+        rows: list[tuple[Any, ...]] = []
+        for job_id, payload, *extra in items:
+            rows.append((_bulk_id(job_id), guard.payload(payload), "now", 0,
+                         Options.from_item(extra)))
+        if any(not r[4].plain for r in rows):
+            return _admit_many(queue, rows)
+        flat = [x for job_id, payload, *_ in rows for x in (job_id, payload)]
     return _bulk_admissions(
         "enqueue_many", (keyspace.queue_key(queue, "pending"),), queue, flat, 2,
         Outcome.ENQUEUED,
@@ -134,17 +178,19 @@ def schedule_many(
     priced on the SERVER clock), as ``enqueue_at`` / ``enqueue_in``. An item may carry an
     options dict as a fifth element.
     """
-    rows: list[tuple[Any, ...]] = []
-    for job_id, payload, mode, value, *extra in items:
-        guard.mode(mode)
-        guard.span("value", value) if mode == "in" else guard.instant("value", value)
-        rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
-                     Options.from_item(extra)))
-    if any(not r[4].plain for r in rows):
-        return _admit_many(queue, rows)
-    flat: list[Any] = []
-    for job_id, payload, mode, value, _ in rows:
-        flat += (job_id, payload, mode, str(value))
+    items = items if isinstance(items, list) else list(items)
+    flat = _plain_quads(items)
+    if flat is None:
+        rows: list[tuple[Any, ...]] = []
+        for job_id, payload, mode, value, *extra in items:
+            guard.mode(mode)
+            guard.span("value", value) if mode == "in" else guard.instant("value", value)
+            rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
+                         Options.from_item(extra)))
+        if any(not r[4].plain for r in rows):
+            return _admit_many(queue, rows)
+        flat = [x for job_id, payload, mode, value, _ in rows
+                for x in (job_id, payload, mode, value)]
     return _bulk_admissions(
         "schedule_many", (keyspace.queue_key(queue, "schedule"),), queue, flat, 4,
         Outcome.SCHEDULED,

@@ -1,4 +1,5 @@
-"""The EMQ Valkey module (C): native twins of schedule, promote and delay, plus reschedule.
+"""The EMQ Valkey module (C): native twins of enqueue, schedule, promote and delay, plus
+reschedule.
 
 The module is built by the package's own build (``setup.py``: a setuptools extension named
 ``echomq.native._emq``, plain C with no Python API in it) and is loaded by a server with
@@ -16,7 +17,7 @@ import pathlib
 from ..errors import NativeUnavailable
 
 MODULE_NAME = "emq"
-COMMANDS = ("EMQ.SCHEDULE", "EMQ.PROMOTE", "EMQ.DELAY", "EMQ.RESCHEDULE")
+COMMANDS = ("EMQ.SCHEDULE", "EMQ.PROMOTE", "EMQ.DELAY", "EMQ.RESCHEDULE", "EMQ.ENQUEUE")
 ENV_OVERRIDE = "ECHOMQ_NATIVE_MODULE"
 # Written by setup.py beside the sources when the C build failed, with the reason.
 BUILD_FAILURE_NOTE = "_emq_build_failed.txt"

@@ -26,6 +26,11 @@
  * Like the scripted schedule, EMQ.SCHEDULE bumps the queue's 'enqueued' counter on
  * <base>stats (the base is the schedule key minus 'schedule').
  *
+ * Like the scripts (includes/lead.lua), EMQ.SCHEDULE, EMQ.DELAY and EMQ.RESCHEDULE leave
+ * one token on <base>due (RPUSH '1' when the list is empty) when the run-at they write is
+ * below the schedule's head (or the schedule was empty), so a beat loop that planned its
+ * wake at the old head re-plans it.
+ *
  * Like the scripted promote, EMQ.PROMOTE leaves one wake token on <base>wake (RPUSH '1'
  * when the list is empty) when it moved at least one flat job to pending, so a consumer
  * blocked on that list claims at once.
@@ -210,12 +215,55 @@ static void count_enqueued(EmqCtx *ctx, EmqStr *sched) {
     Emq_FreeString(ctx, key);
 }
 
+/* -- the schedule's head ---------------------------------------------------------------- */
+
+static void wake(EmqCtx *ctx, EmqStr *key);
+
+/* 1 when a run-at of score would lead <schedule> (below its head's score, or the set is
+ * empty), as the scripts' lead() (includes/lead.lua). Read before the write. */
+static int leads(EmqCtx *ctx, EmqStr *sched, double score) {
+    EmqKey *k = Emq_OpenKey(ctx, sched, EMQ_READ);
+    int first = 1;
+    if (k && Emq_KeyType(k) == EMQ_KEYTYPE_ZSET &&
+        Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, HUGE_VAL, 0, 0) == EMQ_OK) {
+        double head;
+        EmqStr *m = Emq_ZsetRangeCurrentElement(k, &head);
+        if (m) {
+            first = score < head;
+            Emq_FreeString(ctx, m);
+        }
+        Emq_ZsetRangeStop(k);
+    }
+    Emq_CloseKey(k);
+    return first;
+}
+
+/* A beat loop plans its next wake at the earliest run-at it read, so a run-at that leads
+ * the schedule leaves one token on <base>due (the schedule key minus 'schedule', same
+ * slot), which an idle consumer pops beside its wake list to re-plan: the scripts' lead(). */
+static void lead(EmqCtx *ctx, EmqStr *sched) {
+    size_t len;
+    const char *p = Emq_StringPtrLen(sched, &len);
+    static const char tail[] = "schedule";
+    size_t blen = len - (sizeof(tail) - 1);
+    char *buf;
+    EmqStr *key;
+    if (len < sizeof(tail) - 1 || memcmp(p + blen, tail, sizeof(tail) - 1)) return;
+    buf = Emq_Alloc(blen + 3);
+    memcpy(buf, p, blen);
+    memcpy(buf + blen, "due", 3);
+    key = Emq_CreateString(ctx, buf, blen + 3);
+    Emq_Free(buf);
+    wake(ctx, key);
+    Emq_FreeString(ctx, key);
+}
+
 /* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
 
 static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *sched, *id;
     EmqKey *k;
-    int relative;
+    int relative, first;
     long long due;
     double score;
     char buf[40];
@@ -237,6 +285,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
 
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
     Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", s_scheduled, "attempts", s_zero, "payload",
                 argv[5], NULL);
@@ -251,6 +300,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
                   "payload", argv[5]);
     Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
     count_enqueued(ctx, sched);
+    if (first) lead(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
@@ -457,7 +507,7 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
 static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *active, *sched, *id, *att = NULL;
     EmqKey *k;
-    int relative, t, grouped = 0;
+    int relative, t, grouped = 0, first;
     long long due;
     double score;
     char buf[40];
@@ -500,6 +550,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (refusal) return Emq_ReplyWithError(ctx, refusal);
 
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     zset_rem(ctx, active, id);
     notify_zrem(ctx, active);
     set_state(ctx, row, s_scheduled);
@@ -511,6 +562,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_Replicate(ctx, "ZREM", "ss", active, id);
     Emq_Replicate(ctx, "HSET", "scc", row, "state", "scheduled");
     Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
+    if (first) lead(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
@@ -518,7 +570,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
 
 static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *sched, *id;
-    int relative, t;
+    int relative, t, first;
     long long due;
     double score;
     char buf[40];
@@ -543,10 +595,110 @@ static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
 
     /* The one write: rescore the member, never add it (ZADD ... XX). */
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     zset_add(ctx, sched, score, id, EMQ_ZADD_XX);
     notify(ctx, EMQ_NOTIFY_ZSET, "zadd", sched);
     score_text(score, buf, sizeof(buf));
     Emq_Replicate(ctx, "ZADD", "sccs", sched, "XX", buf, id);
+    if (first) lead(ctx, sched);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
+/* -- EMQ.ENQUEUE 2 <row> <pending> <id> <payload> -------------------------------------- */
+
+/* The key <base><name>, the base being <key> minus its last <cut> bytes, as the scripts
+ * derive it (string.sub(KEYS[2], 1, -8) for 'pending'). */
+static EmqStr *sibling(EmqCtx *ctx, EmqStr *key, size_t cut, const char *name) {
+    size_t len, nlen = strlen(name), blen;
+    const char *p = Emq_StringPtrLen(key, &len);
+    char stack[256], *buf = stack;
+    EmqStr *out;
+    blen = len > cut ? len - cut : 0;
+    if (blen + nlen > sizeof(stack)) buf = Emq_Alloc(blen + nlen);
+    memcpy(buf, p, blen);
+    memcpy(buf + blen, name, nlen);
+    out = Emq_CreateString(ctx, buf, blen + nlen);
+    if (buf != stack) Emq_Free(buf);
+    return out;
+}
+
+/* The 'enqueued' counter's value before the bump (0 when the field or the hash is absent);
+ * NULL when it can be bumped, else the refusal HINCRBY itself would give (WRONGTYPE, not an
+ * integer, overflow). Read before any write, so a refusal writes nothing. */
+static const char *counter_before(EmqCtx *ctx, EmqStr *stats, long long *out) {
+    EmqKey *k = Emq_OpenKey(ctx, stats, EMQ_READ);
+    int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    const char *refusal = NULL;
+    EmqStr *v = NULL;
+    *out = 0;
+    if (t == EMQ_KEYTYPE_HASH) Emq_HashGet(k, EMQ_HASH_CFIELDS, "enqueued", &v, NULL);
+    else if (t != EMQ_KEYTYPE_EMPTY) refusal = WRONGTYPE_ERROR;
+    Emq_CloseKey(k);
+    if (v != NULL) {
+        if (Emq_StringToLongLong(v, out) != EMQ_OK) refusal = "ERR hash value is not an integer";
+        else if (*out == 0x7fffffffffffffffLL) refusal = "ERR increment or decrement would overflow";
+        Emq_FreeString(ctx, v);
+    }
+    return refusal;
+}
+
+/* Admit a job claimable now, the enqueue script's plain path (no options) in one command:
+ * the row (state pending, attempts 0, payload) unless the key exists, the id on pending at
+ * score 0, one wake token, and 'enqueued' + 1 on <base>stats. Replies 1, or 0 when the row
+ * exists (of any type; nothing written). Each key is opened once to check and once to
+ * write; no command is dispatched except the wake RPUSH when the list is empty. */
+static int cmd_enqueue(EmqCtx *ctx, EmqStr **argv, int argc) {
+    EmqStr *row, *pending, *id, *stats, *wake_key, *bumped;
+    EmqKey *k;
+    long long count;
+    const char *refusal;
+    char num[24];
+    int flags = 0, n;
+
+    if (!check_shape(ctx, argv, argc, 6, 2, "ERR EMQ.ENQUEUE numkeys must be 2",
+                     "ERR EMQ.ENQUEUE keys must be distinct"))
+        return EMQ_OK;
+    row = argv[2], pending = argv[3], id = argv[4];
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
+    if (!is_type_or_empty(ctx, pending, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+    stats = sibling(ctx, pending, 7, "stats");
+    refusal = counter_before(ctx, stats, &count);
+    if (refusal) {
+        Emq_FreeString(ctx, stats);
+        return Emq_ReplyWithError(ctx, refusal);
+    }
+
+    k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", s_pending, "attempts", s_zero, "payload",
+                argv[5], NULL);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", row);
+    Emq_Replicate(ctx, "HSET", "scccccs", row, "state", "pending", "attempts", "0",
+                  "payload", argv[5]);
+
+    k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
+    Emq_ZsetAdd(k, 0.0, id, &flags);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", pending);
+    Emq_Replicate(ctx, "ZADD", "scs", pending, "0", id);
+
+    wake_key = sibling(ctx, pending, 7, "wake");
+    wake(ctx, wake_key);
+    Emq_FreeString(ctx, wake_key);
+
+    /* HINCRBY through the key API: the value read above plus one, replicated as itself. */
+    n = snprintf(num, sizeof(num), "%lld", count + 1);
+    bumped = Emq_CreateString(ctx, num, (size_t)n);
+    k = Emq_OpenKey(ctx, stats, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "enqueued", bumped, NULL);
+    Emq_CloseKey(k);
+    Emq_FreeString(ctx, bumped);
+    notify(ctx, EMQ_NOTIFY_HASH, "hincrby", stats);
+    Emq_Replicate(ctx, "HINCRBY", "scc", stats, "enqueued", "1");
+    Emq_FreeString(ctx, stats);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
@@ -567,7 +719,8 @@ static int load(EmqCtx *ctx) {
     if (Emq_CreateCommand(ctx, "emq.schedule", cmd_schedule, "write deny-oom", 2, 3, 1) ||
         Emq_CreateCommand(ctx, "emq.promote", cmd_promote, "write deny-oom", 2, 3, 1) ||
         Emq_CreateCommand(ctx, "emq.delay", cmd_delay, "write deny-oom", 2, 4, 1) ||
-        Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1))
+        Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1) ||
+        Emq_CreateCommand(ctx, "emq.enqueue", cmd_enqueue, "write deny-oom", 2, 3, 1))
         return EMQ_ERR;
     return EMQ_OK;
 }

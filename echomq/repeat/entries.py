@@ -1,19 +1,22 @@
-"""Registry entries: a registration's name and next run with its record decoded, as
-``due``, ``records`` and ``get`` return it; its next runs; the HOST clock every score is on."""
+"""Registry entries: a ``Registration`` (a registration's name and next run with its
+record decoded) as ``due``, ``records`` and ``get`` return it; its next runs; the HOST clock
+every score is on."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from .. import _guards as guard
 from .. import cron as cronlib
 from .. import keyspace
 from ..recurrence import next_slot
 from ..steps import Batch, Command, Verb, scored, text, verb
+
+F = TypeVar("F")
 
 
 def now_ms() -> int:
@@ -33,7 +36,7 @@ def _scored(reply: Any) -> list[tuple[str, Any]]:
     return [(text(m), score) for m, score in scored(reply)]
 
 
-def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[dict[str, Any]]]:
+def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[Registration]]:
     if not members:
         return []
     found = yield Batch(
@@ -49,11 +52,83 @@ _INT_FIELDS = frozenset(
 )
 
 
-def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
+class _Field(Generic[F]):
+    """A typed read of one record field: its value when it has type ``kind``, else ``None``
+    (absent, empty, or text where a number belongs)."""
+
+    def __init__(self, kind: type[F], doc: str) -> None:
+        self.kind = kind
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, entry: None, owner: type) -> _Field[F]: ...
+
+    @overload
+    def __get__(self, entry: Registration, owner: type) -> F | None: ...
+
+    def __get__(self, entry: Registration | None, owner: type) -> Any:
+        if entry is None:
+            return self
+        value = entry.get(self.key)
+        ok = isinstance(value, self.kind) and not isinstance(value, bool) and value != ""
+        return value if ok else None
+
+
+class Registration(dict[str, Any]):
+    """One registration as a read found it (``due``, ``records``, ``get``): the dict the
+    seed's ``due`` returns, ``{"name", "next_at", ...record fields}``, with typed
+    properties over the same fields.
+
+    ``next_at`` is the next run (HOST ms; ``None`` once finished: ``limit`` reached or
+    ``end_at`` past); the record's fields are decoded (the template as bytes, the numeric
+    fields as int, ``paused`` as a bool, the others as str; a field the record lacks is
+    absent). A plain ``dict`` subclass, so ``r["every_ms"]``, ``r.get("cron")``,
+    ``{**r}``, ``r == {...}`` and JSON work as before; the properties answer ``None`` for an
+    absent field, or where a hand-edited record holds text in place of a number (``plan``
+    refuses that record).
+    """
+
+    __slots__ = ()
+
+    next_at = _Field(int, "The next run (HOST ms), ``None`` once finished.")
+    every_ms = _Field(int, "The interval cadence (ms), ``None`` for a cron registration.")
+    cron = _Field(str, "The cron expression, ``None`` for an interval registration.")
+    template = _Field(bytes, "The payload every occurrence carries.")
+    limit = _Field(int, "The most occurrences it enqueues.")
+    start_at = _Field(int, "No run before this (HOST epoch ms).")
+    end_at = _Field(int, "No run after this (HOST epoch ms).")
+    done = _Field(str, "``limit`` or ``ended`` once no further run comes.")
+    last_id = _Field(str, "The id of the last occurrence enqueued.")
+    last_at = _Field(int, "The slot (HOST ms) the last occurrence stands for.")
+
+    @property
+    def name(self) -> str:
+        return str(self["name"])
+
+    @property
+    def tz(self) -> str:
+        """The IANA zone a cron expression is read in (``"UTC"`` when none is stored)."""
+        return str(self.get("tz") or "UTC")
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.get("paused"))
+
+    @property
+    def fired(self) -> int:
+        """Occurrences enqueued so far."""
+        fired = self.get("fired")
+        return fired if isinstance(fired, int) else 0
+
+
+def _entry(name: str, score: Any, record: Any) -> Registration:
     """A registry entry: the member's name and score with its record's fields decoded."""
     next_at = float(score)
     finite = math.isfinite(next_at)
-    entry: dict[str, Any] = {"name": name, "next_at": int(next_at) if finite else None}
+    entry = Registration(name=name, next_at=int(next_at) if finite else None)
     for k, v in (record or {}).items():
         key = text(k)
         if key == "paused":
@@ -71,38 +146,39 @@ def _entry(name: str, score: Any, record: Any) -> dict[str, Any]:
 
 
 @verb
-def records(queue: str) -> Verb[list[dict[str, Any]]]:
+def records(queue: str) -> Verb[list[Registration]]:
     """Every registration, soonest next run first (finished ones last, ``next_at=None``).
 
-    The same entry shape as ``due``, plus ``paused`` (a bool). Reads only; no clock.
+    The same entries as ``due``, each with ``paused`` (a bool). Reads only; no clock.
     """
     zset = keyspace.queue_key(queue, "repeat")
 
-    def steps() -> Verb[list[dict[str, Any]]]:
+    def steps() -> Verb[list[Registration]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
         entries = yield from _entries(queue, _scored(members))
-        return [{"paused": False, **e} for e in entries]
+        return [Registration({"paused": False, **e}) for e in entries]
 
     return steps()
 
 
 @verb
-def get(queue: str, name: str) -> Verb[dict[str, Any] | None]:
+def get(queue: str, name: str) -> Verb[Registration | None]:
     """One registration's entry (as ``records`` lists it), or ``None`` when no record has
     that name."""
     zset, record = _keys(queue, name)
 
-    def steps() -> Verb[dict[str, Any] | None]:
+    def steps() -> Verb[Registration | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
-        return {"paused": False, **_entry(name, score if score is not None else "inf", fields)}
+        entry = _entry(name, score if score is not None else "inf", fields)
+        return Registration({"paused": False, **entry})
 
     return steps()
 
 
 def next_runs(
-    record_or_expression: dict[str, Any] | str,
+    record_or_expression: Mapping[str, Any] | str,
     count: int = 5,
     tz: str = "UTC",
     after: int | None = None,

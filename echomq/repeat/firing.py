@@ -3,6 +3,7 @@ server (the ``fire`` script), and ``sweep`` a queue's due names (what the Pump r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .. import _guards as guard
@@ -32,7 +33,7 @@ class Fired(NamedTuple):
     ids: tuple[str, ...]
 
 
-def fire_step(queue: str, entry: dict[str, Any], now: int) -> tuple[Eval, tuple[str, ...]]:
+def fire_step(queue: str, entry: Mapping[str, Any], now: int) -> tuple[Eval, tuple[str, ...]]:
     """The ``fire`` call for a due ``entry`` at HOST ``now``, with the ids it would enqueue.
 
     An entry with no record (a dangling member) still gets a call, which removes it.
@@ -66,7 +67,7 @@ def _fired(name: str, minted: tuple[str, ...], reply: Any) -> Fired:
 
 
 @verb
-def fire(queue: str, entry: dict[str, Any], now: int | None = None) -> Verb[Fired]:
+def fire(queue: str, entry: Mapping[str, Any], now: int | None = None) -> Verb[Fired]:
     """Fire one due ``entry`` (as ``due`` returned it) atomically; see ``Fired``.
 
     HOST clock: ``now`` (default HOST now) prices the next run and mints the ids. The

@@ -3,14 +3,12 @@ HOST clock (``now_ms``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import _guards as guard
 from .. import keyspace
 from ..outcomes import Outcome
 from ..steps import Batch, Command, Eval, Verb, single, verb
 from .definitions import _first_at
-from .entries import _entries, _entry, _keys, _scored, now_ms
+from .entries import Registration, _entries, _entry, _keys, _scored, now_ms
 
 
 @verb
@@ -91,20 +89,21 @@ def resume(queue: str, name: str) -> Verb[Outcome]:
 
 
 @verb
-def due(queue: str, now: int | None = None) -> Verb[list[dict[str, Any]]]:
+def due(queue: str, now: int | None = None) -> Verb[list[Registration]]:
     """Registrations scored at or before HOST now, each with its record.
 
     Host commands, not a script: ``ZRANGEBYSCORE`` then one pipelined ``HGETALL`` each.
-    Each entry: ``{"name", "next_at", "every_ms", "template", ...record fields}`` (the
-    template as bytes, the numeric fields as int, the others as str). A member whose record
-    is gone is still listed (with no ``every_ms``) so a sweep can drop it.
+    Each entry is a ``Registration``, read as ``{"name", "next_at", "every_ms",
+    "template", ...record fields}`` (the template as bytes, the numeric fields as int, the
+    others as str) or through its typed properties. A member whose record is gone is still
+    listed (with no ``every_ms``) so a sweep can drop it.
     """
     keyspace.validate_queue(queue)
     at = now_ms() if now is None else guard.instant("now", now)
     return due_verb(queue, at)
 
 
-def due_verb(queue: str, at: int, limit: int | None = None) -> Verb[list[dict[str, Any]]]:
+def due_verb(queue: str, at: int, limit: int | None = None) -> Verb[list[Registration]]:
     """The steps of ``due`` at HOST ms ``at``, the ``limit`` most overdue when given (a
     generator other verbs ``yield from``)."""
     zset = keyspace.queue_key(queue, "repeat")

@@ -9,7 +9,10 @@
 -- Every id is checked before the first write (one foreign id refuses the whole call with
 -- EMQKIND, nothing written). Each admission is @enqueue's or @schedule's; 'in' prices on
 -- the SERVER clock, read once per call.
+-- An item without options (its tail all '') takes the plain admission (one new_row, its
+-- id batched like admit()'s), skipping admit()'s option machinery: the same writes.
 --@include kind
+--@include row
 --@include admit
 --@include chunks
 local p = ARGV[1]
@@ -18,12 +21,29 @@ if not all_jobs(2, 9) then
 end
 local now = now_ms()
 local out, batch = {}, {}
+local pending, schedule = {}, {}
+batch[KEYS[1]], batch[KEYS[2]] = pending, schedule
 for i = 2, #ARGV, 9 do
   local mode = ARGV[i + 2]
   if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
-  local opts = admit_opts(i + 4)
-  opts.now, opts.batch = now, batch
-  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], opts)
+  if ARGV[i + 4] == '' and ARGV[i + 5] == '' and ARGV[i + 6] == '' and ARGV[i + 7] == ''
+      and ARGV[i + 8] == '' then
+    local id = ARGV[i]
+    if new_row(p .. 'job:' .. id, mode == 'now' and 'pending' or 'scheduled', ARGV[i + 1]) then
+      local list = mode == 'now' and pending or schedule
+      list[#list + 1] = mode == 'now' and 0 or price(mode, ARGV[i + 3], now)
+      list[#list + 1] = id
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+  else
+    local opts = admit_opts(i + 4)
+    opts.now, opts.batch = now, batch
+    out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], opts)
+  end
 end
+if #pending == 0 then batch[KEYS[1]] = nil end
+if #schedule == 0 then batch[KEYS[2]] = nil end
 flush(p, batch)
 return out

@@ -7,7 +7,8 @@
 -- Row, index entry, result and the unique key the job owns go together, so no ghost id is
 -- left on a set and no unique key keeps refusing admissions for a job that is gone.
 -- A flow child deleted before it ended is recorded on the flow outbox as cancelled (error
--- 'discarded'), so its parent follows its policy instead of waiting for ever; a deleted
+-- 'discarded'), so its parent follows its policy instead of waiting for ever (so is a
+-- linked flow node's stub, and the nodes linked to a deleted waiting job); a deleted
 -- flow parent's bookkeeping starts its expiry.
 -- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
 --@include kind
@@ -33,11 +34,13 @@ elseif st == 'scheduled' then
 else
   redis.call('ZREM', p .. st, ARGV[2])
 end
-local f = redis.call('HMGET', KEYS[1], 'parent', 'policy', 'flow')
-if f[1] and (st == 'pending' or st == 'scheduled' or st == 'waiting-children') then
+local f = redis.call('HMGET', KEYS[1], 'parent', 'policy', 'flow', 'watched')
+local waiting = st == 'pending' or st == 'scheduled' or st == 'waiting-children'
+if f[1] and (waiting or st == 'linked') then
   flow_settled(p, KEYS[1], ARGV[2], 'cancelled', f[1], f[2], 'discarded')
 end
 if f[3] then flow_ended(p, ARGV[2]) end
+if f[4] and waiting then flow_watched(p, ARGV[2], 'cancelled', 'discarded') end
 local unique = redis.call('HGET', KEYS[1], 'unique')
 if unique and redis.call('GET', p .. 'unique:' .. unique) == ARGV[2] then
   redis.call('DEL', p .. 'unique:' .. unique)

@@ -4,22 +4,34 @@
 -- ARGV[2..] = id1, payload1, id2, payload2, ...
 -- Reply: an array with one entry per job, 1 admitted or 0 duplicate (row exists).
 -- Every id is checked before the first write: one foreign id refuses the whole call with
--- EMQKIND and nothing is written. Each admission is the @enqueue transition.
+-- EMQKIND and nothing is written. Each admission is the @enqueue transition without
+-- options (a job with options goes through @admit_many): the row, then the id on pending
+-- at score 0. The per-job part is one command (new_row); what every job shares is paid
+-- once per call: one variadic ZADD, one wake token, one counter bump.
 --@include kind
---@include admit
+--@include row
+--@include wake
+--@include count
 --@include chunks
 local p = ARGV[1]
 if not all_jobs(2, 2) then
   return redis.error_reply(KIND_ERROR)
 end
-local out, batch = {}, {}
+local rows = p .. 'job:'
+local out, members, n = {}, {}, 0
 for i = 2, #ARGV, 2 do
-  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], 'now', 0, {batch = batch})
+  local id = ARGV[i]
+  if new_row(rows .. id, 'pending', ARGV[i + 1]) then
+    out[#out + 1] = 1
+    members[n + 1], members[n + 2] = 0, id
+    n = n + 2
+  else
+    out[#out + 1] = 0
+  end
 end
-local admitted = batch[KEYS[1]]
-if admitted then
-  in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
+if n > 0 then
+  in_chunks(members, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
   wake(p .. 'wake')
-  count(p, 'enqueued', #admitted / 2)
+  count(p, 'enqueued', n / 2)
 end
 return out

@@ -2,13 +2,15 @@
 -- slot (the second half of a settlement whose first half, on the child's slot, wrote the
 -- child's flow outbox entry; see includes/flow.lua).
 -- KEYS[1] = the parents' queue's waiting-children set
--- ARGV[1] = the parents' queue base (rows, deps, kids, failed, flow, pending, dead derive),
+-- ARGV[1] = the parents' queue base (rows, deps, kids, failed, flow, pending, schedule,
+-- dead derive),
 -- ARGV[2..] = per entry 7 values: parent id, child (the child's row key), seq (the child's
 -- settlement number), how ('completed', 'dead', 'cancelled'), policy ('fail', 'ignore',
 -- 'drop'), result ('' none), error ('' none)
 -- Reply: an array with one entry per entry: 0 already carried (a replay or an older
 -- settlement: nothing written), 1 carried, 2 carried and the parent released (its last
--- child settled: to pending, or its lane, at its priority), 3 no parent row (it was
+-- child settled: to pending, or its lane, at its priority; to the schedule when its
+-- not_before, SERVER ms, is still ahead), 3 no parent row (it was
 -- deleted: nothing to do), 4 carried and the parent failed (policy 'fail').
 -- Exactly once: <base>flow:<pid> keeps per child the last seq carried (n:<child>), its
 -- state (s:), result (r:) and error (e:); an entry at or below n: is dropped, and a child
@@ -31,6 +33,16 @@ local function release(jk, pid, state)
     flow_kept(p, pid)
   else
     redis.call('ZREM', KEYS[1], pid)
+  end
+  -- a parent admitted with a delay or run-at waits on the schedule until then
+  local nb = tonumber(redis.call('HGET', jk, 'not_before') or '')
+  if nb then
+    now = now or now_ms()
+    if nb > now then
+      redis.call('HSET', jk, 'state', 'scheduled')
+      redis.call('ZADD', p .. 'schedule', nb, pid)
+      return
+    end
   end
   readmit(p, jk, pid)
 end

@@ -5,20 +5,12 @@
 -- 0 another owner holds it (nothing written). Reply for 'release': 1 released, 0 not held.
 -- The lease lives on the SERVER clock (PX), so a holder that dies stops renewing and the
 -- key lapses without anyone's host clock being consulted.
-local cur = redis.call('GET', KEYS[1])
+--@include lease
 if ARGV[3] == 'release' then
-  if cur == ARGV[1] then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
     return 1
   end
   return 0
 end
-if cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-  return 1
-end
-if not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-  return 2
-end
-return 0
+return hold_lease(KEYS[1], ARGV[1], ARGV[2])

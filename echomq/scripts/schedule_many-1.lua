@@ -5,20 +5,38 @@
 -- Reply: an array with one entry per job, 1 admitted or 0 duplicate (row exists).
 -- Every id is checked before the first write: one foreign id refuses the whole call with
 -- EMQKIND and nothing is written. 'in' prices on the SERVER clock, read once per call.
+-- Each admission is the @schedule transition without options (a job with options goes
+-- through @admit_many): the row (state scheduled), then the id on the schedule set at its
+-- run-at. The per-job part is one command (new_row); one variadic ZADD and one counter
+-- bump serve the whole call.
 --@include kind
---@include admit
+--@include row
+--@include now
+--@include count
 --@include chunks
+--@include lead
 local p = ARGV[1]
 if not all_jobs(2, 4) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
-local out, batch = {}, {}
+local rows = p .. 'job:'
+local out, members, n = {}, {}, 0
 for i = 2, #ARGV, 4 do
-  local mode = ARGV[i + 2] == 'in' and 'in' or 'at'
-  out[#out + 1] = admit(p, ARGV[i], ARGV[i + 1], mode, ARGV[i + 3], {now = now, batch = batch})
+  local id = ARGV[i]
+  if new_row(rows .. id, 'scheduled', ARGV[i + 1]) then
+    out[#out + 1] = 1
+    local due = tonumber(ARGV[i + 3])
+    if ARGV[i + 2] == 'in' then due = now + due end
+    members[n + 1], members[n + 2] = due, id
+    n = n + 2
+  else
+    out[#out + 1] = 0
+  end
 end
-local admitted = batch[KEYS[1]] or {}
-in_chunks(admitted, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
-if #admitted > 0 then count(p, 'enqueued', #admitted / 2) end
+if n > 0 then
+  lead_many(p, members)
+  in_chunks(members, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
+  count(p, 'enqueued', n / 2)
+end
 return out

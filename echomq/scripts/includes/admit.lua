@@ -16,15 +16,40 @@
 --             wake token is left nor counter bumped (the caller does both once); a lane
 --             admission is written (and counted) at once all the same
 -- Returns 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
--- the unique key (nothing written either way). A key whose owner is gone or ended and
--- whose unique_for window has passed is stale: it is taken over (healed).
+-- the unique key (unique_owner; nothing written either way). A key whose owner is gone or
+-- ended and whose unique_for window has passed is stale: it is taken over (healed).
 --@include price
+--@include lead
 --@include ring
 --@include ended
 --@include chunks
 local function given(v)
   if v == nil or v == '' then return nil end
   return v
+end
+-- unique_owner(p, key): the id of the live job that owns unique key <key> (waiting,
+-- running, a flow parent waiting for its children, or any job inside its unique_for
+-- window), or nil when the key is free or stale.
+local function unique_owner(p, key)
+  local uk = p .. 'unique:' .. key
+  local owner = redis.call('GET', uk)
+  if owner then
+    local st = redis.call('HGET', p .. 'job:' .. owner, 'state')
+    if st == 'pending' or st == 'scheduled' or st == 'active' or st == 'waiting-children'
+        or redis.call('PTTL', uk) > 0 then
+      return owner
+    end
+  end
+  return nil
+end
+-- take_unique(p, jk, id, key, unique_for, now): job id (row jk) owns unique key <key>
+-- from now on (the caller checked unique_owner); unique_for ms also holds it past the
+-- job's end, until admission + that (SERVER ms, on the row as unique_until).
+local function take_unique(p, jk, id, key, unique_for, now)
+  redis.call('SET', p .. 'unique:' .. key, id)
+  redis.call('HSET', jk, 'unique', key)
+  local ttl = given(unique_for)
+  if ttl then redis.call('HSET', jk, 'unique_until', (now or now_ms()) + tonumber(ttl)) end
 end
 local function admit(p, id, payload, mode, value, opts)
   local jk = p .. 'job:' .. id
@@ -33,15 +58,8 @@ local function admit(p, id, payload, mode, value, opts)
   end
   local unique = given(opts.unique)
   if unique then
-    local uk = p .. 'unique:' .. unique
-    local owner = redis.call('GET', uk)
-    if owner then
-      local st = redis.call('HGET', p .. 'job:' .. owner, 'state')
-      if st == 'pending' or st == 'scheduled' or st == 'active' or redis.call('PTTL', uk) > 0 then
-        return owner
-      end
-    end
-    redis.call('SET', uk, id)
+    local owner = unique_owner(p, unique)
+    if owner then return owner end
   end
   local pri = tonumber(opts.priority or '0') or 0
   local g = given(opts.group)
@@ -52,11 +70,7 @@ local function admit(p, id, payload, mode, value, opts)
     redis.call('HSET', jk, 'group', g)
     redis.call('SADD', p .. 'groups', g)
   end
-  if unique then
-    redis.call('HSET', jk, 'unique', unique)
-    local ttl = given(opts.unique_for)
-    if ttl then redis.call('HSET', jk, 'unique_until', (opts.now or now_ms()) + tonumber(ttl)) end
-  end
+  if unique then take_unique(p, jk, id, unique, opts.unique_for, opts.now) end
   if given(opts.notify) then redis.call('HSET', jk, 'notify', opts.notify) end
   local key, score
   if mode ~= 'now' then
@@ -80,6 +94,7 @@ local function admit(p, id, payload, mode, value, opts)
     list[#list + 1] = score
     list[#list + 1] = id
   else
+    if mode ~= 'now' then lead(p, score) end
     redis.call('ZADD', key, score, id)
     if key == p .. 'pending' then wake(p .. 'wake') end
     count(p, 'enqueued')
@@ -93,9 +108,11 @@ local function admit_opts(i)
           unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
 end
 -- flush(p, batch): write the ZADDs admit() collected in opts.batch (one variadic ZADD per
--- set), count them as enqueued once, and wake a consumer if any joined pending.
+-- set), count them as enqueued once, and wake a consumer if any joined pending (or re-plan
+-- a beat loop if one leads the schedule: lead()).
 local function flush(p, batch)
   local n = 0
+  if batch[p .. 'schedule'] then lead_many(p, batch[p .. 'schedule']) end
   for key, list in pairs(batch) do
     in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
     n = n + #list / 2

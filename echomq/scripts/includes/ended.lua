@@ -22,11 +22,12 @@ end
 -- unique key, when the row asked for it (notify = keep ms) leaves one token naming the
 -- end on <base>done:<id> for waiters (BLPOP), kept that long, and when the row is a flow
 -- child records the end on its queue's flow outbox (flow_settled); a flow parent's
--- bookkeeping starts its expiry (flow_ended).
+-- bookkeeping starts its expiry (flow_ended); the flow nodes linked to it (its unique key
+-- was theirs) settle with it (flow_watched).
 local function ended(p, jk, id, how)
   count(p, how)
   local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify', 'parent', 'policy',
-    'error', 'flow')
+    'error', 'flow', 'watched')
   if f[1] then release_unique(p, f[1], id, f[2]) end
   if f[3] then
     local dk = p .. 'done:' .. id
@@ -36,6 +37,7 @@ local function ended(p, jk, id, how)
   end
   if f[4] then flow_settled(p, jk, id, how, f[4], f[5], f[6]) end
   if f[7] then flow_ended(p, id) end
+  if f[8] then flow_watched(p, id, how, f[6]) end
 end
 -- cancel_row(p, jk, id, now): end the job of row jk cancelled: state = cancelled,
 -- cancelled_at = SERVER ms (now, or TIME), on the cancelled set scored by that ms (kept

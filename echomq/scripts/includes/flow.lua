@@ -8,13 +8,14 @@
 -- carry counts a settlement once however often it is delivered (a Pump killed between
 -- carry and XDEL, two Pumps racing) and ignores an older one delivered late (a child dead,
 -- revived and completed is carried as completed). The result is the one the ack wrote to
--- <base>result:<id> (if any); a death or cancel carries the row's last error.
-local function flow_settled(p, jk, id, how, parent, policy, err)
+-- <base>result:<id> (if any; <base>result:<src> for a node linked to job src, see
+-- flow_watched); a death or cancel carries the row's last error.
+local function flow_settled(p, jk, id, how, parent, policy, err, src)
   local seq = redis.call('HINCRBY', jk, 'fseq', 1)
   local entry = {'child', id, 'parent', parent, 'how', how, 'seq', seq,
     'policy', policy or 'fail'}
   if how == 'completed' then
-    local r = redis.call('GET', p .. 'result:' .. id)
+    local r = redis.call('GET', p .. 'result:' .. (src or id))
     if r then
       entry[#entry + 1] = 'result'
       entry[#entry + 1] = r
@@ -38,4 +39,38 @@ local function flow_ended(p, id)
 end
 local function flow_kept(p, id)
   for _, k in ipairs(flow_keys(p, id)) do redis.call('PERSIST', k) end
+end
+-- A flow node whose unique key a live job owned when it was admitted is not a job of its
+-- own: it is a stub row (state = linked, linked = the owner's id) on the owner's watch
+-- list <base>watch:<owner>, and the owner's row carries watched = 1. flow_watched(p, id,
+-- how, err) runs when that owner ends: every node linked to it settles the same way, with
+-- the owner's result or error, so the node's parent waits for the owner and never for a
+-- job that was not written. A completed owner deletes its stubs and its list; a dead or
+-- cancelled one keeps them (a revive of the owner settles them again, later) for
+-- FLOW_KEEP_MS.
+local function flow_watched(p, id, how, err)
+  local wk = p .. 'watch:' .. id
+  local why = nil
+  if how ~= 'completed' then
+    why = 'linked job ' .. id .. ' ' .. (how == 'dead' and 'died' or how)
+      .. (err and (': ' .. err) or '')
+  end
+  for _, nid in ipairs(redis.call('LRANGE', wk, 0, -1)) do
+    local nk = p .. 'job:' .. nid
+    local f = redis.call('HMGET', nk, 'parent', 'policy')
+    if f[1] then
+      flow_settled(p, nk, nid, how, f[1], f[2], why, id)
+      if how == 'completed' then
+        redis.call('DEL', nk)
+      else
+        redis.call('HSET', nk, 'error', why)
+        redis.call('PEXPIRE', nk, FLOW_KEEP_MS)
+      end
+    end
+  end
+  if how == 'completed' then
+    redis.call('DEL', wk)
+  else
+    redis.call('PEXPIRE', wk, FLOW_KEEP_MS)
+  end
 end

@@ -3,7 +3,9 @@
 Between claims an idle consumer does not poll: it blocks on the queue's wake list
 (``BLPOP emq:{q}:wake``, timeout one beat, or less when a due instant noted by
 ``note_due`` comes first), which enqueue, promote and reap push a token onto, so an
-enqueued job starts within a round trip. A full consumer waits for a slot instead.
+enqueued job starts within a round trip. A full consumer waits for a slot instead. The
+same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
+the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import errors, jobs, metrics
@@ -41,42 +44,50 @@ class ClaimLoop:
     meter: metrics.Meter
     inflight: dict[str, asyncio.Task[None]]
     _reserved: int
-    _slot: asyncio.Event
+    _slot_waiter: asyncio.Future[None] | None
+    _settling: int
     _stop: asyncio.Event | None
     _streak: int
     _degrading: asyncio.Event | None
     _wake_key: str
+    _due_key: str
+    _led: asyncio.Event
+    pooled: bool
+    on_lead: Callable[[str], None] | None
     _due_at: float | None
     _idle_until: float | None
     _kick: asyncio.Event
 
     if TYPE_CHECKING:  # the consumer's own, used here
-        def _start(self, claim: jobs.Claim) -> None: ...
+        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
         def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
 
     async def _claims(self, stop: asyncio.Event) -> None:
         beat_s = self.beat_ms / 1000
+        led = False
         while not stop.is_set():
             try:
                 if self.meter.due():  # at most once a second, busy or idle, in the background
                     self.meter.flush_soon(self.conn, self.queue, self._streak)
                 free = self._free()
                 got = 0
-                if free > 0:
+                # a due token says a run-at leads the schedule, not that a job is ready:
+                # no claim for it, straight back to the wait
+                if free > 0 and not led:
                     self._reserved += free
                     try:
                         claims = await jobs.claim_many(
                             self.conn, self.queue, self.lease_ms, free)
                     finally:
                         self._reserved -= free
-                    for claim in claims:
-                        self._start(claim)
+                    self._start_all(claims)
                     got = len(claims)
                     self._healthy()
+                led = False
                 if free <= 0:
                     await self._wait_slot(beat_s)
                 elif got < free:
-                    await self._idle(self._idle_for(beat_s))
+                    led = await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
@@ -114,8 +125,21 @@ class ClaimLoop:
         return min(beat_s, left + 0.002)
 
     def _free(self) -> int:
-        """Slots neither running nor promised to a claim in flight."""
-        return self.concurrency - len(self.inflight) - self._reserved
+        """Slots neither running, nor waiting for their ack, nor promised to a claim in
+        flight."""
+        return self.concurrency - len(self.inflight) - self._settling - self._reserved
+
+    def _slot_freed(self) -> None:
+        """Wake a claim loop waiting for a slot, if one is free now."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done() and self._free() > 0:
+            waiter.set_result(None)
+
+    def _stopping(self) -> None:
+        """``stop`` was set: end a wait for a slot at once."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _degraded(self, exc: Exception) -> None:
         """One degraded beat: sleep on the exponential curve over the beat, indexed by the
@@ -144,14 +168,18 @@ class ClaimLoop:
             self._emit("recovered", None, 0, streak=self._streak)
             self._streak = 0
 
-    async def _idle(self, timeout: float) -> None:
-        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop."""
+    async def _idle(self, timeout: float) -> bool:
+        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop.
+        The due list too, unless pooled with no ``on_lead``: True when a due token came,
+        which is handed to the legs (or ``on_lead``) to re-plan their wake."""
         # BLPOP's timeout is in seconds (a double); 0 would mean forever.
         secs = max(timeout, 0.005)
         assert self._stop is not None
         self._kick.clear()
         self._idle_until = asyncio.get_running_loop().time() + secs
-        pop = asyncio.ensure_future(self.conn.call("BLPOP", self._wake_key, f"{secs:.3f}"))
+        keys = ((self._wake_key,) if self.pooled and self.on_lead is None
+                else (self._wake_key, self._due_key))
+        pop = asyncio.ensure_future(self.conn.call("BLPOP", *keys, f"{secs:.3f}"))
         stopper = asyncio.ensure_future(self._stop.wait())
         kicked = asyncio.ensure_future(self._kick.wait())
         try:
@@ -164,19 +192,32 @@ class ClaimLoop:
                 pop.cancel()
                 with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
                     await pop
-        if pop.done() and not pop.cancelled():
-            pop.result()  # a wire error surfaces here and degrades the beat
+        if not pop.done() or pop.cancelled():
+            return False
+        got = pop.result()  # a wire error surfaces here and degrades the beat
+        if not got or _text(got[0]) != self._due_key:
+            return False
+        if not self.pooled:
+            self._led.set()
+        elif self.on_lead is not None:
+            self.on_lead(self.queue)
+        return True
 
     async def _wait_slot(self, timeout: float) -> None:
-        self._slot.clear()
-        if self._free() > 0:
-            return
+        """Wait up to ``timeout`` s for a free slot (or stop). A bare future: this runs
+        once per batch of jobs, so it spends no task on the wait."""
         assert self._stop is not None
-        waits = {asyncio.ensure_future(self._slot.wait()), asyncio.ensure_future(self._stop.wait())}
-        _done, pending = await asyncio.wait(waits, timeout=max(timeout, 0.001),
-                                            return_when=asyncio.FIRST_COMPLETED)
-        for w in pending:
-            w.cancel()
+        if self._free() > 0 or self._stop.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._slot_waiter = waiter
+        timer = loop.call_later(max(timeout, 0.001), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._slot_waiter = None
 
     async def _sleep(self, seconds: float) -> None:
         assert self._stop is not None
@@ -184,3 +225,12 @@ class ClaimLoop:
             await asyncio.wait_for(self._stop.wait(), seconds)
 
     # -- a job in hand -------------------------------------------------------------------
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -14,6 +14,7 @@ keys, as the seed's ``promote`` does).
 | ``emq:{q}:dead``            | zset | dead-lettered ids scored by the server ms they died|
 | ``emq:{q}:completed``       | zset | kept completed ids scored by server ms (retention) |
 | ``emq:{q}:wake``            | list | at most one wake token for blocked consumers       |
+| ``emq:{q}:due``             | list | at most one token: a run-at now leads the schedule |
 | ``emq:{q}:metronome``       | str  | the metronome lease: its holder, expiring in 2 beats |
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |

@@ -12,6 +12,12 @@ next contender's beat takes it, so the legs miss at most two beats.
 Promote and reap are idempotent, so a brief overlap during a handover (a paused holder
 whose lease lapsed) costs a redundant pass, never a wrong one.
 
+Between beats the Metronome wakes at the earliest run-at it read. A run-at admitted ahead
+of that instant leaves a due token (``emq:{q}:due``) that one of the pool's idle consumers
+pops and hands over (``lead(queue)``, the worker wires it): the Metronome re-reads that
+queue's head and re-plans its wake, and promotes the queue then even where another process
+holds its lease (that holder never heard of the token; a redundant promote is harmless).
+
 Clocks: the beat is paced on the HOST monotonic clock; the lease, reap and promote read the
 SERVER clock.
 """
@@ -26,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _guards as guard
-from . import errors, keyspace, metrics
+from . import errors, jobs, keyspace, metrics
 from .beat import DEFAULT_BATCH as DEFAULT_BATCH
 from .beat import DEFAULT_BEAT_MS as DEFAULT_BEAT_MS
 from .beat import LegCounts as LegCounts
@@ -100,23 +106,74 @@ class Metronome:
         self.on_due = on_due
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
-        self._due: dict[str, int | None] = {}
+        # each held queue's next due instant, on the loop's (HOST monotonic) clock, from the
+        # SERVER-clock span read after its promote: spans read at different times compare
+        self._due: dict[str, float] = {}
         self.meters: dict[str, metrics.Meter] = {}
+        self._led: set[str] = set()  # queues whose schedule has a new head to re-read
+        self._chase: set[str] = set()  # queues not held whose new head this one promotes
+        self._woken = asyncio.Event()
+
+    def _note(self, queue: str, ms: int | None) -> None:
+        if ms is None:
+            self._due.pop(queue, None)
+        else:
+            self._due[queue] = asyncio.get_running_loop().time() + ms / 1000
+
+    def _soonest(self) -> int | None:
+        """ms from now to the earliest noted due instant, or None."""
+        if not self._due:
+            return None
+        return round((min(self._due.values()) - asyncio.get_running_loop().time()) * 1000)
+
+    def lead(self, queue: str) -> None:
+        """A run-at now leads ``queue``'s schedule (a consumer popped its due token):
+        re-read its head and re-plan the wake (at once, from a sleep)."""
+        if queue in self.queues:
+            self._led.add(queue)
+            self._woken.set()
+
+    async def _replan(self) -> None:
+        """Re-read the head of every led queue (SERVER clock); a queue this Metronome does
+        not hold is promoted at its due wake all the same (see the module docstring)."""
+        led, self._led = self._led, set()
+        for q in led:
+            ms = await jobs.next_due_ms(self.conn, q)
+            self._note(q, ms)
+            if q not in self.held and ms is not None:
+                self._chase.add(q)
+            if self.on_due is not None:
+                self.on_due(q, ms)
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> bool:
+        """Sleep ``seconds`` (HOST monotonic), or until stop; True when woken by ``lead``."""
+        if not self._woken.is_set() and seconds > 0:
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())}
+            _done, pending = await asyncio.wait(waits, timeout=seconds,
+                                                return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+        if self._woken.is_set() and not stop.is_set():
+            self._woken.clear()
+            return True
+        return False
 
     async def promote_held(self) -> None:
         """Between beats, at a due run-at: promote (only) the queues whose lease is held."""
         self._due.clear()
-        for q in list(self.held):
+        chased, self._chase = self._chase, set()
+        for q in list(self.held | chased):
             counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
             self.stats.promoted += counts.promoted
-            self._due[q] = counts.next_due_ms
+            self._note(q, counts.next_due_ms)
             if self.on_due is not None:
                 self.on_due(q, counts.next_due_ms)
 
     async def tick(self) -> None:
         """One beat: for each queue, hold the lease and, if held, run its legs."""
         self.stats.beats += 1
-        self._due.clear()
+        # a queue chased for a lead keeps its instant: its holder elsewhere never heard of it
+        self._due = {q: at for q, at in self._due.items() if q in self._chase}
         for q in self.queues:
             got = await hold(self.conn, q, self.owner, self.lease_ms)
             if not got:
@@ -138,7 +195,7 @@ class Metronome:
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
             self.stats.trimmed += counts.trimmed
-            self._due[q] = counts.next_due_ms
+            self._note(q, counts.next_due_ms)
             if self.on_due is not None:
                 self.on_due(q, counts.next_due_ms)
             if self.on_pass is not None:
@@ -177,9 +234,14 @@ class Metronome:
                 next_at += beat_s
                 if next_at < loop.time():  # a slow beat: no catching up with a burst
                     next_at = loop.time()
-            soonest = min((d for d in self._due.values() if d is not None), default=None)
-            delay, due_wake = wake_delay(next_at - loop.time(), soonest)
-            await sleep_unless(stop, delay)
+            delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
+            try:
+                while await self._sleep(stop, delay):  # a new head: re-read, re-plan
+                    await self._replan()
+                    delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
+            except (errors.WireError, errors.CommandError) as exc:
+                log.warning("metronome could not re-read a schedule's head: %s", exc)
+                next_at, due_wake = loop.time(), False
         await self.release()
 
     async def release(self) -> None:

@@ -133,6 +133,8 @@ class Worker:
                     conn, self.queues, beat_ms=self.beat_ms,
                     legs=Legs(retention=retention, carry_lease_ms=3 * self.beat_ms),
                     on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
+                for c in self.consumers:  # a due token they pop re-plans the metronome
+                    c.on_lead = self.metronome.lead
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:

@@ -58,9 +58,7 @@ status=0
 # (the one test left out dlopens the module into Python itself, which an ASan build cannot do)
 ECHOMQ_NATIVE_MODULE="$OUT/emq-asan.so" ECHOMQ_VALKEY_SERVER="$OUT/valkey-server" \
 ECHOMQ_REDIS_SERVER="$OUT/redis-server" \
-    $PY -m pytest -q -p no:cacheprovider tests/test_native_module.py tests/test_native_diff.py \
-    tests/test_native_divergence.py tests/test_native_wire.py tests/test_native_persist.py \
-    tests/test_native_enqueue.py \
+    $PY -m pytest -q -p no:cacheprovider tests/native \
     -k "not loadable_plain_c_object" "$@" || status=$?
 
 reports=$(ls "$OUT"/asan.* 2>/dev/null || true)

@@ -3,6 +3,7 @@ the test needs no PATH set up), with the environment a test chooses."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -30,3 +31,12 @@ def popen(*args: str, url: str, cwd: Any, env: dict[str, str] | None = None
     full = {**os.environ, "ECHOMQ_URL": url, **(env or {})}
     return subprocess.Popen([*ECHOMQ, *args], cwd=cwd, env=full, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
+
+
+def kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Kill each process still running and wait for it (a test's leftovers)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        with contextlib.suppress(Exception):
+            p.wait(5)

@@ -7,7 +7,7 @@ module is built): ``run(jobs.enqueue, queue, id, b"x")`` calls the verb on the s
 ``Connector`` or awaits it on the ``AsyncConnector``, so one test body checks every
 combination (``run.conn`` is the connector, ``run.kind`` "sync"/"async", ``run.wire``).
 ``run_script`` is the same on wire 4 only, for the scripts' side of the documented native
-divergences (which tests/test_native_divergence.py checks from the other side).
+divergences (which tests/native/test_native_divergence.py checks from the other side).
 """
 
 from __future__ import annotations
@@ -195,23 +195,3 @@ def snap(raw: valkey.Valkey) -> Callable[[str], dict[bytes, Any]]:
 def server_ms(client: valkey.Valkey) -> int:
     secs, micros = client.time()
     return int(secs) * 1000 + int(micros) // 1000
-
-
-# -- the native tests' server: the EMQ module loaded explicitly (an ASan build under
-# scripts/native-asan.sh), one per test module so a module's writes stay its own --------
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[EmbeddedServer]:
-    from test_native_support import start_server
-
-    s = start_server()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
-    client = valkey.Valkey.from_url(srv.url)
-    yield client
-    client.close()

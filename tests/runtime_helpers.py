@@ -75,3 +75,15 @@ def serving(app: Any, queues: list[str], **options: Any) -> Iterator[Worker]:
         thread.join(15)
         if "error" in result:
             raise result["error"]
+
+
+async def run_until(worker: Worker, done: Callable[[], Any], timeout: float) -> Any:
+    """Run ``worker`` on this loop until ``done()`` holds or ``timeout`` s pass (HOST
+    monotonic), then stop it: what ``worker.run`` returned (the jobs left unfinished)."""
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(worker.run(stop))
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    stop.set()
+    return await running

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import server_ms
+from runtime_helpers import run_until
 
 from echomq import AsyncConnector, jobs, keyspace, repeat
 from echomq.app import App, Recurrence, decode, encode
@@ -231,14 +232,8 @@ def test_worker_upserts_registrations_and_its_pump_fires_them(app, url, raw, que
         runs.append(time.monotonic())
 
     async def main() -> None:
-        stop = asyncio.Event()
         worker = Worker(app, [queue], beat_ms=50, grace_s=2)
-        task = asyncio.ensure_future(worker.run(stop))
-        deadline = time.monotonic() + 6
-        while len(runs) < 2 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        stop.set()
-        assert await task == 0
+        assert await run_until(worker, lambda: len(runs) >= 2, 6) == 0
 
     asyncio.run(main())
     assert len(runs) >= 2

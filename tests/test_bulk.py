@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import valkey
-from test_native_support import REDIS7, fresh_queue, snapshot, start_server
+from native_support import REDIS7, fresh_queue, snapshot, start_server
 
 from echomq import Connector, jobs, keyspace
 

@@ -4,8 +4,11 @@ lease checkpoints, the blocking wake, and degraded mode across a server restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import pytest
 from conftest import server_ms
@@ -28,9 +31,33 @@ async def until(pred, timeout: float = 10.0, every: float = 0.02) -> None:
         await asyncio.sleep(every)
 
 
-async def serve(consumer: Consumer) -> tuple[asyncio.Event, asyncio.Task]:
+@contextlib.asynccontextmanager
+async def served(*consumers: Consumer) -> AsyncIterator[None]:
+    """The consumers serving until the block ends, then stopped and drained (what a drain
+    left unfinished is on ``consumer.abandoned``)."""
     stop = asyncio.Event()
-    return stop, asyncio.ensure_future(consumer.serve(stop, grace_s=5))
+    tasks = [asyncio.ensure_future(c.serve(stop, grace_s=5)) for c in consumers]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+
+
+def consume(url: str, queue: str, done: Callable[[Consumer], bool], *,
+            enqueue: Sequence[str] = (), timeout: float = 10.0, **options: Any) -> Consumer:
+    """Enqueue the ids in ``enqueue`` (payload ``b"p"``), then serve ``Consumer(**options)``
+    on its own connection until ``done(consumer)``; returned stopped and drained."""
+    async def main() -> Consumer:
+        async with await AsyncConnector.connect(url) as conn:
+            for jid in enqueue:
+                await jobs.enqueue(conn, queue, jid, b"p")
+            consumer = Consumer(conn, queue, **options)
+            async with served(consumer):
+                await until(lambda: done(consumer), timeout=timeout)
+        return consumer
+
+    return asyncio.run(main())
 
 
 @pytest.mark.topologies
@@ -40,20 +67,11 @@ def test_success_acks_and_deletes_the_row_by_default(url, raw, queue):
     async def handler(job: Job) -> None:
         seen.append(job.id)
 
-    async def main() -> None:
-        conn = await AsyncConnector.connect(url)
-        want = [ids.mint() for _ in range(5)]
-        for jid in want:
-            await jobs.enqueue(conn, queue, jid, b"p")
-        consumer = Consumer(conn, queue, handler, concurrency=3)
-        stop, task = await serve(consumer)
-        await until(lambda: len(seen) == 5 and consumer.stats.completed == 5)
-        stop.set()
-        assert await task == 0
-        assert sorted(seen) == sorted(want)
-        await conn.close()
-
-    asyncio.run(main())
+    want = [ids.mint() for _ in range(5)]
+    consumer = consume(url, queue, lambda c: len(seen) == 5 and c.stats.completed == 5,
+                       enqueue=want, handler=handler, concurrency=3)
+    assert consumer.abandoned == []  # the drain left nothing unfinished
+    assert sorted(seen) == sorted(want)
     for jid in seen:
         assert not raw.exists(keyspace.job_key(queue, jid))
     for s in ("pending", "active", "schedule", "completed", "dead"):
@@ -68,19 +86,8 @@ def test_sync_handler_runs_in_a_thread_with_current_job(url, queue):
         where.append((threading.current_thread().name, cur.id if cur else None, job.attempts))
         return "ok"
 
-    async def main() -> str:
-        conn = await AsyncConnector.connect(url)
-        jid = ids.mint()
-        await jobs.enqueue(conn, queue, jid, b"p")
-        consumer = Consumer(conn, queue, handler)
-        stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.completed == 1)
-        stop.set()
-        await task
-        await conn.close()
-        return jid
-
-    jid = asyncio.run(main())
+    jid = ids.mint()
+    consume(url, queue, lambda c: c.stats.completed == 1, enqueue=[jid], handler=handler)
     assert where == [(where[0][0], jid, 1)]
     assert where[0][0] != threading.main_thread().name
 
@@ -115,20 +122,9 @@ def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, polic
             assert failed_at[ev.attempts] + expected <= score <= after + expected
             checked.append((ev.attempts, int(score), expected))
 
-    async def main() -> Consumer:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue(conn, queue, jid, b"p")
-        consumer = Consumer(conn, queue, handler, max_attempts=max_attempts,
-                            retry_delay_ms=fixed, backoff=policy, beat_ms=50,
-                            on_event=on_event)
-        stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.dead == 1, timeout=15)
-        stop.set()
-        await task
-        await conn.close()
-        return consumer
-
-    consumer = asyncio.run(main())
+    consumer = consume(url, queue, lambda c: c.stats.dead == 1, enqueue=[jid], timeout=15,
+                       handler=handler, max_attempts=max_attempts, retry_delay_ms=fixed,
+                       backoff=policy, beat_ms=50, on_event=on_event)
     assert [a for a, _, _ in checked] == list(range(1, max_attempts))
     for attempts, score, _ in checked:  # the next run never starts before its run-at
         assert started_at[attempts + 1] >= score
@@ -163,20 +159,9 @@ def test_delay_returns_to_schedule_without_a_failure(url, raw, queue):
             assert b"failures" not in row and b"error" not in row
             scored.append(int(raw.zscore(k(queue, "schedule"), jid)))
 
-    async def main() -> Consumer:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue(conn, queue, jid, b"p")
-        # max_attempts=1: a retry would dead-letter at once, a delay never does
-        consumer = Consumer(conn, queue, handler, max_attempts=1, beat_ms=50,
-                            on_event=on_event)
-        stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.completed == 1)
-        stop.set()
-        await task
-        await conn.close()
-        return consumer
-
-    consumer = asyncio.run(main())
+    # max_attempts=1: a retry would dead-letter at once, a delay never does
+    consumer = consume(url, queue, lambda c: c.stats.completed == 1, enqueue=[jid],
+                       handler=handler, max_attempts=1, beat_ms=50, on_event=on_event)
     assert [a for a, _ in runs] == [1, 2, 3]
     assert consumer.stats.delayed == 2 and consumer.stats.dead == 0
     assert runs[0][1] + 300 <= scored[0] <= runs[1][1]
@@ -208,19 +193,15 @@ def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
             scores.append(raw.zscore(k(queue, "active"), jid) or 0.0)
 
     async def main() -> None:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue(conn, queue, jid, b"p")
-        first = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
-        stop, task = await serve(first)
-        await until(lambda: bool(runs))
-        second = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
-        stop2, task2 = await serve(second)
-        await until(lambda: first.stats.completed == 1, timeout=5)
-        stop.set()
-        stop2.set()
-        await asyncio.gather(task, task2)
-        assert second.stats.claimed == 0 and second.stats.reaped == 0
-        await conn.close()
+        async with await AsyncConnector.connect(url) as conn:
+            await jobs.enqueue(conn, queue, jid, b"p")
+            first = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
+            second = Consumer(conn, queue, slow, lease_ms=400, beat_ms=50)
+            async with served(first):
+                await until(lambda: bool(runs))
+                async with served(second):
+                    await until(lambda: first.stats.completed == 1, timeout=5)
+            assert second.stats.claimed == 0 and second.stats.reaped == 0
 
     asyncio.run(main())
     assert runs == [1]
@@ -242,20 +223,16 @@ def test_idle_consumer_blocks_on_the_wake_list(url, raw, queue):
         return int(stats.get("cmdstat_blpop", {}).get("calls", 0))
 
     async def main() -> float:
-        conn = await AsyncConnector.connect(url)
-        consumer = Consumer(conn, queue, handler, beat_ms=1000)
-        stop, task = await serve(consumer)
-        await asyncio.sleep(0.3)
-        before = blpops()
-        await asyncio.sleep(1.5)
-        idle_calls = blpops() - before
-        assert idle_calls <= 4, f"idle consumer polled {idle_calls} times in 1.5 s"
-        t0 = time.monotonic()
-        await jobs.enqueue(conn, queue, ids.mint(), b"p")
-        await until(lambda: bool(started), timeout=2)
-        stop.set()
-        await task
-        await conn.close()
+        async with (await AsyncConnector.connect(url) as conn,
+                    served(Consumer(conn, queue, handler, beat_ms=1000))):
+            await asyncio.sleep(0.3)
+            before = blpops()
+            await asyncio.sleep(1.5)
+            idle_calls = blpops() - before
+            assert idle_calls <= 4, f"idle consumer polled {idle_calls} times in 1.5 s"
+            t0 = time.monotonic()
+            await jobs.enqueue(conn, queue, ids.mint(), b"p")
+            await until(lambda: bool(started), timeout=2)
         return started[0] - t0
 
     latency = asyncio.run(main())
@@ -266,19 +243,9 @@ def test_unknown_route_is_dead_at_once_with_its_text(url, raw, queue):
     def router(job: Job):
         raise LookupError("no task named 'nope' in this app")
 
-    async def main() -> None:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue(conn, queue, jid, b"p")
-        consumer = Consumer(conn, queue, router=router)
-        stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.dead == 1)
-        stop.set()
-        await task
-        await conn.close()
-        assert consumer.stats.retried == 0  # unroutable is permanent: no retries
-
     jid = ids.mint()
-    asyncio.run(main())
+    consumer = consume(url, queue, lambda c: c.stats.dead == 1, enqueue=[jid], router=router)
+    assert consumer.stats.retried == 0  # unroutable is permanent: no retries
     row = raw.hgetall(keyspace.job_key(queue, jid))
     assert (row[b"state"], row[b"attempts"]) == (b"dead", b"1")
     assert row[b"error"] == b"LookupError: no task named 'nope' in this app"
@@ -312,7 +279,8 @@ def test_degraded_mode_across_a_server_restart(tmp_path, queue, pooled):
         conn = await AsyncConnector.connect(srv.url)
         await jobs.enqueue_many(conn, queue, [(ids.mint(), b"p") for _ in range(total)])
         consumer = Consumer(conn, queue, handler, concurrency=2, beat_ms=beat, pooled=pooled)
-        stop, task = await serve(consumer)
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(consumer.serve(stop, grace_s=5))
         metronome = Metronome(conn, [queue], beat_ms=beat) if pooled else None
         beats = asyncio.ensure_future(metronome.run(stop)) if metronome else None
         await until(lambda: len(done) >= 6)
@@ -367,18 +335,14 @@ def test_scheduled_job_starts_at_its_run_at_not_at_the_next_beat(url, raw, queue
         started[job.id] = server_ms(raw)
 
     async def main() -> dict[str, int]:
-        conn = await AsyncConnector.connect(url)
-        consumer = Consumer(conn, queue, handler, beat_ms=beat)
-        stop, task = await serve(consumer)
         due: dict[str, int] = {}
-        for delay in (150, 420, 730):
-            jid = ids.mint()
-            await jobs.enqueue_in(conn, queue, jid, b"p", delay)
-            due[jid] = int(raw.zscore(k(queue, "schedule"), jid))
-        await until(lambda: len(started) == 3, timeout=5)
-        stop.set()
-        await task
-        await conn.close()
+        async with (await AsyncConnector.connect(url) as conn,
+                    served(Consumer(conn, queue, handler, beat_ms=beat))):
+            for delay in (150, 420, 730):
+                jid = ids.mint()
+                await jobs.enqueue_in(conn, queue, jid, b"p", delay)
+                due[jid] = int(raw.zscore(k(queue, "schedule"), jid))
+            await until(lambda: len(started) == 3, timeout=5)
         return due
 
     due = asyncio.run(main())
@@ -436,19 +400,9 @@ def test_a_delay_spends_no_attempt_of_the_retry_budget(url, raw, queue):
         if ev.kind == "retrying":
             retries.append((ev.info["tried"], ev.info["delay_ms"]))
 
-    async def main() -> Consumer:
-        conn = await AsyncConnector.connect(url)
-        await jobs.enqueue(conn, queue, jid, b"p")
-        consumer = Consumer(conn, queue, handler, max_attempts=2, backoff=policy,
-                            beat_ms=20, on_event=on_event)
-        stop, task = await serve(consumer)
-        await until(lambda: consumer.stats.dead == 1, timeout=5)
-        stop.set()
-        await task
-        await conn.close()
-        return consumer
-
-    consumer = asyncio.run(main())
+    consumer = consume(url, queue, lambda c: c.stats.dead == 1, enqueue=[jid], timeout=5,
+                       handler=handler, max_attempts=2, backoff=policy, beat_ms=20,
+                       on_event=on_event)
     assert retries == [(1, backoff.delay_ms(policy, 1))]
     assert (consumer.stats.delayed, consumer.stats.retried, consumer.stats.dead) == (1, 1, 1)
     row = raw.hgetall(keyspace.job_key(queue, jid))

@@ -8,7 +8,6 @@ the clock the rate limit itself reads."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import subprocess
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cli_support import kill_all
 
 from echomq import App, groups
 
@@ -74,11 +74,7 @@ class Workers:
             for i in range(len(self.procs)))
 
     def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            with contextlib.suppress(Exception):
-                p.wait(5)
+        kill_all(self.procs)
         for log in self.logs_:
             log.close()
 

@@ -84,7 +84,7 @@ def test_enqueue_at_scores_literal_value(run, raw, queue):
 
 def test_script_admits_a_negative_run_at(run_script, raw, queue):
     # the seed guards only is_integer: a negative run-at reaches the script (the native
-    # twin refuses it with its due text: tests/test_native_divergence.py)
+    # twin refuses it with its due text: tests/native/test_native_divergence.py)
     neg = ids.mint()
     assert run_script(jobs.enqueue_at, queue, neg, b"p", -5) == "scheduled"
     assert raw.zscore(k(queue, "schedule"), neg) == -5.0

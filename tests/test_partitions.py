@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from runtime_helpers import run_until
 
 from echomq import Connector, errors, ids, jobs, keyspace, partitions, repeat
 from echomq.app import App
@@ -106,14 +107,8 @@ def test_a_worker_drains_every_partition_fairly(cluster, app):
         jobs.enqueue_many(conn, q, [(ids.mint(), task.payload(i)) for i in range(20)])
 
     async def main() -> None:
-        stop = asyncio.Event()
         worker = Worker(app, [base], concurrency=4, beat_ms=50)
-        running = asyncio.ensure_future(worker.run(stop))
-        deadline = time.monotonic() + 30
-        while len(ran) < 460 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        stop.set()
-        await running
+        await run_until(worker, lambda: len(ran) >= 460, 30)
         assert sorted({c.queue for c in worker.consumers}) == sorted(task.queues)
         assert sorted(worker.metronome.queues) == sorted(task.queues)  # type: ignore[union-attr]
 

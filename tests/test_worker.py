@@ -4,7 +4,6 @@ count every side effect exactly once; two metronomes promote once per beat, not 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
+from cli_support import kill_all
 
 from echomq import ids, jobs, keyspace, scripts
 from echomq.app import encode
@@ -65,11 +65,8 @@ class Workers:
         return proc
 
     def close(self) -> None:
+        kill_all(self.procs)
         for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            with contextlib.suppress(Exception):
-                p.wait(5)
             if p.stdout:
                 p.stdout.close()
 

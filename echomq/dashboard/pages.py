@@ -3,132 +3,43 @@
 Times: every job time shown is a SERVER-clock ms (schedule, leases, completion, death)
 written as UTC, with a ``data-ms`` the script turns into the browser's zone and a live
 countdown; registrations are HOST-clock ms (the registry's clock), shown in their zone.
+The frame every page is drawn in is ``layout``; the backoff pages are ``backoff_pages``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import backoff, flows, ids, insight, partitions, repeat
+from .. import flows, ids, insight, partitions, repeat
 from . import charts
 from .access import Access
-from .charts import DASH, NONE, duration
+from .backoff_pages import backoff_link, backoff_page, task_policy, tasks_page
+from .charts import NONE, duration
+from .layout import (
+    PAGE,
+    SCORE_MEANING,
+    STATE_LABELS,
+    _crumbs,
+    _form,
+    login,
+    message,
+    shell,
+    unreachable,
+    utc,
+    when,
+)
 from .web import Request, e, q
 
-PAGE = 50
-STATE_LABELS = {
-    "pending": "Pending", "scheduled": "Scheduled", "active": "Active",
-    "completed": "Completed", "dead": "Dead", "cancelled": "Cancelled",
-    "waiting-children": "Waiting children",
-}
-SCORE_MEANING = {
-    "pending": "priority", "scheduled": "run at", "active": "lease until",
-    "completed": "completed", "dead": "died", "cancelled": "cancelled",
-    "waiting-children": "waiting since",
-}
-
-
-def utc(ms: int | None) -> str:
-    if ms is None:
-        return NONE
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-
-
-def when(ms: int | None, now_ms: int | None = None) -> str:
-    """A ``<time>`` in UTC with its ms for the script (browser zone, countdown)."""
-    if ms is None:
-        return NONE
-    rel = ""
-    if now_ms is not None:
-        d = ms - now_ms
-        rel = (f" <span class='rel' data-ms='{ms}'>"
-               f"{'in ' + duration(d) if d >= 0 else duration(-d) + ' ago'}</span>")
-    return (f"<time datetime='{e(utc(ms))}' data-ms='{ms}'>{e(utc(ms))}</time>"
-            f"<span class='local' data-ms='{ms}'></span>{rel}")
-
-
-def _form(req: Request, action: str, label: str, cls: str = "", confirm: str = "",
-          hidden: dict[str, str] | None = None) -> str:
-    fields = "".join(f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
-                     for k, v in (hidden or {}).items())
-    ask = f" data-confirm='{e(confirm)}'" if confirm else ""
-    return (f"<form method='post' action='{e(req.url(action))}' class='inline'{ask}>"
-            f"{fields}<button class='{cls}'>{e(label)}</button></form>")
-
-
-def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | None = None,
-          live: bool = False) -> str:
-    root = e(req.root)
-    now_attr = f" data-server-now='{now_ms}'" if now_ms is not None else ""
-    live_attr = f" data-events='{e(req.url('/events'))}'" if live else ""
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(title)} · EchoMQ</title>"
-        f"<link rel='icon' href='{root}/static/favicon.svg' type='image/svg+xml'>"
-        f"<link rel='stylesheet' href='{root}/static/dashboard.css'>"
-        f"<script src='{root}/static/dashboard.js' defer></script></head>"
-        f"<body data-root='{root}'{now_attr}{live_attr}>"
-        f"<header class='top'><a class='brand' href='{root}/'><span class='logo'>◷</span> "
-        "EchoMQ</a><nav>"
-        f"<a href='{root}/'>Queues</a><a href='{root}/tasks'>Tasks</a>"
-        f"<a href='{root}/backoff'>Backoff</a>"
-        f"<a href='{root}/metrics'>Metrics</a></nav>"
-        f"<form class='search' method='get' action='{root}/find'><input name='id' "
-        "placeholder='Find a job by id' aria-label='job id' size='30'></form>"
-        "<div class='clocks' id='clocks'>"
-        + (f"server <b id='server-clock' data-ms='{now_ms}'>{e(utc(now_ms)[11:23])}</b>"
-           " <span class='js'>· browser <b id='browser-clock'></b> · skew "
-           "<b id='skew'></b></span>" if now_ms is not None else "")
-        + "</div></header>"
-        "<div id='banner' class='banner' role='status' hidden></div>"
-        f"<main>{crumbs}<h1>{e(title)}</h1>{body}</main>"
-        "<footer>EchoMQ · times are UTC (the server's clock); "
-        "<span class='js'>your zone is shown beside them</span></footer></body></html>"
-    )
-
-
-def message(req: Request, title: str, text: str) -> str:
-    return shell(req, title, f"<p class='note'>{e(text)}</p>")
-
-
-def unreachable(req: Request, detail: str) -> str:
-    body = (
-        "<div class='banner down'>The Valkey server is not answering. The dashboard keeps "
-        "trying; this page reloads by itself.</div>"
-        f"<p class='note'>{e(detail)}</p>"
-        "<meta http-equiv='refresh' content='3'>"
-    )
-    return shell(req, "Valkey unreachable", body)
-
-
-def login(req: Request, error: str) -> str:
-    err = f"<p class='error'>{e(error)}</p>" if error else ""
-    body = (
-        f"{err}<p>This dashboard needs its access token (printed when it started, or the "
-        "value of <code>--token</code> / <code>ECHOMQ_DASHBOARD_TOKEN</code>).</p>"
-        f"<form method='post' action='{e(req.url('/login'))}' class='login'>"
-        "<input type='password' name='token' autocomplete='current-password' "
-        "aria-label='access token' placeholder='access token' autofocus> "
-        "<button>Sign in</button></form>"
-    )
-    return shell(req, "Sign in", body)
-
-
-def _crumbs(req: Request, queue: str | None = None, extra: str = "") -> str:
-    out = f"<a href='{e(req.url('/'))}'>Queues</a>"
-    if queue is not None:
-        out += f" / <a href='{e(req.url('/q/' + q(queue)))}'>{e(queue)}</a>"
-    if extra:
-        out += f" / {e(extra)}"
-    return f"<div class='crumbs'>{out}</div>"
+# the pages, and the frame's and backoff pages' names the app reaches through here
+__all__ = [
+    "PAGE", "SCORE_MEANING", "STATE_LABELS", "backoff_link", "backoff_page", "clock_page",
+    "confirm_bulk", "flow_section", "groups_page", "job_page", "login", "message", "overview",
+    "queue_page", "repeat_page", "shell", "task_policy", "tasks_page", "unreachable", "utc",
+    "when",
+]
 
 
 # -- overview ---------------------------------------------------------------------------
@@ -494,104 +405,3 @@ def confirm_bulk(req: Request, queue: str, op: str, chosen: list[str]) -> str:
         f"<a href='{e(req.url(f'/q/{q(queue)}?state=dead'))}'>no, go back</a></form>"
     )
     return shell(req, "Confirm", body, _crumbs(req, queue, "confirm"))
-
-
-# -- backoff ------------------------------------------------------------------------------
-
-def task_policy(task: Any) -> tuple[backoff.Policy, int]:
-    """A Task's retry policy as a backoff policy (a fixed ``retry_delay_ms`` without one)
-    and its max attempts."""
-    policy = task.backoff or ("fixed", int(task.retry_delay_ms))
-    return policy, int(task.max_attempts)
-
-
-def _policy_args(policy: backoff.Policy) -> dict[str, str]:
-    if policy[0] == "jitter":
-        return {**_policy_args(policy[1]), "jitter": "1"}
-    if policy[0] == "fixed":
-        return {"kind": "fixed", "base": str(policy[1])}
-    return {"kind": "exponential", "base": str(policy[1]), "cap": str(policy[2])}
-
-
-def backoff_link(name: str, task: Any) -> str:
-    policy, attempts = task_policy(task)
-    return "/backoff?" + urlencode({**_policy_args(policy), "max_attempts": attempts,
-                                    "task": name})
-
-
-def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
-    if not tasks:
-        body = ("<p class='note'>No tasks known: start the dashboard with "
-                "<code>--app module:app</code> to list an app's tasks and their retry "
-                "policies.</p>")
-        return shell(req, "Tasks", body)
-    rows = []
-    for name, t in sorted(tasks.items()):
-        policy, attempts = task_policy(t)
-        c = charts.curve(policy, attempts)
-        rows.append(
-            f"<tr><td><b>{e(name)}</b></td><td><a href='{e(req.url('/q/' + q(t.queue)))}'>"
-            f"{e(t.queue)}</a></td><td><code>{e(repr(policy))}</code></td>"
-            f"<td class='n'>{attempts}</td><td class='n'>{e(duration(c.total_ms))}</td>"
-            f"<td><a href='{e(req.url(backoff_link(name, t)))}'>curve</a></td></tr>")
-    body = (
-        "<table class='grid'><thead><tr><th>task</th><th>queue</th><th>backoff</th>"
-        "<th class='n'>max attempts</th><th class='n'>to dead-letter (at most)</th><th></th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
-    return shell(req, "Tasks", body)
-
-
-def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
-    kind = req.arg("kind", "exponential")
-    base = int(req.arg("base", "1000"))
-    cap = int(req.arg("cap", "3600000"))
-    attempts = int(req.arg("max_attempts", "10"))
-    if not 1 <= attempts <= 100:
-        raise ValueError("max_attempts must be 1..100")
-    inner: backoff.Policy = ("fixed", base) if kind == "fixed" else ("exponential", base, cap)
-    policy = ("jitter", inner) if req.arg("jitter") else inner
-    backoff.validate(policy)
-    return policy, attempts
-
-
-def backoff_page(req: Request, tasks: dict[str, Any] | None = None) -> str:
-    named = req.arg("task")
-    if named and tasks and named in tasks and not req.arg("kind"):
-        policy, attempts = task_policy(tasks[named])
-        req.query.update({k: [v] for k, v in _policy_args(policy).items()})
-        req.query["max_attempts"] = [str(attempts)]
-    policy, attempts = _policy_from(req)
-    c = charts.curve(policy, attempts)
-    kind = req.arg("kind", "exponential")
-    rows = "".join(
-        f"<tr><td class='n'>{a}</td><td class='n'>"
-        f"{e(duration(lo)) + ' ' + DASH + ' ' if lo != hi else ''}{e(duration(hi))}</td>"
-        f"<td class='n'>{e(duration(cum))}</td></tr>" for a, lo, hi, cum in c.rows)
-    jit = bool(req.arg("jitter"))
-    total = (f"between {duration(c.total_low_ms)} and {duration(c.total_ms)} "
-             f"(on average {duration(c.total_ms / 2)})" if jit else duration(c.total_ms))
-    sel = {k: " selected" if kind == k else "" for k in ("fixed", "exponential")}
-    body = (
-        f"<form method='get' action='{e(req.url('/backoff'))}' class='policy'>"
-        f"<label>policy <select name='kind'><option{sel['exponential']}>exponential</option>"
-        f"<option{sel['fixed']}>fixed</option></select></label>"
-        "<label>base ms <input name='base' type='number' min='0' "
-        f"value='{e(req.arg('base', '1000'))}'>"
-        f"</label><label>cap ms <input name='cap' type='number' min='1' "
-        f"value='{e(req.arg('cap', '3600000'))}'></label>"
-        f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
-        f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
-        f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"
-        + (f"<p>Task <b>{e(named)}</b>'s own policy.</p>" if named else "")
-        + f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
-        f"dead-lettered at attempt {attempts}, <b id='backoff-total'>{e(total)}</b> after its "
-        "first failure (handler time not counted).</p>"
-        f"<div class='chart'>{charts.curve_svg(c)}</div>"
-        "<p class='hint'>Bars: the delay before each retry (a light band for jitter: a uniform "
-        "draw from 0 to the bar's top). Line: the cumulative time, right axis.</p>"
-        "<table class='grid narrow'><thead><tr><th class='n'>after attempt</th>"
-        f"<th class='n'>delay</th><th class='n'>cumulative</th></tr></thead><tbody>{rows}"
-        "</tbody></table>"
-    )
-    return shell(req, "Backoff curve", body)
-

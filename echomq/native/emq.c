@@ -26,6 +26,11 @@
  * Like the scripted schedule, EMQ.SCHEDULE bumps the queue's 'enqueued' counter on
  * <base>stats (the base is the schedule key minus 'schedule').
  *
+ * Like the scripts (includes/lead.lua), EMQ.SCHEDULE, EMQ.DELAY and EMQ.RESCHEDULE leave
+ * one token on <base>due (RPUSH '1' when the list is empty) when the run-at they write is
+ * below the schedule's head (or the schedule was empty), so a beat loop that planned its
+ * wake at the old head re-plans it.
+ *
  * Like the scripted promote, EMQ.PROMOTE leaves one wake token on <base>wake (RPUSH '1'
  * when the list is empty) when it moved at least one flat job to pending, so a consumer
  * blocked on that list claims at once.
@@ -210,12 +215,55 @@ static void count_enqueued(EmqCtx *ctx, EmqStr *sched) {
     Emq_FreeString(ctx, key);
 }
 
+/* -- the schedule's head ---------------------------------------------------------------- */
+
+static void wake(EmqCtx *ctx, EmqStr *key);
+
+/* 1 when a run-at of score would lead <schedule> (below its head's score, or the set is
+ * empty), as the scripts' lead() (includes/lead.lua). Read before the write. */
+static int leads(EmqCtx *ctx, EmqStr *sched, double score) {
+    EmqKey *k = Emq_OpenKey(ctx, sched, EMQ_READ);
+    int first = 1;
+    if (k && Emq_KeyType(k) == EMQ_KEYTYPE_ZSET &&
+        Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, HUGE_VAL, 0, 0) == EMQ_OK) {
+        double head;
+        EmqStr *m = Emq_ZsetRangeCurrentElement(k, &head);
+        if (m) {
+            first = score < head;
+            Emq_FreeString(ctx, m);
+        }
+        Emq_ZsetRangeStop(k);
+    }
+    Emq_CloseKey(k);
+    return first;
+}
+
+/* A beat loop plans its next wake at the earliest run-at it read, so a run-at that leads
+ * the schedule leaves one token on <base>due (the schedule key minus 'schedule', same
+ * slot), which an idle consumer pops beside its wake list to re-plan: the scripts' lead(). */
+static void lead(EmqCtx *ctx, EmqStr *sched) {
+    size_t len;
+    const char *p = Emq_StringPtrLen(sched, &len);
+    static const char tail[] = "schedule";
+    size_t blen = len - (sizeof(tail) - 1);
+    char *buf;
+    EmqStr *key;
+    if (len < sizeof(tail) - 1 || memcmp(p + blen, tail, sizeof(tail) - 1)) return;
+    buf = Emq_Alloc(blen + 3);
+    memcpy(buf, p, blen);
+    memcpy(buf + blen, "due", 3);
+    key = Emq_CreateString(ctx, buf, blen + 3);
+    Emq_Free(buf);
+    wake(ctx, key);
+    Emq_FreeString(ctx, key);
+}
+
 /* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
 
 static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *sched, *id;
     EmqKey *k;
-    int relative;
+    int relative, first;
     long long due;
     double score;
     char buf[40];
@@ -237,6 +285,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
 
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
     Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", s_scheduled, "attempts", s_zero, "payload",
                 argv[5], NULL);
@@ -251,6 +300,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
                   "payload", argv[5]);
     Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
     count_enqueued(ctx, sched);
+    if (first) lead(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
@@ -457,7 +507,7 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
 static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *active, *sched, *id, *att = NULL;
     EmqKey *k;
-    int relative, t, grouped = 0;
+    int relative, t, grouped = 0, first;
     long long due;
     double score;
     char buf[40];
@@ -500,6 +550,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (refusal) return Emq_ReplyWithError(ctx, refusal);
 
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     zset_rem(ctx, active, id);
     notify_zrem(ctx, active);
     set_state(ctx, row, s_scheduled);
@@ -511,6 +562,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_Replicate(ctx, "ZREM", "ss", active, id);
     Emq_Replicate(ctx, "HSET", "scc", row, "state", "scheduled");
     Emq_Replicate(ctx, "ZADD", "scs", sched, buf, id);
+    if (first) lead(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
@@ -518,7 +570,7 @@ static int cmd_delay(EmqCtx *ctx, EmqStr **argv, int argc) {
 
 static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *row, *sched, *id;
-    int relative, t;
+    int relative, t, first;
     long long due;
     double score;
     char buf[40];
@@ -543,10 +595,12 @@ static int cmd_reschedule(EmqCtx *ctx, EmqStr **argv, int argc) {
 
     /* The one write: rescore the member, never add it (ZADD ... XX). */
     score = price(relative, due);
+    first = leads(ctx, sched, score);
     zset_add(ctx, sched, score, id, EMQ_ZADD_XX);
     notify(ctx, EMQ_NOTIFY_ZSET, "zadd", sched);
     score_text(score, buf, sizeof(buf));
     Emq_Replicate(ctx, "ZADD", "sccs", sched, "XX", buf, id);
+    if (first) lead(ctx, sched);
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 

@@ -10,6 +10,7 @@
 -- falls back to this script). Derived: the queue base, KEYS[2] minus 'active'.
 --@include fence
 --@include price
+--@include lead
 --@include ring
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'delay', nil)
 if refused then return redis.error_reply(refused) end
@@ -17,5 +18,7 @@ if redis.call('ZREM', KEYS[2], ARGV[1]) == 1 then
   left_active(string.sub(KEYS[2], 1, -7), KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'state', 'scheduled')
-redis.call('ZADD', KEYS[3], price(ARGV[3], ARGV[4]), ARGV[1])
+local score = price(ARGV[3], ARGV[4])
+lead(string.sub(KEYS[3], 1, -9), score)
+redis.call('ZADD', KEYS[3], score, ARGV[1])
 return 1

@@ -15,6 +15,7 @@
 --@include fence
 --@include ended
 --@include ring
+--@include lead
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
 if refused then return redis.error_reply(refused) end
 local now = now_ms()
@@ -36,6 +37,7 @@ if tonumber(ARGV[2]) >= tonumber(ARGV[4]) then
   return 2
 end
 redis.call('HSET', KEYS[1], 'state', 'scheduled', 'error', ARGV[5])
+lead(p, now + tonumber(ARGV[3]))
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
 count(p, 'retried')
 return 1

@@ -12,6 +12,7 @@
 --@include kind
 --@include row
 --@include price
+--@include lead
 --@include count
 if not is_job(ARGV[1]) then
   return redis.error_reply(KIND_ERROR)
@@ -22,7 +23,9 @@ local mode = ARGV[3] == 'in' and 'in' or 'at'
 -- (see enqueue-2.lua); the same writes and reply.
 if #ARGV == 4 then
   if not new_row(KEYS[1], 'scheduled', ARGV[2]) then return 0 end
-  redis.call('ZADD', KEYS[2], price(mode, ARGV[4]), ARGV[1])
+  local score = price(mode, ARGV[4])
+  lead(p, score)
+  redis.call('ZADD', KEYS[2], score, ARGV[1])
   count(p, 'enqueued')
   return 1
 end

@@ -14,6 +14,7 @@
 --@include now
 --@include count
 --@include chunks
+--@include lead
 local p = ARGV[1]
 if not all_jobs(2, 4) then
   return redis.error_reply(KIND_ERROR)
@@ -34,6 +35,7 @@ for i = 2, #ARGV, 4 do
   end
 end
 if n > 0 then
+  lead_many(p, members)
   in_chunks(members, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
   count(p, 'enqueued', n / 2)
 end

@@ -19,6 +19,7 @@
 -- the unique key (unique_owner; nothing written either way). A key whose owner is gone or
 -- ended and whose unique_for window has passed is stale: it is taken over (healed).
 --@include price
+--@include lead
 --@include ring
 --@include ended
 --@include chunks
@@ -93,6 +94,7 @@ local function admit(p, id, payload, mode, value, opts)
     list[#list + 1] = score
     list[#list + 1] = id
   else
+    if mode ~= 'now' then lead(p, score) end
     redis.call('ZADD', key, score, id)
     if key == p .. 'pending' then wake(p .. 'wake') end
     count(p, 'enqueued')
@@ -106,9 +108,11 @@ local function admit_opts(i)
           unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
 end
 -- flush(p, batch): write the ZADDs admit() collected in opts.batch (one variadic ZADD per
--- set), count them as enqueued once, and wake a consumer if any joined pending.
+-- set), count them as enqueued once, and wake a consumer if any joined pending (or re-plan
+-- a beat loop if one leads the schedule: lead()).
 local function flush(p, batch)
   local n = 0
+  if batch[p .. 'schedule'] then lead_many(p, batch[p .. 'schedule']) end
   for key, list in pairs(batch) do
     in_chunks(list, 2000, function(...) redis.call('ZADD', key, ...) end)
     n = n + #list / 2

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_native_support import base, fresh_queue, snapshot
+from native_support import base, fresh_queue, snapshot
 
 from echomq import Connector, jobs
 from echomq.server import EmbeddedServer

@@ -12,40 +12,27 @@ import pathlib
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, snapshot, start_server
+from native_support import (
+    J1,
+    J2,
+    J3,
+    WRONGTYPE,
+    enqueue,
+    fresh_queue,
+    k,
+    refused,
+    send,
+    snapshot,
+    start_server,
+)
 
 from echomq import Connector, errors, jobs, scripts
 from echomq.server import EmbeddedServer
-
-KIND = "EMQKIND job id must be JOB-namespaced"
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
-
-
-@pytest.fixture
-def q() -> str:
-    return fresh_queue()
-
-
-def k(q: str, name: str) -> str:
-    return base(q) + name
-
-
-def enqueue(q: str, job: str, payload: object = b"p") -> tuple:
-    return ("EMQ.ENQUEUE", 2, k(q, "job:" + job), k(q, "pending"), job, payload)
 
 
 def script(r: valkey.Valkey, q: str, job: str, payload: object = b"p") -> object:
     return send(r, "EVAL", scripts.source("enqueue"), 2, k(q, "job:" + job), k(q, "pending"),
                 job, payload)
-
-
-def refused(r: valkey.Valkey, q: str, args: tuple, text: str) -> None:
-    before = snapshot(r, q)
-    reply = send(r, *args)
-    assert isinstance(reply, errors.ServerError), reply
-    assert reply.text == text
-    assert snapshot(r, q) == before
 
 
 def renamed(snap: dict, old: str, new: str) -> dict:
@@ -93,16 +80,6 @@ def test_enqueue_row_of_another_type_is_a_duplicate(r: valkey.Valkey, q: str) ->
     assert snapshot(r, q) == before
 
 
-@pytest.mark.parametrize("job", ["X1", "job1", "JO", ""])
-def test_enqueue_foreign_id_is_kind(r: valkey.Valkey, q: str, job: str) -> None:
-    refused(r, q, enqueue(q, job), KIND)
-
-
-def test_enqueue_wrong_type_pending_writes_no_row(r: valkey.Valkey, q: str) -> None:
-    r.set(k(q, "pending"), "x")
-    refused(r, q, enqueue(q, J1), WRONGTYPE)
-
-
 def test_enqueue_wrong_type_stats_writes_no_row(r: valkey.Valkey, q: str) -> None:
     r.set(k(q, "stats"), "x")
     refused(r, q, enqueue(q, J1), WRONGTYPE)
@@ -128,21 +105,6 @@ def test_enqueue_wake_key_of_another_type_is_skipped(r: valkey.Valkey, q: str) -
     assert send(r, *enqueue(q, J1)) == 1
     assert r.get(k(q, "wake")) == b"x"
     assert r.zscore(k(q, "pending"), J1) == 0
-
-
-def test_enqueue_shape(r: valkey.Valkey, q: str) -> None:
-    args = enqueue(q, J1)
-    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.enqueue' command")
-    refused(r, q, (*args, "extra"), "ERR wrong number of arguments for 'emq.enqueue' command")
-    refused(r, q, (args[0], 3, *args[2:]), "ERR EMQ.ENQUEUE numkeys must be 2")
-    refused(r, q, (args[0], 2, args[3], args[3], *args[4:]),
-            "ERR EMQ.ENQUEUE keys must be distinct")
-
-
-def test_enqueue_key_positions_and_flags(r: valkey.Valkey) -> None:
-    info = r.execute_command("COMMAND", "INFO", "emq.enqueue")["emq.enqueue"]
-    assert (info["first_key_pos"], info["last_key_pos"], info["step_count"]) == (2, 3, 1)
-    assert {"write", "denyoom"} <= set(info["flags"])
 
 
 def test_enqueue_effects_reach_the_aof_and_replay_without_the_module(

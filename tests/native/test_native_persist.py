@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
-from test_native_support import REDIS7, fresh_queue, snapshot, start_server
+from native_support import REDIS7, fresh_queue, snapshot, start_server
 
 from echomq import Connector, errors, jobs, native
 from echomq.server import EmbeddedServer

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import valkey
 from conftest import Runner
-from test_native_support import fresh_queue, server_ms, start_server
+from native_support import fresh_queue, server_ms, start_server
 
 from echomq import AsyncConnector, Connector, errors, jobs, native
 from echomq.server import EmbeddedServer

@@ -98,3 +98,52 @@ def send(client: valkey.Valkey, *args: Any) -> Any:
 def server_ms(client: valkey.Valkey) -> int:
     secs, micros = client.time()
     return int(secs) * 1000 + int(micros) // 1000
+
+
+# -- the raw commands, and the refusal check every refusal test runs --------------------
+
+KIND = "EMQKIND job id must be JOB-namespaced"
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+FAR = 40_000_000_000_000  # an absolute run-at far in the future (never due in a test)
+J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
+
+
+def k(q: str, name: str) -> str:
+    return base(q) + name
+
+
+def schedule(q: str, job: str, payload: Any = b"p", mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.SCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, payload, mode, due)
+
+
+def promote(q: str, batch: Any = 100) -> tuple:
+    return ("EMQ.PROMOTE", 2, k(q, "schedule"), k(q, "pending"), base(q), batch)
+
+
+def delay(q: str, job: str, token: Any = "1", mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.DELAY", 3, k(q, "job:" + job), k(q, "active"), k(q, "schedule"),
+            job, token, mode, due)
+
+
+def reschedule(q: str, job: str, mode: str = "at", due: Any = FAR) -> tuple:
+    return ("EMQ.RESCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, mode, due)
+
+
+def enqueue(q: str, job: str, payload: object = b"p") -> tuple:
+    return ("EMQ.ENQUEUE", 2, k(q, "job:" + job), k(q, "pending"), job, payload)
+
+
+def refused(r: valkey.Valkey, q: str, args: tuple, text: str) -> None:
+    """``args`` is refused with exactly ``text`` and writes nothing."""
+    before = snapshot(r, q)
+    reply = send(r, *args)
+    assert isinstance(reply, errors.ServerError), reply
+    assert reply.text == text
+    assert snapshot(r, q) == before
+
+
+def held(r: valkey.Valkey, q: str, job: str, attempts: str = "1", **extra: str) -> None:
+    """A job in hand as a claim leaves it: row active with attempts, id on active."""
+    r.hset(k(q, "job:" + job), mapping={"state": "active", "attempts": attempts,
+                                        "payload": b"p\x00q", **extra})
+    r.zadd(k(q, "active"), {job: FAR})

@@ -7,62 +7,31 @@ texts checked are the server's exactly.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, server_ms, snapshot
+from native_support import (
+    FAR,
+    J1,
+    J2,
+    J3,
+    WRONGTYPE,
+    delay,
+    held,
+    k,
+    promote,
+    refused,
+    reschedule,
+    schedule,
+    send,
+    server_ms,
+    snapshot,
+)
 
-from echomq import errors
 from echomq.server import EmbeddedServer
 
-KIND = "EMQKIND job id must be JOB-namespaced"
-WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
-FAR = 40_000_000_000_000  # an absolute run-at far in the future (never due in a test)
-J1, J2, J3 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB", "JOB01CCCCCCCCC"
-
-
-@pytest.fixture
-def q() -> str:
-    return fresh_queue()
-
-
-def k(q: str, name: str) -> str:
-    return base(q) + name
-
-
-def schedule(q: str, job: str, payload: Any = b"p", mode: str = "at", due: Any = FAR) -> tuple:
-    return ("EMQ.SCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, payload, mode, due)
-
-
-def promote(q: str, batch: Any = 100) -> tuple:
-    return ("EMQ.PROMOTE", 2, k(q, "schedule"), k(q, "pending"), base(q), batch)
-
-
-def delay(q: str, job: str, token: Any = "1", mode: str = "at", due: Any = FAR) -> tuple:
-    return ("EMQ.DELAY", 3, k(q, "job:" + job), k(q, "active"), k(q, "schedule"),
-            job, token, mode, due)
-
-
-def reschedule(q: str, job: str, mode: str = "at", due: Any = FAR) -> tuple:
-    return ("EMQ.RESCHEDULE", 2, k(q, "job:" + job), k(q, "schedule"), job, mode, due)
-
-
-def refused(r: valkey.Valkey, q: str, args: tuple, text: str) -> None:
-    """``args`` is refused with exactly ``text`` and writes nothing."""
-    before = snapshot(r, q)
-    reply = send(r, *args)
-    assert isinstance(reply, errors.ServerError), reply
-    assert reply.text == text
-    assert snapshot(r, q) == before
-
-
-def held(r: valkey.Valkey, q: str, job: str, attempts: str = "1", **extra: str) -> None:
-    """A job in hand as a claim leaves it: row active with attempts, id on active."""
-    r.hset(k(q, "job:" + job), mapping={"state": "active", "attempts": attempts,
-                                        "payload": b"p\x00q", **extra})
-    r.zadd(k(q, "active"), {job: FAR})
-
+# The refusals every command shares (a foreign id, the mode, the due, the shape, a set of
+# the wrong type, the key positions) are parametrized across the commands in
+# test_native_refusals.py; what is particular to one command stays here.
 
 # -- EMQ.SCHEDULE ---------------------------------------------------------------------------
 
@@ -73,6 +42,7 @@ def test_schedule_at_admits_with_the_literal_score(r: valkey.Valkey, q: str) -> 
         "job:" + J1: ("hash", {"state": b"scheduled", "attempts": b"0", "payload": b"a\x00b"}),
         "schedule": ("zset", {J1: 1234.0}),
         "stats": ("hash", {"enqueued": b"1"}),  # the queue's counters, as the script keeps
+        "due": ("list", [b"1"]),  # it leads an empty schedule: the beat loops re-plan
     }
 
 
@@ -96,44 +66,6 @@ def test_schedule_row_of_another_type_is_a_duplicate(r: valkey.Valkey, q: str) -
     before = snapshot(r, q)
     assert send(r, *schedule(q, J1)) == 0
     assert snapshot(r, q) == before
-
-
-@pytest.mark.parametrize("job", ["X1", "job1", "JO", ""])
-def test_schedule_foreign_id_is_kind(r: valkey.Valkey, q: str, job: str) -> None:
-    refused(r, q, schedule(q, job), KIND)
-
-
-@pytest.mark.parametrize("mode", ["", "IN", "At", "later", "in "])
-def test_schedule_mode_must_be_in_or_at(r: valkey.Valkey, q: str, mode: str) -> None:
-    refused(r, q, schedule(q, J1, mode=mode), "ERR EMQ.SCHEDULE mode must be in or at")
-
-
-@pytest.mark.parametrize("mode", ["in", "at"])
-@pytest.mark.parametrize("due", ["-1", "1.5", "abc", "", "1e3", " 5", "99999999999999999999"])
-def test_schedule_due_must_be_a_non_negative_integer(
-    r: valkey.Valkey, q: str, mode: str, due: str
-) -> None:
-    refused(r, q, schedule(q, J1, mode=mode, due=due),
-            "ERR EMQ.SCHEDULE due must be a non-negative integer")
-
-
-def test_schedule_checks_mode_and_due_before_the_fence(r: valkey.Valkey, q: str) -> None:
-    refused(r, q, schedule(q, "X", mode="zz"), "ERR EMQ.SCHEDULE mode must be in or at")
-    refused(r, q, schedule(q, "X", due=-1), "ERR EMQ.SCHEDULE due must be a non-negative integer")
-
-
-def test_schedule_wrong_type_schedule_writes_no_row(r: valkey.Valkey, q: str) -> None:
-    r.set(k(q, "schedule"), "x")
-    refused(r, q, schedule(q, J1), WRONGTYPE)
-
-
-def test_schedule_shape(r: valkey.Valkey, q: str) -> None:
-    args = schedule(q, J1)
-    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.schedule' command")
-    refused(r, q, (*args, "extra"), "ERR wrong number of arguments for 'emq.schedule' command")
-    refused(r, q, (args[0], 3, *args[2:]), "ERR EMQ.SCHEDULE numkeys must be 2")
-    same = (args[0], 2, args[2], args[2], *args[4:])
-    refused(r, q, same, "ERR EMQ.SCHEDULE keys must be distinct")
 
 
 # -- EMQ.PROMOTE ----------------------------------------------------------------------------
@@ -195,7 +127,7 @@ def test_promote_ghost_among_flat_jobs(r: valkey.Valkey, q: str) -> None:
     r.zadd(k(q, "schedule"), {J1: 1})
     assert send(r, *promote(q)) == 2
     snap = snapshot(r, q)
-    assert set(snap) == {"job:" + J2, "pending", "wake", "stats"}
+    assert set(snap) == {"job:" + J2, "pending", "wake", "stats", "due"}
     assert snap["pending"] == ("zset", {J2: 0.0})
 
 
@@ -232,21 +164,6 @@ def test_promote_wrong_type_row_writes_nothing(r: valkey.Valkey, q: str) -> None
     refused(r, q, promote(q), WRONGTYPE)
 
 
-def test_promote_wrong_type_pending_writes_nothing(r: valkey.Valkey, q: str) -> None:
-    send(r, *schedule(q, J1, due=1))
-    r.set(k(q, "pending"), "x")
-    refused(r, q, promote(q), WRONGTYPE)
-
-
-def test_promote_shape(r: valkey.Valkey, q: str) -> None:
-    send(r, *schedule(q, J1, due=1))
-    args = promote(q)
-    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.promote' command")
-    refused(r, q, (args[0], 1, *args[2:]), "ERR EMQ.PROMOTE numkeys must be 2")
-    refused(r, q, (args[0], 2, args[2], args[2], *args[4:]),
-            "ERR EMQ.PROMOTE keys must be distinct")
-
-
 # -- EMQ.DELAY ------------------------------------------------------------------------------
 
 
@@ -259,6 +176,7 @@ def test_delay_live_holder_writes_the_scripts_writes(r: valkey.Valkey, q: str) -
                                "failures": b"1", "stalled": b"1"}),
         "active": ("zset", {J2: float(FAR)}),
         "schedule": ("zset", {J1: 777.0}),
+        "due": ("list", [b"1"]),
     }
 
 
@@ -288,11 +206,6 @@ def test_delay_stale_token(r: valkey.Valkey, q: str, token: str) -> None:
     refused(r, q, delay(q, J1, token), "EMQSTALE delay token mismatch")
 
 
-def test_delay_foreign_id_is_kind(r: valkey.Valkey, q: str) -> None:
-    held(r, q, "X1")
-    refused(r, q, delay(q, "X1"), KIND)
-
-
 def test_delay_holder_not_in_active(r: valkey.Valkey, q: str) -> None:
     held(r, q, J1)
     r.zrem(k(q, "active"), J1)
@@ -302,34 +215,6 @@ def test_delay_holder_not_in_active(r: valkey.Valkey, q: str) -> None:
 def test_delay_grouped_row(r: valkey.Valkey, q: str) -> None:
     held(r, q, J1, group="g1")
     refused(r, q, delay(q, J1), "EMQSTATE delay lane not native")
-
-
-@pytest.mark.parametrize("mode", ["in", "at"])
-@pytest.mark.parametrize("due", ["-1", "-5000", "x", "2.5"])
-def test_delay_due_must_be_non_negative(r: valkey.Valkey, q: str, mode: str, due: str) -> None:
-    held(r, q, J1)
-    refused(r, q, delay(q, J1, mode=mode, due=due),
-            "ERR EMQ.DELAY due must be a non-negative integer")
-
-
-def test_delay_mode_must_be_in_or_at(r: valkey.Valkey, q: str) -> None:
-    held(r, q, J1)
-    refused(r, q, delay(q, J1, mode="soon"), "ERR EMQ.DELAY mode must be in or at")
-
-
-def test_delay_wrong_type_schedule_writes_nothing(r: valkey.Valkey, q: str) -> None:
-    held(r, q, J1)
-    r.set(k(q, "schedule"), "x")
-    refused(r, q, delay(q, J1), WRONGTYPE)
-
-
-def test_delay_shape(r: valkey.Valkey, q: str) -> None:
-    held(r, q, J1)
-    args = delay(q, J1)
-    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.delay' command")
-    refused(r, q, (args[0], 2, *args[2:]), "ERR EMQ.DELAY numkeys must be 3")
-    refused(r, q, (args[0], 3, args[2], args[3], args[3], *args[5:]),
-            "ERR EMQ.DELAY keys must be distinct")
 
 
 # -- EMQ.RESCHEDULE -------------------------------------------------------------------------
@@ -369,17 +254,6 @@ def test_reschedule_not_scheduled(r: valkey.Valkey, q: str) -> None:
     refused(r, q, reschedule(q, J2), "EMQSTATE reschedule not scheduled")
 
 
-def test_reschedule_refusals(r: valkey.Valkey, q: str) -> None:
-    send(r, *schedule(q, J1))
-    refused(r, q, reschedule(q, J1, "later"), "ERR EMQ.RESCHEDULE mode must be in or at")
-    refused(r, q, reschedule(q, J1, "at", -1),
-            "ERR EMQ.RESCHEDULE due must be a non-negative integer")
-    refused(r, q, reschedule(q, "Y1"), KIND)
-    args = reschedule(q, J1)
-    refused(r, q, args[:-1], "ERR wrong number of arguments for 'emq.reschedule' command")
-    refused(r, q, (args[0], 3, *args[2:]), "ERR EMQ.RESCHEDULE numkeys must be 2")
-
-
 def test_reschedule_writes_only_zadd_xx(r: valkey.Valkey, q: str, srv: EmbeddedServer) -> None:
     send(r, *schedule(q, J1))
     r.config_resetstat()
@@ -391,14 +265,6 @@ def test_reschedule_writes_only_zadd_xx(r: valkey.Valkey, q: str, srv: EmbeddedS
 
 
 # -- registration facts ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("name", "last"), [("emq.schedule", 3), ("emq.promote", 3),
-                                            ("emq.delay", 4), ("emq.reschedule", 3)])
-def test_key_positions_and_flags(r: valkey.Valkey, name: str, last: int) -> None:
-    info = r.execute_command("COMMAND", "INFO", name)[name]
-    assert (info["first_key_pos"], info["last_key_pos"], info["step_count"]) == (2, last, 1)
-    assert {"write", "denyoom"} <= set(info["flags"])
 
 
 def test_getkeys_names_the_declared_keys(r: valkey.Valkey, q: str) -> None:
@@ -448,3 +314,30 @@ def test_promote_scores_a_flat_row_by_its_priority(r: valkey.Valkey, q: str) -> 
     assert r.zrange(k(q, "pending"), 0, -1, withscores=True) == [
         (J2.encode(), 0.0), (J3.encode(), 3.0), (J1.encode(), 7.0)
     ]
+
+
+# -- the due token: a run-at that leads the schedule (the scripts' includes/lead.lua) -------
+
+
+def test_a_run_at_that_leads_the_schedule_leaves_one_due_token(r: valkey.Valkey, q: str) -> None:
+    def taken() -> list[bytes]:
+        got = r.lrange(k(q, "due"), 0, -1)
+        r.delete(k(q, "due"))
+        return got
+
+    assert send(r, *schedule(q, J1, due=FAR - 10)) == 1
+    assert taken() == [b"1"]  # an empty schedule: any run-at leads it
+    assert send(r, *schedule(q, J2, due=FAR)) == 1
+    assert taken() == []  # behind the head
+    assert send(r, *schedule(q, J3, due=FAR - 10)) == 1
+    assert taken() == []  # a tie with the head
+    held(r, q, "JOB01D")
+    assert send(r, *delay(q, "JOB01D", due=FAR - 20)) == 1
+    assert send(r, *reschedule(q, J2, due=FAR - 30)) == 1
+    assert taken() == [b"1"]  # two new heads, one token kept
+    assert send(r, *reschedule(q, J2, due=FAR + 5)) == 1  # the head moves back: no token
+    assert send(r, *reschedule(q, J1, due=FAR - 15)) == 1  # behind the head JOB01D
+    assert taken() == []
+    r.set(k(q, "due"), "x")  # a due key of another type is skipped, as the wake key is
+    assert send(r, *schedule(q, "JOB01E", due=1)) == 1
+    assert r.get(k(q, "due")) == b"x"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import valkey
-from test_native_support import base, fresh_queue, send, snapshot
+from native_support import base, fresh_queue, send, snapshot
 
 from echomq import Connector, errors
 from echomq.server import EmbeddedServer
@@ -32,8 +32,10 @@ KEYS = {
     "schedule": ("job:{id}", "schedule"),
     "promote": ("schedule", "pending"),
     "delay": ("job:{id}", "active", "schedule"),
+    "enqueue": ("job:{id}", "pending"),
 }
-NATIVE = {"schedule": "EMQ.SCHEDULE", "promote": "EMQ.PROMOTE", "delay": "EMQ.DELAY"}
+NATIVE = {"schedule": "EMQ.SCHEDULE", "promote": "EMQ.PROMOTE", "delay": "EMQ.DELAY",
+          "enqueue": "EMQ.ENQUEUE"}
 
 
 def twins(c4: Connector, r: valkey.Valkey, verb: str, args: list[Any],
@@ -180,15 +182,20 @@ def test_delay_negative_due_script_admits_native_refuses(c4: Connector, r: valke
     assert n_after == before
 
 
-def test_agreeing_refusals_have_the_same_text(c4: Connector, r: valkey.Valkey) -> None:
-    """Not a divergence: gone, stale and kind answer the script's texts exactly."""
-    for args, setup, job in (
-        ([J1, "1", "in", "5"], nothing, J1),
-        ([J1, "7", "in", "5"], held(), J1),
-        (["X1", "1", "in", "5"], held(), "X1"),
-    ):
-        s_reply, s_after, n_reply, n_after, _ = twins(c4, r, "delay", args, setup, job)
-        assert isinstance(s_reply, errors.ServerError)
-        assert type(n_reply) is type(s_reply)
-        assert n_reply.text == s_reply.text
-        assert n_after == s_after
+@pytest.mark.parametrize(("verb", "args", "setup", "job"), [
+    ("delay", [J1, "1", "in", "5"], nothing, J1),
+    ("delay", [J1, "7", "in", "5"], held(), J1),
+    ("delay", ["X1", "1", "in", "5"], held(), "X1"),
+    ("schedule", ["X1", "p", "in", "5"], nothing, "X1"),
+    ("enqueue", ["X1", "p"], nothing, "X1"),
+], ids=["delay-gone", "delay-stale", "delay-kind", "schedule-kind", "enqueue-kind"])
+def test_agreeing_refusals_have_the_same_text(
+    c4: Connector, r: valkey.Valkey, verb: str, args: list[Any], setup: Any, job: str
+) -> None:
+    """Not a divergence: gone, stale and kind answer the script's texts exactly, and both
+    wires write nothing."""
+    s_reply, s_after, n_reply, n_after, before = twins(c4, r, verb, args, setup, job)
+    assert isinstance(s_reply, errors.ServerError)
+    assert type(n_reply) is type(s_reply)
+    assert n_reply.text == s_reply.text
+    assert n_after == s_after == before

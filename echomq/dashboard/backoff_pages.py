@@ -1,0 +1,112 @@
+"""The backoff pages: the tasks' retry policies and the backoff explorer (the curve a
+policy gives, attempt by attempt; pure, no clock)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from .. import backoff
+from . import charts
+from .charts import DASH, duration
+from .layout import shell
+from .web import Request, e, q
+
+# -- backoff ------------------------------------------------------------------------------
+
+def task_policy(task: Any) -> tuple[backoff.Policy, int]:
+    """A Task's retry policy as a backoff policy (a fixed ``retry_delay_ms`` without one)
+    and its max attempts."""
+    policy = task.backoff or ("fixed", int(task.retry_delay_ms))
+    return policy, int(task.max_attempts)
+
+
+def _policy_args(policy: backoff.Policy) -> dict[str, str]:
+    if policy[0] == "jitter":
+        return {**_policy_args(policy[1]), "jitter": "1"}
+    if policy[0] == "fixed":
+        return {"kind": "fixed", "base": str(policy[1])}
+    return {"kind": "exponential", "base": str(policy[1]), "cap": str(policy[2])}
+
+
+def backoff_link(name: str, task: Any) -> str:
+    policy, attempts = task_policy(task)
+    return "/backoff?" + urlencode({**_policy_args(policy), "max_attempts": attempts,
+                                    "task": name})
+
+
+def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
+    if not tasks:
+        body = ("<p class='note'>No tasks known: start the dashboard with "
+                "<code>--app module:app</code> to list an app's tasks and their retry "
+                "policies.</p>")
+        return shell(req, "Tasks", body)
+    rows = []
+    for name, t in sorted(tasks.items()):
+        policy, attempts = task_policy(t)
+        c = charts.curve(policy, attempts)
+        rows.append(
+            f"<tr><td><b>{e(name)}</b></td><td><a href='{e(req.url('/q/' + q(t.queue)))}'>"
+            f"{e(t.queue)}</a></td><td><code>{e(repr(policy))}</code></td>"
+            f"<td class='n'>{attempts}</td><td class='n'>{e(duration(c.total_ms))}</td>"
+            f"<td><a href='{e(req.url(backoff_link(name, t)))}'>curve</a></td></tr>")
+    body = (
+        "<table class='grid'><thead><tr><th>task</th><th>queue</th><th>backoff</th>"
+        "<th class='n'>max attempts</th><th class='n'>to dead-letter (at most)</th><th></th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return shell(req, "Tasks", body)
+
+
+def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
+    kind = req.arg("kind", "exponential")
+    base = int(req.arg("base", "1000"))
+    cap = int(req.arg("cap", "3600000"))
+    attempts = int(req.arg("max_attempts", "10"))
+    if not 1 <= attempts <= 100:
+        raise ValueError("max_attempts must be 1..100")
+    inner: backoff.Policy = ("fixed", base) if kind == "fixed" else ("exponential", base, cap)
+    policy = ("jitter", inner) if req.arg("jitter") else inner
+    backoff.validate(policy)
+    return policy, attempts
+
+
+def backoff_page(req: Request, tasks: dict[str, Any] | None = None) -> str:
+    named = req.arg("task")
+    if named and tasks and named in tasks and not req.arg("kind"):
+        policy, attempts = task_policy(tasks[named])
+        req.query.update({k: [v] for k, v in _policy_args(policy).items()})
+        req.query["max_attempts"] = [str(attempts)]
+    policy, attempts = _policy_from(req)
+    c = charts.curve(policy, attempts)
+    kind = req.arg("kind", "exponential")
+    rows = "".join(
+        f"<tr><td class='n'>{a}</td><td class='n'>"
+        f"{e(duration(lo)) + ' ' + DASH + ' ' if lo != hi else ''}{e(duration(hi))}</td>"
+        f"<td class='n'>{e(duration(cum))}</td></tr>" for a, lo, hi, cum in c.rows)
+    jit = bool(req.arg("jitter"))
+    total = (f"between {duration(c.total_low_ms)} and {duration(c.total_ms)} "
+             f"(on average {duration(c.total_ms / 2)})" if jit else duration(c.total_ms))
+    sel = {k: " selected" if kind == k else "" for k in ("fixed", "exponential")}
+    body = (
+        f"<form method='get' action='{e(req.url('/backoff'))}' class='policy'>"
+        f"<label>policy <select name='kind'><option{sel['exponential']}>exponential</option>"
+        f"<option{sel['fixed']}>fixed</option></select></label>"
+        "<label>base ms <input name='base' type='number' min='0' "
+        f"value='{e(req.arg('base', '1000'))}'>"
+        f"</label><label>cap ms <input name='cap' type='number' min='1' "
+        f"value='{e(req.arg('cap', '3600000'))}'></label>"
+        f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
+        f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
+        f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"
+        + (f"<p>Task <b>{e(named)}</b>'s own policy.</p>" if named else "")
+        + f"<p class='total'>Policy <code>{e(repr(policy))}</code>: a job that keeps failing is "
+        f"dead-lettered at attempt {attempts}, <b id='backoff-total'>{e(total)}</b> after its "
+        "first failure (handler time not counted).</p>"
+        f"<div class='chart'>{charts.curve_svg(c)}</div>"
+        "<p class='hint'>Bars: the delay before each retry (a light band for jitter: a uniform "
+        "draw from 0 to the bar's top). Line: the cumulative time, right axis.</p>"
+        "<table class='grid narrow'><thead><tr><th class='n'>after attempt</th>"
+        f"<th class='n'>delay</th><th class='n'>cumulative</th></tr></thead><tbody>{rows}"
+        "</tbody></table>"
+    )
+    return shell(req, "Backoff curve", body)

@@ -1,0 +1,2 @@
+"""The native module's tests (a package, so its conftest is ``native.conftest`` beside
+the suite's own ``conftest``)."""

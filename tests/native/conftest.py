@@ -1,0 +1,34 @@
+"""The native tests' fixtures: a server with the EMQ module loaded explicitly (the packaged
+build, or the one ``ECHOMQ_NATIVE_MODULE`` names: an ASan build under
+scripts/native-asan.sh), one per test module so a module's writes stay its own; a plain
+client on it; a fresh queue name. Helpers they share (and tests/test_bulk.py borrows) are
+in tests/native_support.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import valkey
+from native_support import fresh_queue, start_server
+
+from echomq.server import EmbeddedServer
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[EmbeddedServer]:
+    s = start_server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
+    client = valkey.Valkey.from_url(srv.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def q() -> str:
+    return fresh_queue()

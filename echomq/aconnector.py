@@ -22,9 +22,10 @@ from .steps import Arg, Command, Eval, Step
 class AsyncConnector(Base):
     """An asyncio connector over ``valkey.asyncio.Valkey``; the same verbs, awaited.
 
-    Auto-pipelining (``auto_pipeline=True``, the default on a single server): the script
-    steps (``Eval``: every admission, claim, ack ...) that coroutines issue in one loop
-    iteration go out together as one pipeline, and each caller awaits its own reply or
+    Auto-pipelining (``auto_pipeline=True``, the default on a single server): a script
+    step (``Eval``: every admission, claim, ack ...) issued while the connector is idle is
+    sent at once, as without auto-pipelining; the ones coroutines issue while a call is in
+    flight go out together as one pipeline, and each caller awaits its own reply or
     error, exactly as if it had been sent alone (a refusal lands on its own caller; a
     ``NOSCRIPT`` loads the script and re-sends the steps that hit it). A script never
     blocks, so one slow call cannot hold the others; plain commands (``BLPOP``, ``WAIT``)
@@ -56,6 +57,7 @@ class AsyncConnector(Base):
         if cluster:
             client = avcluster.ValkeyCluster.from_url(
                 target.url, **startup(target, avcluster.ClusterNode), **options)
+            packing.use_c_packer_cluster(client)  # before initialize() opens a connection
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
             packing.use_c_packer(client.connection_pool)  # before the first connection
@@ -97,9 +99,28 @@ class AsyncConnector(Base):
         if isinstance(step, Eval) and step.via is not None:
             reply = step.via.eval(self, step.script, step.keys, step.args)
             return await reply if hasattr(reply, "__await__") else reply
-        if self.auto_pipeline and type(step) is Eval:
-            return await self._pipeline.submit(step)
+        if type(step) is Eval and not self.cluster:
+            if self.auto_pipeline:
+                return await self._pipeline.call(step)
+            return await self._eval(step)
         return await self._run(self._plan(step))
+
+    async def _eval(self, step: Eval) -> Any:
+        """``_plan`` for one script step on a single server, unrolled (see
+        ``Connector._eval``): the per-call path, without a plan generator."""
+        args = self._command(step)
+        execute = self.client.execute_command
+        try:
+            try:
+                return await execute(*args)
+            except vexc.NoScriptError:
+                load = self._load(step.script)
+                await execute(*load.args)
+                return await execute(*args)
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
+            raise server_error(exc) from None
+        except WIRE_FAULTS as exc:
+            raise wire_error(exc) from exc
 
     async def ping(self) -> None:
         await self._run(self._plan(Command(("PING",))))

@@ -1,9 +1,13 @@
 """Auto-pipelining for the ``AsyncConnector``: script steps issued together share a trip.
 
-The script steps (``Eval``) that coroutines issue in one loop iteration go out together as
-one pipeline, and each caller awaits its own reply or error, exactly as if it had been
-sent alone: a refusal lands on its own caller; a ``NOSCRIPT`` loads the script and re-sends
-only the steps that hit it. A script never blocks, so one slow call cannot hold the others.
+A script step (``Eval``) issued while nothing is in flight on the connector goes out at
+once, in its caller's task, exactly as without auto-pipelining: a lone call pays no loop
+turn. The steps coroutines issue while a call or a pipeline is in flight queue up and go
+out together as one pipeline (the flush runs after every task already scheduled in that
+loop turn, so callers woken together share it), and each caller awaits its own reply or
+error, exactly as if it had been sent alone: a refusal lands on its own caller; a
+``NOSCRIPT`` loads the script and re-sends only the steps that hit it. A script never
+blocks, so one slow call cannot hold the others.
 """
 
 from __future__ import annotations
@@ -29,31 +33,51 @@ class AutoPipeline:
     def __init__(self, conn: AsyncConnector) -> None:
         self.conn = conn
         self._queued: list[_Queued] = []
+        self._busy = 0  # sends in flight: lone calls and pipelines
+        self.flushes = 0  # queued batches sent (a lone call on an idle connector is not one)
         self._flushing: set[asyncio.Task[None]] = set()
 
+    async def call(self, step: Eval) -> Any:
+        """Perform one script step: at once when the connector is idle, else in the
+        pipeline of what queues up behind the calls in flight."""
+        if self._busy or self._queued:
+            return await self.submit(step)
+        self._busy += 1
+        try:
+            return await self.conn._eval(step)
+        finally:
+            self._busy -= 1
+
     def submit(self, step: Eval) -> asyncio.Future[Any]:
-        """Queue one script step for this iteration's pipeline; its future gets the reply
-        or the mapped error. Sizes are checked here, so a refusal raises at the caller."""
+        """Queue one script step for the next pipeline; its future gets the reply or the
+        mapped error. Sizes are checked here, so a refusal raises at the caller."""
         args = self.conn._command(step)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush_queued)
         self._queued.append((args, step, fut))
+        if len(self._queued) == 1:
+            # the flush's first step runs after every task already scheduled this turn:
+            # the callers woken together (by the last pipeline's replies) join this one
+            task = loop.create_task(self._flush_queued())
+            self._flushing.add(task)  # held until done (the loop keeps only weak refs)
+            task.add_done_callback(self._flushing.discard)
         return fut
 
-    def _flush_queued(self) -> None:
+    async def _flush_queued(self) -> None:
         batch, self._queued = self._queued, []
-        task = asyncio.ensure_future(self._flush(batch))
-        self._flushing.add(task)  # held until done (the loop keeps only weak references)
-        task.add_done_callback(self._flushing.discard)
+        self._busy += 1
+        self.flushes += 1
+        try:
+            await self._flush(batch)
+        finally:
+            self._busy -= 1
 
     async def _flush(self, batch: list[_Queued]) -> None:
         conn = self.conn
-        if len(batch) == 1:  # alone in its iteration: sent as it would be without batching
+        if len(batch) == 1:  # alone in its turn: sent as it would be without batching
             _, step, fut = batch[0]
             try:
-                reply = await conn._run(conn._plan(step))
+                reply = await conn._eval(step)
             except BaseException as exc:
                 settle(fut, exc)
             else:

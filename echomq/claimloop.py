@@ -44,7 +44,8 @@ class ClaimLoop:
     meter: metrics.Meter
     inflight: dict[str, asyncio.Task[None]]
     _reserved: int
-    _slot: asyncio.Event
+    _slot_waiter: asyncio.Future[None] | None
+    _settling: int
     _stop: asyncio.Event | None
     _streak: int
     _degrading: asyncio.Event | None
@@ -58,7 +59,7 @@ class ClaimLoop:
     _kick: asyncio.Event
 
     if TYPE_CHECKING:  # the consumer's own, used here
-        def _start(self, claim: jobs.Claim) -> None: ...
+        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
         def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
 
     async def _claims(self, stop: asyncio.Event) -> None:
@@ -79,8 +80,7 @@ class ClaimLoop:
                             self.conn, self.queue, self.lease_ms, free)
                     finally:
                         self._reserved -= free
-                    for claim in claims:
-                        self._start(claim)
+                    self._start_all(claims)
                     got = len(claims)
                     self._healthy()
                 led = False
@@ -125,8 +125,21 @@ class ClaimLoop:
         return min(beat_s, left + 0.002)
 
     def _free(self) -> int:
-        """Slots neither running nor promised to a claim in flight."""
-        return self.concurrency - len(self.inflight) - self._reserved
+        """Slots neither running, nor waiting for their ack, nor promised to a claim in
+        flight."""
+        return self.concurrency - len(self.inflight) - self._settling - self._reserved
+
+    def _slot_freed(self) -> None:
+        """Wake a claim loop waiting for a slot, if one is free now."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done() and self._free() > 0:
+            waiter.set_result(None)
+
+    def _stopping(self) -> None:
+        """``stop`` was set: end a wait for a slot at once."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _degraded(self, exc: Exception) -> None:
         """One degraded beat: sleep on the exponential curve over the beat, indexed by the
@@ -191,15 +204,20 @@ class ClaimLoop:
         return True
 
     async def _wait_slot(self, timeout: float) -> None:
-        self._slot.clear()
-        if self._free() > 0:
-            return
+        """Wait up to ``timeout`` s for a free slot (or stop). A bare future: this runs
+        once per batch of jobs, so it spends no task on the wait."""
         assert self._stop is not None
-        waits = {asyncio.ensure_future(self._slot.wait()), asyncio.ensure_future(self._stop.wait())}
-        _done, pending = await asyncio.wait(waits, timeout=max(timeout, 0.001),
-                                            return_when=asyncio.FIRST_COMPLETED)
-        for w in pending:
-            w.cancel()
+        if self._free() > 0 or self._stop.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._slot_waiter = waiter
+        timer = loop.call_later(max(timeout, 0.001), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._slot_waiter = None
 
     async def _sleep(self, seconds: float) -> None:
         assert self._stop is not None
@@ -207,6 +225,11 @@ class ClaimLoop:
             await asyncio.wait_for(self._stop.wait(), seconds)
 
     # -- a job in hand -------------------------------------------------------------------
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _text(value: Any) -> str:

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -147,12 +147,14 @@ class Consumer(ClaimLoop, Settling):
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
         self._beat_no = 0
-        self._acks: list[tuple[tuple[Any, ...], asyncio.Future[errors.ServerError | None]]] = []
+        self._acks: list[tuple[Any, ...]] = []
+        self._acking: list[tuple[Any, ...]] = []
         self._ack_flush: asyncio.Task[None] | None = None
+        self._settling = 0
         # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
         # so the two never claim the same free slot twice
         self._reserved = 0
-        self._slot = asyncio.Event()
+        self._slot_waiter: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._streak = 0
         self._degrading: asyncio.Event | None = None
@@ -179,16 +181,22 @@ class Consumer(ClaimLoop, Settling):
         legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
         self._running = True
         self._ensure_checkpointer()
+        watch = asyncio.ensure_future(self._watch(stop))
         try:
             await self._claims(stop)
         finally:
             self._running = False
+            watch.cancel()
             if self.meter.durations:
                 await self.meter.flush(self.conn, self.queue, self._streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await legs
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._stopping()
 
     async def beat(self) -> int:
         """One beat by hand, in the seed's order: the recovery leg (reap) and promote
@@ -200,12 +208,11 @@ class Consumer(ClaimLoop, Settling):
             counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
-        free = self.concurrency - len(self.inflight)
+        free = self._free()
         if free <= 0:
             return 0
         claims = await jobs.claim_many(self.conn, self.queue, self.lease_ms, free)
-        for claim in claims:
-            self._start(claim)
+        self._start_all(claims)
         return len(claims)
 
     async def _legs(self, stop: asyncio.Event) -> None:
@@ -277,41 +284,63 @@ class Consumer(ClaimLoop, Settling):
             self._led.clear()
             return True
         return False
-    def _start(self, claim: jobs.Claim) -> None:
-        self.stats.claimed += 1
-        job = Job(self.queue, claim.id, claim.token, claim.payload, self.conn,
-                  asyncio.get_running_loop())
-        task = asyncio.ensure_future(self._process(job))
-        self.inflight[claim.id] = task
 
-        def done(_: asyncio.Task[None]) -> None:
-            self.inflight.pop(claim.id, None)
-            self._slot.set()
-
-        task.add_done_callback(done)
+    def _start_all(self, claims: list[jobs.Claim]) -> None:
+        """Start a task per claimed job (its handler runs there, then its settlement)."""
+        loop = asyncio.get_running_loop()
+        queue, conn, inflight = self.queue, self.conn, self.inflight
+        for claim in claims:
+            job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
+            inflight[claim.id] = loop.create_task(self._process(job))
+        self.stats.claimed += len(claims)
         self._ensure_checkpointer()
 
+    def _spawn(self, job: Job, work: Awaitable[None]) -> None:
+        """Run ``work`` (a patient settlement) in a task that holds ``job``'s slot."""
+        async def holding() -> None:
+            try:
+                await work
+            finally:
+                self._ended(job.id)
+
+        self.inflight[job.id] = asyncio.get_running_loop().create_task(holding())
+
+    def _ended(self, job_id: str) -> None:
+        self.inflight.pop(job_id, None)
+        if self._slot_waiter is not None:
+            self._slot_freed()
+
     async def _process(self, job: Job) -> None:
-        route: Route | None = None
         try:
-            route = self.router(job)
-        except Exception as exc:
-            outcome: tuple[str, Any] = ("fail", exc)
-        self._emit("started", job.id, job.token, task=route.name if route else None)
-        # the claim priced the lease at self.lease_ms; the first checkpoint comes a third
-        # of the way into the shorter of that and the route's lease
-        lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
-        held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
-        if route is not None:
+            route: Route | None = None
+            try:
+                route = self.router(job)
+            except Exception as exc:
+                outcome: tuple[str, Any] = ("fail", exc)
+            if self.on_event is not None:
+                self._emit("started", job.id, job.token, task=route.name if route else None)
+            # the claim priced the lease at self.lease_ms; the first checkpoint comes a
+            # third of the way into the shorter of that and the route's lease
+            lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
+            held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
+            if route is None:
+                # a job no route fits (an unknown task, a payload that is not a task's)
+                # fails the same way on every attempt: dead-letter it at once instead of
+                # retrying it 25 times
+                await self._settle(job, Route(no_handler, max_attempts=1), outcome, held)
+                return
             started = time.monotonic()
             outcome = await self._runner.run(route.handler, job, held,
                                              route.timeout_ms or self.timeout_ms,
                                              route.keep_result_ms is not None)
-        # a job no route fits (an unknown task, a payload that is not a task's) fails the
-        # same way on every attempt: dead-letter it at once instead of retrying it 25 times
-        await self._settle(job, route or Route(no_handler, max_attempts=1), outcome, held)
-        if route is not None:
-            self.meter.handled(time.monotonic() - started, outcome[0] != "fail")
+            kind = outcome[0]
+            self.meter.handled(time.monotonic() - started, kind != "fail")
+            if kind == "ok":  # the hot path: the ack rides the next batch; the task ends
+                self._queue_ack(job, route, outcome[1], held)
+                return
+            await self._settle(job, route, outcome, held)
+        finally:
+            self._ended(job.id)
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
@@ -323,24 +352,38 @@ class Consumer(ClaimLoop, Settling):
     # -- shutdown ------------------------------------------------------------------------
 
     async def drain(self, grace_s: float) -> int:
-        """Wait up to ``grace_s`` for in-flight jobs to settle; cancel the rest (their
-        leases lapse and the reaper returns them). Returns how many were left unfinished."""
-        pending = list(self.inflight.values())
-        if pending:
-            _done, left = await asyncio.wait(pending, timeout=grace_s)
-        else:
-            left = set()
-        # named before the cancel, whose done-callbacks drop them from inflight
+        """Wait up to ``grace_s`` for in-flight jobs to settle (their acks included); cancel
+        the rest (their leases lapse and the reaper returns them). Returns how many were
+        left unfinished."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + grace_s
+        while True:  # a batched ack refused or lost starts a patient task: wait for it too
+            pending = set(self.inflight.values())
+            if self._ack_flush is not None and not self._ack_flush.done():
+                pending.add(self._ack_flush)
+            if not pending or loop.time() >= until:
+                break
+            await asyncio.wait(pending, timeout=until - loop.time())
+        left = {task for task in self.inflight.values() if not task.done()}
+        # named before the cancel, whose ends drop them from inflight; with them the jobs
+        # whose ack never went out or never came back
         self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
+        self.abandoned += [e[2].id for e in (*self._acking, *self._acks) if e[1] is None]
+        flush = self._ack_flush
+        if flush is not None and not flush.done():
+            flush.cancel()
+            left.add(flush)
         for task in left:
             task.cancel()
         if left:
             await asyncio.wait(left, timeout=1.0)
+        unfinished = len(self.abandoned)
+        self._acks, self._acking, self._settling = [], [], 0
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None
         self._runner.shutdown()
-        return len(left)
+        return unfinished
 
     async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:
         """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""

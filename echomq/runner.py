@@ -67,7 +67,13 @@ class Runner:
         self.held[job.id] = held
         clock: asyncio.Timeout | None = None
         try:
-            if timeout_ms is None:
+            if timeout_ms is None and is_async:  # the common case, without a frame more
+                entered = handler.enter(job)
+                try:
+                    value = await fn(job)
+                finally:
+                    handler.leave(entered)
+            elif timeout_ms is None:
                 value = await self.call(fn, job, is_async)
             else:
                 async with asyncio.timeout(timeout_ms / 1000) as clock:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import backoff, errors, jobs, metrics
+from .events import Event
 from .handler import Job
 from .leases import Held
 from .retention import Retention
@@ -96,33 +97,52 @@ class Settling:
     _running: bool
     _stop: asyncio.Event | None
     _reserved: int
-    _acks: list[tuple[tuple[Any, ...], asyncio.Future[errors.ServerError | None]]]
+    on_event: Callable[[Event], None] | None
+    #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
+    #: hot path's entries (no future) carry what the patient fallback needs
+    _acks: list[tuple[Any, ...]]
+    _acking: list[tuple[Any, ...]]  # the batch in flight
     _ack_flush: asyncio.Task[None] | None
+    _settling: int  # hot-path successes whose ack has not landed (their slots are taken)
 
     if TYPE_CHECKING:  # the consumer's own, used here
         def _free(self) -> int: ...
-        def _start(self, claim: jobs.Claim) -> None: ...
+        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
+        def _spawn(self, job: Job, work: Awaitable[None]) -> None: ...
+        def _slot_freed(self) -> None: ...
         def note_due(self, ms: int | None, *, kick: bool = False) -> None: ...
         def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
 
+    def _queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held) -> None:
+        """The hot path of a success: queue ``job``'s ack for the next pipelined
+        ``ack_many`` and return at once (its task ends; its slot stays taken, counted in
+        ``_settling``, until the ack lands). The flusher counts it completed, or hands a
+        refused or failed ack to the patient ``_settle``."""
+        held: tuple[Any, ...] = ((job.id, job.token) if result is None else
+                                 (job.id, job.token, result, route.keep_result_ms))
+        self._settling += 1
+        self._acks.append((held, None, job, route, deadline))
+        if self._ack_flush is None or self._ack_flush.done():
+            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
+
     async def _ack(self, job: Job, result: str | None = None,
                    keep_result_ms: int | None = None) -> None:
-        """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its slot:
-        jobs finishing in the same loop turn share one round trip. With ``result`` the
-        ack stores it for ``keep_result_ms``."""
+        """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its reply
+        (the patient path: a refusal or a wire error raises here)."""
         fut: asyncio.Future[errors.ServerError | None] = (
             asyncio.get_running_loop().create_future())
         held: tuple[Any, ...] = ((job.id, job.token) if result is None else
                                  (job.id, job.token, result, keep_result_ms))
-        self._acks.append((held, fut))
+        self._acks.append((held, fut, job, None, None))
         if self._ack_flush is None or self._ack_flush.done():
-            self._ack_flush = asyncio.ensure_future(self._flush_acks())
+            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
         refused = await fut
         if refused is not None:
             raise refused
 
     async def _flush_acks(self) -> None:
-        await asyncio.sleep(0)  # let the handlers finishing in this turn join the batch
+        # Started by the first ack of a loop turn: it runs after every job task that turn
+        # already scheduled, so the acks of one claim's jobs go out together.
         while self._acks:
             batch, self._acks = self._acks, []
             # the slots these acks free (and any idle ones) are refilled in the same round
@@ -131,29 +151,55 @@ class Settling:
             if self._running and not (self._stop is not None and self._stop.is_set()):
                 want = max(0, self._free() + len(batch))
             self._reserved += want
+            self._acking = batch
             try:
                 replies, claims = await (jobs.ack_and_claim(
-                    self.conn, self.queue, [held for held, _ in batch],
+                    self.conn, self.queue, [entry[0] for entry in batch],
                     self.lease_ms, want, keep=self.retention.keeps_completed))
             except Exception as exc:
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
+                for entry in batch:
+                    self._acked(entry, exc, failed=True)
                 continue
             finally:
                 self._reserved -= want
-            for (_, fut), reply in zip(batch, replies, strict=True):
-                if not fut.done():
+                self._acking = []
+            for entry, reply in zip(batch, replies, strict=True):
+                self._acked(entry, reply)
+            if claims:
+                self._start_all(claims)
+            self._slot_freed()
+
+    def _acked(self, entry: tuple[Any, ...], reply: Exception | None, *,
+               failed: bool = False) -> None:
+        """One ack's reply (``failed``: the whole call raised ``reply``): to its waiting
+        caller, or (hot path) counted here."""
+        _held, fut, job, route, deadline = entry
+        if fut is not None:
+            if not fut.done():
+                if failed:
+                    fut.set_exception(reply)
+                else:
                     fut.set_result(reply)
-            for claim in claims:
-                self._start(claim)
+            return
+        self._settling -= 1
+        if reply is None:
+            self.stats.completed += 1
+            if self.on_event is not None:
+                self._emit("completed", job.id, job.token)
+            return
+        # refused (another holder, or an earlier try that landed) or weather: the patient
+        # loop settles it, holding the slot in its own task
+        result = _held[2] if len(_held) > 2 else None
+        self._spawn(job, self._settle(job, route, ("ok", result), deadline, tried=True))
 
     async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                      deadline: Held) -> None:
+                      deadline: Held, *, tried: bool = False) -> None:
+        """Record ``outcome``, patiently: retried through weather until the lease would
+        have lapsed. ``tried``: a success whose batched ack already failed once."""
         kind, value = outcome
         priced: dict[str, int] = {}
         keep_ms = route.keep_result_ms
-        if kind == "ok":
+        if kind == "ok" and not tried:
             try:  # the hot path: no closure, no row key, one shared ack round trip
                 await self._ack(job, value, keep_ms)
             except errors.EchoMQError:

@@ -131,3 +131,37 @@ def test_a_cluster_connector_does_not_auto_pipeline_across_slots(cluster, wire):
     got, pending = asyncio.run(main())
     assert got == [Outcome.ENQUEUED] * 27
     assert pending == [3] * 9
+
+
+def test_a_lone_call_goes_out_at_once_and_calls_behind_it_share_one_pipeline(server, queue):
+    """An idle connector sends a call in its caller's task (no loop turn waited, no batch):
+    sequential awaited calls make no flush at all. Calls issued while one is in flight
+    queue behind it and go out as one pipeline, each with its own outcome."""
+    raw = valkey.Valkey.from_url(server.url)
+
+    async def main() -> tuple[int, list[Any], int]:
+        conn = await AsyncConnector.connect(server.url)
+        try:
+            pipe = conn._pipeline
+            for _ in range(20):
+                assert await jobs.enqueue(conn, queue, ids.mint(), b"one") == Outcome.ENQUEUED
+            lone = pipe.flushes
+            taken = ids.mint()
+            first = asyncio.ensure_future(jobs.enqueue(conn, queue, taken, b"first"))
+            await asyncio.sleep(0)  # the first call is on the wire now
+            behind = [jobs.enqueue(conn, queue, ids.mint(), b"behind") for _ in range(30)]
+            behind.append(jobs.enqueue(conn, queue, taken, b"dup"))
+            behind.append(jobs.enqueue(conn, queue, "NOTAJOB", b"bad"))
+            got = [await first, *await asyncio.gather(*behind, return_exceptions=True)]
+            return lone, got, pipe.flushes - lone
+        finally:
+            await conn.close()
+
+    lone, got, flushed = asyncio.run(main())
+    assert lone == 0
+    assert flushed == 1
+    assert got[:31] == [Outcome.ENQUEUED] * 31
+    assert got[31] == Outcome.DUPLICATE
+    assert isinstance(got[32], errors.KindError)
+    assert raw.zcard(keyspace.queue_key(queue, "pending")) == 51
+    raw.close()

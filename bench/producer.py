@@ -1,7 +1,8 @@
 """The producer path (issue 16): one call per job against the floor of one round trip.
 
 Sync: ``task.enqueue`` side by side with a bare ``EVALSHA`` of a one-line script and a
-``PING`` on the same valkey-py client, N calls each, one at a time; plus the server's work
+``PING`` on the same valkey-py client, N calls each, one at a time, interleaved in chunks
+of 250 (``--wire 6``: the app at wire 6, so an enqueue is ``EMQ.ENQUEUE``); plus the server's work
 per enqueue from ``INFO commandstats`` (commands, counting those a script runs, and µs).
 Async: N ``task.aenqueue`` spread over C concurrent tasks on one ``AsyncConnector`` beside
 raw valkey-py pipelines of the same number of ``EVALSHA`` calls (the pipelined floor), and
@@ -30,12 +31,6 @@ from echomq.server import EmbeddedServer
 ONE_LINE = "return 1"
 
 
-def _rate(n: int, fn: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return n / (time.perf_counter() - t0)
-
-
 def _server_cost(admin: valkey.Valkey, fn: Callable[[], None], n: int) -> tuple[float, float]:
     """(commands, µs) the server spent per job while ``fn`` ran (INFO commandstats): every
     command counts, those a script runs included; the time is the top-level commands' (a
@@ -52,17 +47,31 @@ _ADMIN = ("cmdstat_config", "cmdstat_info")
 _TOP = ("cmdstat_evalsha", "cmdstat_eval")
 
 
-def sync_phases(url: str, n: int, wire: int = 4) -> dict[str, float]:
+def sync_phases(url: str, n: int, wire: int = 4, chunk: int = 250) -> dict[str, float]:
+    """PING, bare EVALSHA and ``task.enqueue``, N calls each, interleaved ``chunk`` calls
+    at a time (ping, evalsha, enqueue, ping, ...) so a change in the machine's load hits
+    the three alike; each rate is its calls over its own summed time."""
     client = valkey.Valkey.from_url(url)
     sha = client.script_load(ONE_LINE)
     app = App(url, wire=wire)
     task = app.task(name="bench.noop", queue="bench")(lambda: None)
     task.enqueue()  # connect, register the queue, load the script
-    out = {
-        "ping": _rate(n, lambda: [client.ping() for _ in range(n)] and None),
-        "evalsha": _rate(n, lambda: [client.evalsha(sha, 0) for _ in range(n)] and None),
-        "enqueue": _rate(n, lambda: [task.enqueue() for _ in range(n)] and None),
+    legs: dict[str, Callable[[], object]] = {
+        "ping": client.ping,
+        "evalsha": lambda: client.evalsha(sha, 0),
+        "enqueue": task.enqueue,
     }
+    spent = dict.fromkeys(legs, 0.0)
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        for name, call in legs.items():
+            t0 = time.perf_counter()
+            for _ in range(k):
+                call()
+            spent[name] += time.perf_counter() - t0
+        done += k
+    out = {name: n / spent[name] for name in legs}
     admin = valkey.Valkey.from_url(url)
     m = min(n, 5000)
     out["cmds"], out["usec"] = _server_cost(admin, lambda: [task.enqueue()

@@ -34,12 +34,15 @@ from valkey import exceptions as vexc
 
 from . import urls
 from .aconnector import AsyncConnector
+from .held import Held
 from .plan import (
     MAX_COMMAND_BYTES,
     MAX_PAYLOAD_BYTES,
     NATIVE_MODULE,
     WIRES,
     Base,
+    Call,
+    Pipe,
     Plan,
     check_payload_limit,
     check_wire,
@@ -55,6 +58,12 @@ __all__ = ["MAX_COMMAND_BYTES", "MAX_PAYLOAD_BYTES", "NATIVE_MODULE", "WIRES",
 
 class Connector(Base):
     """A synchronous connector over a ``valkey.Valkey`` client (thread safe: it pools)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # single calls ride one kept connection, skipping the pool's per-call checkout
+        # (echomq.held); a cluster client picks a node per call
+        self._held = None if self.cluster else Held(self.client)
 
     @classmethod
     def connect(
@@ -122,7 +131,7 @@ class Connector(Base):
         """``_plan`` for one script step, unrolled: the per-job path (every enqueue) runs
         here, without a plan generator to start and step through."""
         args = self._command(step)
-        execute = self.client.execute_command
+        execute = self._held.execute_command if self._held else self.client.execute_command
         try:
             try:
                 return execute(*args)
@@ -134,6 +143,11 @@ class Connector(Base):
             raise server_error(exc) from None
         except WIRE_FAULTS as exc:
             raise wire_error(exc) from exc
+
+    def _issue(self, op: Call | Pipe) -> Any:
+        if self._held is not None and type(op) is Call and not op.kwargs:
+            return self._held.execute_command(*op.args)
+        return super()._issue(op)
 
     def ping(self) -> None:
         self._run(self._plan(Command(("PING",))))
@@ -153,6 +167,8 @@ class Connector(Base):
         return self.execute(Eval(script, tuple(keys), tuple(args)))
 
     def close(self) -> None:
+        if self._held is not None:
+            self._held.close()
         self.client.close()
 
     def __enter__(self) -> Connector:

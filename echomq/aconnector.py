@@ -57,6 +57,7 @@ class AsyncConnector(Base):
         if cluster:
             client = avcluster.ValkeyCluster.from_url(
                 target.url, **startup(target, avcluster.ClusterNode), **options)
+            packing.use_c_packer_cluster(client)  # before initialize() opens a connection
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
             packing.use_c_packer(client.connection_pool)  # before the first connection

@@ -39,6 +39,7 @@ from . import backoff as backoff_mod
 from . import flows, ids, keyspace, registry
 from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .flows import Node
+from .steps import drive
 from .task import check_priority, check_unique
 
 if TYPE_CHECKING:
@@ -216,19 +217,23 @@ class Flow:
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
         root = self.node()
+        admission = flows.admit.steps(root)  # every node checked here, before any I/O
         conn = self.parent.task.app.connector(root.queue)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             registry.note(conn, q)
-        flows.admit(conn, root)
+        drive(conn, admission)
         return root.id
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
         root = self.node()
+        admission = flows.admit.steps(root)
         conn = await self.parent.task.app.aconnector(root.queue)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             await registry.anote(conn, q)
-        await flows.admit(conn, root)
+        pending = drive(conn, admission)
+        assert inspect.isawaitable(pending)  # an AsyncConnector drives it awaited
+        await pending
         return root.id
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _guards as guard
 from . import backoff, keyspace
@@ -16,9 +16,6 @@ from ._time import seconds_to_ms, to_ms
 from .consumer import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
 from .payload import encode
 from .task import Group, Task, check_group
-
-if TYPE_CHECKING:
-    from .app import App
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -143,8 +140,9 @@ class Declarations:
             task_name = name or _default_name(target)
             if task_name in self.tasks and self.tasks[task_name].fn is not target:
                 raise ValueError(f"a task named {task_name!r} is already registered")
+            app: Any = self  # the App this mixin is part of
             t: Task[Any, Any] = Task(
-                cast("App", self), target, name=task_name, queue=queue, max_attempts=max_attempts,
+                app, target, name=task_name, queue=queue, max_attempts=max_attempts,
                 backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
                 timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
                 group=group,

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from . import _guards as guard
 from . import errors, keyspace
-from .flowtree import hash_of, parse_ref
+from .flowtree import parse_ref
 from .steps import Batch, Command, Eval, Verb, single, text, verb
 
 #: entries carried per outbox read
@@ -43,8 +43,12 @@ class Carried(NamedTuple):
         return Carried(*(a + b for a, b in zip(self, other, strict=True)))
 
 
-def _entries(reply: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(text(eid), hash_of(fields)) for eid, fields in (reply or [])]
+def _fields(raw: Any) -> dict[Any, Any]:
+    """An outbox entry's fields as sent (bytes keys and values: they go back out as ARGV
+    unchanged, so a 10,000-child fan-in decodes nothing it does not read)."""
+    if isinstance(raw, dict):
+        return raw
+    return dict(zip(raw[::2], raw[1::2], strict=True))
 
 
 @verb
@@ -60,16 +64,23 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
     outbox = keyspace.queue_key(queue, "flow:outbox")
 
     def calls() -> Verb[Carried]:
-        got = _entries((yield Command(("XRANGE", outbox, "-", "+", "COUNT", batch))))
+        got = (yield Command(("XRANGE", outbox, "-", "+", "COUNT", batch))) or []
         if not got:
             return Carried()
-        by_queue: dict[str, list[tuple[str, list[Any]]]] = defaultdict(list)
-        for eid, f in got:
-            pq, pid = parse_ref(text(f["parent"]))
-            ref = keyspace.job_key(queue, text(f["child"]))
-            by_queue[pq].append((eid, [pid, ref, text(f["seq"]), text(f["how"]),
-                                       text(f.get("policy", b"fail")),
-                                       f.get("result", b""), f.get("error", b"")]))
+        head = keyspace.job_key(queue, "").encode()
+        parents: dict[Any, tuple[str, str]] = {}  # a fan-in names one parent many times
+        by_queue: dict[str, list[tuple[Any, list[Any]]]] = defaultdict(list)
+        for eid, raw in got:
+            f = _fields(raw)
+            parent = f[b"parent"]
+            if parent not in parents:
+                parents[parent] = parse_ref(text(parent))
+            pq, pid = parents[parent]
+            child = f[b"child"]
+            ref = head + (child if isinstance(child, bytes) else str(child).encode())
+            by_queue[pq].append((eid, [pid, ref, f[b"seq"], f[b"how"],
+                                       f.get(b"policy", b"fail"),
+                                       f.get(b"result", b""), f.get(b"error", b"")]))
         plan = [(pq, items) for pq, items in by_queue.items()]
         steps = tuple(
             Eval("flow_carry", (keyspace.queue_key(pq, "waiting-children"),),
@@ -77,7 +88,7 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
             for pq, items in plan
         )
         replies = yield Batch(steps)
-        done: list[str] = []
+        done: list[Any] = []
         codes: list[int] = []
         refused = 0
         for (_, items), reply in zip(plan, replies, strict=True):

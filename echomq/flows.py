@@ -144,11 +144,23 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
     seen: set[str] = set()
     levels: list[list[tuple[Node, str]]] = []
     level: list[tuple[Node, str]] = [(root, "")]
+    # the (queue, unique key)s above each node: a node under its own key would be linked
+    # to its ancestor, which waits for it, and neither would ever run
+    above: dict[str, frozenset[tuple[str, str]]] = {root.id: frozenset()}
     while level:
         levels.append(level)
         nxt: list[tuple[Node, str]] = []
         for node, _ in level:
             _check_node(node, seen)
+            keys = above[node.id]
+            if node.unique is not None:
+                if (node.queue, node.unique) in keys:
+                    raise ValueError(f"flow node {node.id} has the unique key {node.unique!r} "
+                                     f"of an ancestor in queue {node.queue}: it would wait "
+                                     f"for itself")
+                keys = keys | {(node.queue, node.unique)}
+            for c in node.children:
+                above[c.id] = keys
             nxt.extend((c, node.key) for c in node.children)
         level = nxt
     return levels

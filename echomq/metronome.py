@@ -159,13 +159,17 @@ class Metronome:
         return False
 
     async def promote_held(self) -> None:
-        """Between beats, at a due run-at: promote (only) the queues whose lease is held."""
-        self._due.clear()
-        chased, self._chase = self._chase, set()
-        for q in list(self.held | chased):
+        """Between beats, at a due run-at: promote (only) the queues whose lease is held,
+        and a chased queue (led here, held elsewhere) once its led run-at is due, once."""
+        now = asyncio.get_running_loop().time()
+        ripe = {q for q in self._chase if self._due.get(q, now) <= now + 0.005}
+        self._chase -= ripe
+        self._due = {q: at for q, at in self._due.items() if q in self._chase}
+        for q in list(self.held | ripe):
             counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
             self.stats.promoted += counts.promoted
-            self._note(q, counts.next_due_ms)
+            if q in self.held:  # a chased queue is let go: its holder plans the rest
+                self._note(q, counts.next_due_ms)
             if self.on_due is not None:
                 self.on_due(q, counts.next_due_ms)
 

@@ -4,10 +4,10 @@ valkey-py's sync connections pack a command with libvalkey's C packer; its async
 connections pack in Python, one ``Encoder.encode`` and one bytes join per argument. A bulk
 admission carries thousands of arguments (``enqueue_many``: two per job), so on an
 ``AsyncConnector`` packing was about half of a bulk call's wall time. ``use_c_packer(pool)``
-makes a pool's asyncio connections pack with the same C packer the sync ones use: the same
-bytes on the wire (libvalkey encodes str as UTF-8, int and float as valkey-py does), and an
-argument the C packer refuses (``None``, a bool, another type) goes to valkey-py's own
-packer, which raises its own ``DataError``.
+(``use_c_packer_cluster(client)`` for a cluster client) makes asyncio connections pack with
+the same C packer the sync ones use: the same bytes on the wire (libvalkey encodes str as
+UTF-8, int and float as valkey-py does), and an argument the C packer refuses (``None``, a
+bool, another type) goes to valkey-py's own packer, which raises its own ``DataError``.
 """
 
 from __future__ import annotations
@@ -40,13 +40,28 @@ def _c_packing(cls: type) -> type:
     return type(f"CPacked{cls.__name__}", (cls,), {"pack_command": pack_command})
 
 
+def _strict_utf8(kwargs: Any) -> bool:
+    encoding = codecs.lookup(kwargs.get("encoding", "utf-8")).name
+    return encoding == "utf-8" and kwargs.get("encoding_errors", "strict") == "strict"
+
+
 def use_c_packer(pool: Any) -> None:
     """Make the connections ``pool`` opens from now on pack commands in C (a no-op when
-    the pool encodes str other than as strict UTF-8)."""
-    kwargs = getattr(pool, "connection_kwargs", {})
-    if not hasattr(pool, "connection_class"):
+    the pool encodes str other than as strict UTF-8). ``pool`` is anything with a
+    ``connection_class`` and its ``connection_kwargs``: a pool, or a cluster node."""
+    if hasattr(pool, "connection_class") and _strict_utf8(pool.connection_kwargs):
+        pool.connection_class = _c_packing(pool.connection_class)
+
+
+def use_c_packer_cluster(client: Any) -> None:
+    """The same for an asyncio ``ValkeyCluster`` before its ``initialize()``: its startup
+    nodes, and the node settings it copies into every node it discovers later."""
+    nodes = getattr(client, "nodes_manager", None)
+    kwargs = getattr(nodes, "connection_kwargs", None)
+    if not isinstance(kwargs, dict) or "connection_class" not in kwargs:
+        return  # not the valkey-py layout this knows: its own packer, as before
+    if not _strict_utf8(kwargs):
         return
-    encoding = codecs.lookup(kwargs.get("encoding", "utf-8")).name
-    if encoding != "utf-8" or kwargs.get("encoding_errors", "strict") != "strict":
-        return
-    pool.connection_class = _c_packing(pool.connection_class)
+    kwargs["connection_class"] = _c_packing(kwargs["connection_class"])
+    for node in nodes.startup_nodes.values():  # type: ignore[union-attr]
+        use_c_packer(node)

@@ -13,16 +13,28 @@ import os
 import pathlib
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import datadir
 from .datadir import Record
 from .launch import ServerError, admin, check_durability, default_data_dir, port_in_use
 
-if TYPE_CHECKING:
-    from .server import EmbeddedServer
-
 log = logging.getLogger("echomq.server")
+
+
+class Startable(Protocol):
+    """What ``find_or_start`` needs of a server it starts (``EmbeddedServer`` is one)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def public_url(self) -> str: ...
+
+    def start(self, timeout: float = ..., *, detach: bool = ...) -> Any: ...
+
+    def record(self) -> Record: ...
 
 
 def answers(record: Record) -> bool:
@@ -63,7 +75,7 @@ def find(data_dir: str | os.PathLike[str] | None = None) -> Record | None:
         return found if found is not None and answers(found) else None
 
 def find_or_start(
-    cls: type[EmbeddedServer],
+    cls: Callable[..., Startable],
     data_dir: str | os.PathLike[str] | None = None,
     *,
     durability: str | None = None,

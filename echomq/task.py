@@ -153,7 +153,8 @@ class Task(Generic[P, R]):
         """This task's call with these arguments, made later: a flow node
         (``app.flow(report.s(month), children=[fetch.s(p) for p in pages])``, ``chain``,
         ``group(...).then(...)``; see ``echomq.canvas``). It runs with this task's options
-        (queue, priority, group)."""
+        (queue, priority, group, unique key), or its own: ``.options(priority=, group=,
+        unique=, unique_for=, delay=, at=, max_attempts=, backoff=, retry_delay_ms=)``."""
         from .canvas import Signature
 
         return Signature(self, args, kwargs)

@@ -229,7 +229,7 @@ def report():
 
 def test_two_worker_processes_one_killed_run_every_parent_once(server, tmp_path,
                                                                monkeypatch):
-    """The path a user takes: `echomq worker mod:app` twice (two flows-only Pumps racing),
+    """The path a user takes: `echomq worker mod:app` twice (two workers whose beats race to carry),
     one SIGKILLed mid-flow; a depth-3 tree over 3 queues still runs every parent once."""
     import os
     import signal

@@ -15,7 +15,7 @@ from flow_support import spread_queues
 from runtime_helpers import serving, wait_for
 
 from echomq.app import App
-from echomq.canvas import group
+from echomq.canvas import chain, group
 
 
 def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, list[str]]:
@@ -63,6 +63,11 @@ def test_options_become_the_nodes_fields_and_bad_ones_raise_before_any_io():
         sig.options(group=lambda *a: "g")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="delay"):
         sig.options(delay=-5)
+    # a step under its own ancestor's key would wait for itself: refused before any I/O
+    keyed = step.options(unique="same")
+    with pytest.raises(ValueError, match="wait for itself"):
+        chain(keyed.s(1), step.s(), keyed.s()).enqueue()
+    assert chain(keyed.s(1), step.s()).node().children[0].unique == "same"  # no cycle
 
 
 @pytest.mark.parametrize("topology", ["single", "cluster"])
@@ -133,3 +138,39 @@ def test_a_node_whose_key_a_running_job_owns_waits_for_that_job(request, topolog
         assert app.result(root, timeout=20) == ["fresh-1", "fresh-2"]
     assert sorted(runs) == [1, 2]
     assert app.result(owner, timeout=5) == "fresh-1"
+
+
+def test_an_awaited_flow_admits_the_same_tree_with_its_options(server):
+    import asyncio
+
+    from echomq import flows
+
+    q = "fo-" + uuid.uuid4().hex[:8]
+    app = App(server.url)
+
+    @app.task(queue=q)
+    def part(n: int) -> int:
+        return n
+
+    @app.task(queue=q)
+    def whole(ns: list[int]) -> int:
+        return sum(ns)
+
+    async def main() -> str:
+        try:
+            return await app.aflow(whole.s().options(priority=4),
+                                   [part.s(1).options(delay=60_000), part.s(2)])
+        finally:
+            await app.aclose()
+
+    root = asyncio.run(main())
+    conn = app.connector(q)
+    kids = flows.children(conn, q, root)
+    assert [k.state for k in kids] == [None, None]
+    states = [app.job(k.id).state for k in kids]
+    assert states == ["scheduled", "pending"]
+    assert app.job(root).state == "waiting-children"
+    with pytest.raises(ValueError, match="wait for itself"):
+        keyed = part.options(unique="u")
+        asyncio.run(app.aflow(keyed.s(1), [keyed.s(2)]))
+    app.close()

@@ -107,9 +107,12 @@ AHEAD_MS = 300
 BOUND_MS = 700
 
 
-async def _lateness(url: str, queue: str, wire: int, pooled: bool) -> int:
+async def _lateness(url: str, queue: str, wire: int, pooled: bool,
+                    held_elsewhere: bool = False) -> int:
     """ms (SERVER clock) from the admission to the handler's start of a job due AHEAD_MS
-    out, admitted while the loop sleeps toward its next (1 s) beat."""
+    out, admitted while the loop sleeps toward its next (1 s) beat. ``held_elsewhere``:
+    another Metronome (another process's, which hears of no token) holds the queue's lease,
+    so the one the consumer tells must promote the led run-at all the same."""
     conn = await AsyncConnector.connect(url, wire=wire)
     prod = await AsyncConnector.connect(url, wire=wire)
     started: list[int] = []
@@ -119,12 +122,17 @@ async def _lateness(url: str, queue: str, wire: int, pooled: bool) -> int:
 
     consumer = Consumer(conn, queue, handler, beat_ms=LONG_BEAT_MS, pooled=pooled)
     stop = asyncio.Event()
-    loops = [asyncio.ensure_future(consumer.serve(stop, 5))]
+    loops = []
+    if held_elsewhere:
+        holder = Metronome(conn, [queue], beat_ms=LONG_BEAT_MS)
+        loops.append(asyncio.ensure_future(holder.run(stop)))
+        await asyncio.sleep(0.05)  # its first beat takes the lease
     if pooled:  # the worker's wiring: the metronome re-plans for the due tokens popped
         metronome = Metronome(conn, [queue], beat_ms=LONG_BEAT_MS,
                               on_due=lambda q, ms: consumer.note_due(ms))
-        consumer.on_lead = metronome.lead
+        consumer.on_lead = metronome.lead  # before the consumer runs, as the worker does
         loops.append(asyncio.ensure_future(metronome.run(stop)))
+    loops.append(asyncio.ensure_future(consumer.serve(stop, 5)))
     await asyncio.sleep(0.25)  # the first beat ran and planned the next, 1 s out
     sent = await jobs.server_now_ms(prod)
     await jobs.enqueue_in(prod, queue, ids.mint(), b"p", AHEAD_MS)
@@ -132,6 +140,8 @@ async def _lateness(url: str, queue: str, wire: int, pooled: bool) -> int:
         if started:
             break
         await asyncio.sleep(0.01)
+    if held_elsewhere:  # the lease stayed with the holder all along
+        assert not metronome.held and holder.held == {queue}
     stop.set()
     await asyncio.gather(*loops)
     await conn.close()
@@ -144,6 +154,12 @@ async def _lateness(url: str, queue: str, wire: int, pooled: bool) -> int:
 @pytest.mark.parametrize("pooled", [False, True], ids=["lone", "pooled+metronome"])
 def test_a_job_due_before_the_planned_beat_starts_at_its_run_at(url, queue, wire, pooled):
     late = asyncio.run(_lateness(url, queue, wire, pooled))
+    assert AHEAD_MS <= late < BOUND_MS, f"started {late} ms after its admission"
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=[f"wire{w}" for w in WIRES])
+def test_a_metronome_promotes_a_led_run_at_on_a_queue_held_elsewhere(url, queue, wire):
+    late = asyncio.run(_lateness(url, queue, wire, pooled=True, held_elsewhere=True))
     assert AHEAD_MS <= late < BOUND_MS, f"started {late} ms after its admission"
 
 

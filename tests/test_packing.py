@@ -49,3 +49,17 @@ def test_async_connector_packs_in_c_unless_the_pool_encodes_otherwise(server):
         await latin.aclose()
 
     asyncio.run(main())
+
+
+def test_a_cluster_async_connector_packs_in_c_on_every_node(cluster):
+    async def main() -> None:
+        conn = await AsyncConnector.connect(cluster.url)
+        items = [(ids.mint(), b"p") for _ in range(jobs.CHUNK + 1)]
+        assert await jobs.enqueue_many(conn, "packc", items) == ["enqueued"] * len(items)
+        nodes = conn.client.get_nodes()
+        assert nodes and all(n.connection_class.__name__.startswith("CPacked") for n in nodes)
+        used = [c for n in nodes for c in n._connections]
+        assert used and all(type(c).__name__.startswith("CPacked") for c in used)
+        await conn.close()
+
+    asyncio.run(main())

@@ -1,4 +1,5 @@
-"""The dashboard's core: routes, the access gate, actions. Pages are drawn in ``pages``.
+"""The dashboard's core: routes and the access gate. Pages are drawn in ``pages``; what a
+POST does is ``actions``.
 
 ``Dashboard.handle(request) -> response`` is the whole web app; it reads and acts only
 through verbs (``insight``, ``jobs``, ``dead``, ``repeat``, ``metrics``), each a bounded
@@ -29,34 +30,30 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlencode
 
 from .. import (
-    dead,
     discovery,
     errors,
     flows,
-    groups,
     insight,
-    jobs,
     keyspace,
     partitions,
     registry,
     repeat,
 )
 from ..connector import Connector
-from . import pages, prometheus
+from . import actions, pages, prometheus
 from .access import COOKIE, SECURITY_HEADERS, Access
-from .web import Request, Response, e, html_response, json_response, q, redirect
+from .web import Request, Response, html_response, json_response, q, redirect
 
 SCAN_BUDGET = 20_000  # keys looked at when no queue registry answers
 MAX_QUEUES = 500  # queues shown (and read per overview) at most
 EVENT_EVERY_S = 1.0  # SSE throttle: at most one update a second per client
 EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by itself
-BULK_MAX = 500
 FLOW_DEPTH, FLOW_WIDTH = 4, 25  # a job page draws at most this much of its flow
 
 
@@ -188,7 +185,7 @@ class Dashboard:
                 if a.read_only:
                     return html_response(403, pages.message(
                         req, "Read-only", "This dashboard is read-only: actions are off."))
-                return self._act(req)
+                return actions.act(self.conn, req)
             if req.method in ("GET", "HEAD"):
                 return self._get(req)
             return Response(405, b"", [("Allow", "GET, POST")])
@@ -350,78 +347,6 @@ class Dashboard:
                     yield b": ping\n\n"
                     quiet = 0.0
             self.closing.wait(EVENT_EVERY_S)
-
-    # -- actions --------------------------------------------------------------------------
-
-    def _act(self, req: Request) -> Response:
-        parts = [unquote(p) for p in req.path.split("/") if p]
-        form = req.form()
-        if len(parts) < 3 or parts[0] != "q":
-            raise LookupError(req.path)
-        queue = keyspace.validate_queue(parts[1])
-        rest = parts[2:]
-        back = req.url(f"/q/{q(queue)}")
-        # /q/<q>/job/<id>/<op> (and the older /q/<q>/dead/<id>/retry)
-        if len(rest) == 3 and rest[0] in ("job", "dead"):
-            job_id, op = rest[1], rest[2]
-            ops: dict[str, Callable[[], Any]] = {
-                "retry": lambda: dead.revive(self.conn, queue, job_id),
-                "run": lambda: insight.run_now(self.conn, queue, job_id),
-                "delete": lambda: insight.discard(self.conn, queue, job_id),
-                "cancel": lambda: jobs.cancel(self.conn, queue, job_id),
-            }
-            if op not in ops:
-                raise LookupError(op)
-            ops[op]()
-            if rest[0] == "dead" or op == "delete":
-                return redirect(back + ("?state=dead" if rest[0] == "dead" else ""))
-            return redirect(req.url(f"/q/{q(queue)}/job/{q(job_id)}"))
-        if rest == ["bulk"]:
-            return self._bulk(req, queue, form)
-        if len(rest) == 3 and rest[0] == "repeat" and rest[2] in ("cancel", "pause", "resume"):
-            if rest[2] == "cancel":
-                repeat.cancel(self.conn, queue, rest[1])
-            elif rest[2] == "pause":
-                repeat.pause(self.conn, queue, rest[1])
-            else:
-                repeat.resume(self.conn, queue, rest[1])
-            return redirect(req.url(f"/q/{q(queue)}/repeat"))
-        if rest == ["pause"]:
-            jobs.pause(self.conn, queue)
-            return redirect(req.url("/"))
-        if rest == ["resume"]:
-            jobs.resume(self.conn, queue)
-            return redirect(req.url("/"))
-        if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
-            toggle = groups.pause if rest[2] == "pause" else groups.resume
-            toggle(self.conn, queue, rest[1])
-            return redirect(req.url(f"/q/{q(queue)}/groups"))
-        raise LookupError(req.path)
-
-    def _bulk(self, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
-        """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:
-        without ``confirm=1`` the answer is a page that lists them and asks."""
-        op = form.get("op", [""])[0]
-        if op not in ("retry", "delete"):
-            raise ValueError("op must be retry or delete")
-        chosen = form.get("id", [])[:BULK_MAX]
-        if form.get("all", [""])[0] == "1":
-            chosen = [x["id"] for x in dead.list_dead(self.conn, queue, 0, BULK_MAX)]
-        if not chosen:
-            raise ValueError("no job chosen")
-        if form.get("confirm", [""])[0] != "1":
-            return html_response(200, pages.confirm_bulk(req, queue, op, chosen))
-        done = 0
-        for job_id in chosen:
-            try:
-                if op == "retry":
-                    dead.revive(self.conn, queue, job_id)
-                else:
-                    insight.discard(self.conn, queue, job_id)
-                done += 1
-            except errors.ServerError:
-                continue  # moved meanwhile: the others still go
-        return redirect(req.url(f"/q/{q(queue)}?state=dead&done={done}&op={e(op)}"))
 
 
 def _queues_json(views: list[insight.QueueView]) -> dict[str, dict[str, Any]]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import keyspace
+from .. import keyspace, states
 from ..steps import pairs, text
 
 #: the job states a surface lists, each with the sorted set that holds it
 STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
           "waiting-children")
-SET_OF = {"scheduled": "schedule"}
+SET_OF = states.SET_OF
 #: states listed newest first (scored by the SERVER ms they ended)
 NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
 #: per-minute series kept by ``metrics.observe`` (slots of one minute, a ring of an hour)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _guards as guard
-from .. import keyspace
+from .. import keyspace, states
 from ..steps import Batch, Command, Verb, scored, single, text, verb
 from .claims import _held
 
@@ -103,8 +103,9 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
     return single(Command(("HMGET", row, "state", "attempts")), decode)
 
 
+#: the states ``counts`` and ``page`` read (each on its set, ``states.SET_OF``)
 STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
-_SET_OF = {"scheduled": "schedule"}
+_SET_OF = states.SET_OF
 
 
 @verb

@@ -24,6 +24,7 @@
 --@include kind
 --@include lane
 --@include ended
+--@include lead
 local p = ARGV[1]
 local now = nil
 local function release(jk, pid, state)
@@ -40,6 +41,7 @@ local function release(jk, pid, state)
     now = now or now_ms()
     if nb > now then
       redis.call('HSET', jk, 'state', 'scheduled')
+      lead(p, nb)
       redis.call('ZADD', p .. 'schedule', nb, pid)
       return
     end

@@ -1,0 +1,88 @@
+"""The dashboard's actions: what a POST does (retry, run now, delete or cancel a job; the
+bulk retry/delete of dead jobs after a confirmation; pause/resume a queue, a group or a
+registration), each through a verb. The access gate has already let the POST through."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from .. import dead, errors, groups, insight, jobs, keyspace, repeat
+from ..connector import Connector
+from . import pages
+from .web import Request, Response, e, html_response, q, redirect
+
+BULK_MAX = 500
+
+
+def act(conn: Connector, req: Request) -> Response:
+    """Run the action a POST names (its path) and answer where the browser goes next."""
+    parts = [unquote(p) for p in req.path.split("/") if p]
+    form = req.form()
+    if len(parts) < 3 or parts[0] != "q":
+        raise LookupError(req.path)
+    queue = keyspace.validate_queue(parts[1])
+    rest = parts[2:]
+    back = req.url(f"/q/{q(queue)}")
+    # /q/<q>/job/<id>/<op> (and the older /q/<q>/dead/<id>/retry)
+    if len(rest) == 3 and rest[0] in ("job", "dead"):
+        job_id, op = rest[1], rest[2]
+        ops: dict[str, Callable[[], Any]] = {
+            "retry": lambda: dead.revive(conn, queue, job_id),
+            "run": lambda: insight.run_now(conn, queue, job_id),
+            "delete": lambda: insight.discard(conn, queue, job_id),
+            "cancel": lambda: jobs.cancel(conn, queue, job_id),
+        }
+        if op not in ops:
+            raise LookupError(op)
+        ops[op]()
+        if rest[0] == "dead" or op == "delete":
+            return redirect(back + ("?state=dead" if rest[0] == "dead" else ""))
+        return redirect(req.url(f"/q/{q(queue)}/job/{q(job_id)}"))
+    if rest == ["bulk"]:
+        return bulk(conn, req, queue, form)
+    if len(rest) == 3 and rest[0] == "repeat" and rest[2] in ("cancel", "pause", "resume"):
+        if rest[2] == "cancel":
+            repeat.cancel(conn, queue, rest[1])
+        elif rest[2] == "pause":
+            repeat.pause(conn, queue, rest[1])
+        else:
+            repeat.resume(conn, queue, rest[1])
+        return redirect(req.url(f"/q/{q(queue)}/repeat"))
+    if rest == ["pause"]:
+        jobs.pause(conn, queue)
+        return redirect(req.url("/"))
+    if rest == ["resume"]:
+        jobs.resume(conn, queue)
+        return redirect(req.url("/"))
+    if len(rest) == 3 and rest[0] == "groups" and rest[2] in ("pause", "resume"):
+        toggle = groups.pause if rest[2] == "pause" else groups.resume
+        toggle(conn, queue, rest[1])
+        return redirect(req.url(f"/q/{q(queue)}/groups"))
+    raise LookupError(req.path)
+
+def bulk(conn: Connector, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
+    """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:
+    without ``confirm=1`` the answer is a page that lists them and asks."""
+    op = form.get("op", [""])[0]
+    if op not in ("retry", "delete"):
+        raise ValueError("op must be retry or delete")
+    chosen = form.get("id", [])[:BULK_MAX]
+    if form.get("all", [""])[0] == "1":
+        chosen = [x["id"] for x in dead.list_dead(conn, queue, 0, BULK_MAX)]
+    if not chosen:
+        raise ValueError("no job chosen")
+    if form.get("confirm", [""])[0] != "1":
+        return html_response(200, pages.confirm_bulk(req, queue, op, chosen))
+    done = 0
+    for job_id in chosen:
+        try:
+            if op == "retry":
+                dead.revive(conn, queue, job_id)
+            else:
+                insight.discard(conn, queue, job_id)
+            done += 1
+        except errors.ServerError:
+            continue  # moved meanwhile: the others still go
+    return redirect(req.url(f"/q/{q(queue)}?state=dead&done={done}&op={e(op)}"))

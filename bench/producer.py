@@ -100,6 +100,14 @@ async def _async_phases(url: str, n: int, conc: int, light: int) -> dict[str, fl
         for _ in range(k):
             await jobs.enqueue(off, "bench", ids.mint(), body)
 
+    # the verb alone on an auto-pipelined connector: the connector's share of the cost,
+    # without the task layer (payload, options, app connector lookup)
+    verb_on = await AsyncConnector.connect(url)
+
+    async def producer_verb(k: int) -> None:
+        for _ in range(k):
+            await jobs.enqueue(verb_on, "bench", ids.mint(), body)
+
     per = n // conc
     t0 = time.perf_counter()
     await asyncio.gather(*(producer(per) for _ in range(conc)))
@@ -107,6 +115,10 @@ async def _async_phases(url: str, n: int, conc: int, light: int) -> dict[str, fl
     t0 = time.perf_counter()
     await asyncio.gather(*(producer_off(per) for _ in range(conc)))
     concurrent_off = per * conc / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    await asyncio.gather(*(producer_verb(per) for _ in range(conc)))
+    concurrent_verb = per * conc / (time.perf_counter() - t0)
+    await verb_on.close()
 
     t0 = time.perf_counter()
     for i in range(0, n, conc):
@@ -128,6 +140,7 @@ async def _async_phases(url: str, n: int, conc: int, light: int) -> dict[str, fl
     await app.aclose()
     app.close()
     return {"aenqueue_c": concurrent, "aenqueue_c_off": concurrent_off,
+            "verb_c": concurrent_verb,
             "raw_pipelined": pipelined,
             "p50_us": _pct(on_lat, 0.5), "p99_us": _pct(on_lat, 0.99),
             "p50_us_off": _pct(off_lat, 0.5), "p99_us_off": _pct(off_lat, 0.99)}
@@ -167,6 +180,7 @@ def main() -> None:
         if "aenqueue_c" in r:
             r["x_pipelined"] = r["aenqueue_c"] / r["raw_pipelined"]
             r["x_pipelined_off"] = r["aenqueue_c_off"] / r["raw_pipelined"]
+            r["x_pipelined_verb"] = r["verb_c"] / r["raw_pipelined"]
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print()
     print(f"{'measure (median)':<52} {'value':>12}")
@@ -187,6 +201,9 @@ def main() -> None:
             (f"raw EVALSHA pipelined {c} a trip (calls/s)", f"{med['raw_pipelined']:,.0f}"),
             ("  auto-pipelined / raw pipelined (target >= 0.5x)", f"{med['x_pipelined']:.2f}x"),
             ("  auto_pipeline=False / raw pipelined", f"{med['x_pipelined_off']:.2f}x"),
+            (f"jobs.enqueue over {c} tasks, auto-pipelined", f"{med['verb_c']:,.0f}"),
+            ("  / raw pipelined (the connector without the task layer)",
+             f"{med['x_pipelined_verb']:.2f}x"),
             ("one call at a time, auto-pipelined: p50 / p99 (µs)",
              f"{med['p50_us']:,.0f} / {med['p99_us']:,.0f}"),
             ("one call at a time, auto_pipeline=False: p50 / p99",

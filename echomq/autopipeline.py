@@ -70,7 +70,12 @@ class AutoPipeline:
         try:
             await self._flush(batch)
         finally:
-            self._busy -= 1
+            # idle again one loop turn later: the callers this batch's replies woke (a
+            # producer loop's next calls) still find it busy and share the next pipeline
+            asyncio.get_running_loop().call_soon(self._idle)
+
+    def _idle(self) -> None:
+        self._busy -= 1
 
     async def _flush(self, batch: list[_Queued]) -> None:
         conn = self.conn

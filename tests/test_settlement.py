@@ -152,3 +152,31 @@ def test_a_checkpoint_refused_for_now_is_retried_not_given_up(tmp_path):
     assert oom >= 1  # the checkpoint was refused at least once
     assert len(runs) == 1
     assert (consumer.stats.completed, consumer.stats.lost, consumer.stats.reaped) == (1, 0, 0)
+
+
+def test_a_drain_right_after_the_handlers_still_lands_every_batched_ack(url, queue):
+    """A success's task ends as soon as its ack is queued (the ack rides the next batched
+    ack_and_claim): a drain that starts while those acks are still on their way must wait
+    for them, count every job completed and leave no row active."""
+    n = 40
+
+    async def main() -> tuple[Consumer, int, dict[str, int]]:
+        conn = await AsyncConnector.connect(url)
+        await jobs.enqueue_many(conn, queue, [(ids.mint(), b"p") for _ in range(n)])
+
+        async def handler(job: Job) -> None:
+            return None
+
+        consumer = Consumer(conn, queue, handler, concurrency=n, pooled=True)
+        assert await consumer.beat() == n
+        await asyncio.sleep(0)  # every handler ran and queued its ack; none has landed
+        assert not consumer.inflight and consumer.stats.completed == 0
+        left = await consumer.drain(10)
+        counts = await jobs.counts(conn, queue)
+        await conn.close()
+        return consumer, left, counts
+
+    consumer, left, counts = asyncio.run(main())
+    assert (left, consumer.abandoned) == (0, [])
+    assert consumer.stats.completed == n
+    assert (counts["active"], counts["pending"]) == (0, 0)

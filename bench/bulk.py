@@ -122,6 +122,17 @@ def rate_phases(url: str, n: int, chunk: int) -> dict[str, float]:
     out = interleaved(n, chunk, {"raw": raw, "enqueue_many": enqueue,
                                  "aenqueue_many": aenqueue})
     out |= interleaved(n, chunk, {"raw_sched": raw_sched, "schedule_many": schedule})
+
+    def with_options(opts: dict[str, Any]) -> Callable[[list[str]], None]:
+        def admit(part: list[str]) -> None:
+            out = jobs.enqueue_many(conn, QUEUE, [(j, PAYLOAD, opts) for j in part])
+            assert len(out) == len(part)
+        return admit
+
+    # items with options take @admit_many (not a target: what an option costs)
+    opt = interleaved(n, chunk, {"raw": raw, "priority": with_options({"priority": 5}),
+                                 "group": with_options({"group": "g1"})})
+    out["x_priority"], out["x_group"] = opt["priority"] / opt["raw"], opt["group"] / opt["raw"]
     m = min(n, 5000)
     for name, fn in (("raw", raw), ("enqueue_many", enqueue), ("schedule_many", schedule)):
         jids = _minted(m)
@@ -241,6 +252,8 @@ def main() -> None:
         ("raw HSET + ZADD schedule, pipelined (jobs/s)", "raw_sched", "{:,.0f}"),
         ("jobs.schedule_many +60 s, sync (jobs/s)", "schedule_many", "{:,.0f}"),
         ("  / raw (target >= 0.6x)", "x_schedule", "{:.2f}x"),
+        ("jobs.enqueue_many, a priority per item, sync / raw", "x_priority", "{:.2f}x"),
+        ("jobs.enqueue_many, a group per item, sync / raw", "x_group", "{:.2f}x"),
         ("server commands / µs per job: raw", ("raw_cmds", "raw_us"), "{:.2f} / {:.1f}"),
         ("server commands / µs per job: enqueue_many",
          ("enqueue_many_cmds", "enqueue_many_us"), "{:.2f} / {:.1f}"),

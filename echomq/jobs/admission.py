@@ -80,7 +80,7 @@ class Options(NamedTuple):
             return PLAIN
         if len(extra) > 1 or not isinstance(extra[0], dict):
             raise TypeError("a bulk item's extra element must be one options dict")
-        unknown = set(extra[0]) - set(cls._fields)
+        unknown = extra[0].keys() - _OPTION_NAMES
         if unknown:
             raise TypeError(f"unknown admission options: {', '.join(sorted(unknown))}")
         return cls.of(**extra[0])
@@ -92,14 +92,15 @@ class Options(NamedTuple):
     def argv(self) -> tuple[str, ...]:
         """The scripts' option tail: priority, group, unique, unique_for ms, notify ms
         ('' for a default)."""
-        def opt(v: object) -> str:
-            return "" if v is None or v == 0 else str(v)
-
-        return (opt(self.priority), self.group or "", self.unique or "",
-                opt(self.unique_for_ms), opt(self.notify_ms))
+        # one call per bulk item: no helper (unique_for_ms and notify_ms are >= 1 when set)
+        priority, group, unique, unique_for_ms, notify_ms = self
+        return (str(priority) if priority else "", group or "", unique or "",
+                "" if unique_for_ms is None else str(unique_for_ms),
+                "" if notify_ms is None else str(notify_ms))
 
 
 PLAIN = Options()
+_OPTION_NAMES = frozenset(Options._fields)
 
 
 def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:

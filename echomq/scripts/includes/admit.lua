@@ -64,14 +64,25 @@ local function admit(p, id, payload, mode, value, opts)
   local pri = tonumber(opts.priority or '0') or 0
   local g = given(opts.group)
   local state = mode == 'now' and 'pending' or 'scheduled'
-  redis.call('HSET', jk, 'state', state, 'attempts', '0', 'payload', payload)
-  if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
+  -- the row in one HSET (a command per field cost a call each), fields in the order
+  -- they always had: state, attempts, payload, priority, group, unique..., notify
+  local row, n = {'state', state, 'attempts', '0', 'payload', payload}, 6
+  if pri ~= 0 then
+    row[n + 1], row[n + 2], n = 'priority', pri, n + 2
+  end
   if g then
-    redis.call('HSET', jk, 'group', g)
+    row[n + 1], row[n + 2], n = 'group', g, n + 2
     redis.call('SADD', p .. 'groups', g)
   end
-  if unique then take_unique(p, jk, id, unique, opts.unique_for, opts.now) end
-  if given(opts.notify) then redis.call('HSET', jk, 'notify', opts.notify) end
+  local notify = given(opts.notify)
+  if notify and not unique then
+    row[n + 1], row[n + 2] = 'notify', notify
+  end
+  redis.call('HSET', jk, unpack(row))
+  if unique then
+    take_unique(p, jk, id, unique, opts.unique_for, opts.now)
+    if notify then redis.call('HSET', jk, 'notify', notify) end
+  end
   local key, score
   if mode ~= 'now' then
     key, score = p .. 'schedule', price(mode, value, opts.now)

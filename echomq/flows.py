@@ -112,8 +112,10 @@ class Node:
             yield from c.walk()
 
 
-def _check_node(node: Node, seen: set[str]) -> None:
-    keyspace.validate_queue(node.queue)
+def _check_node(node: Node, seen: set[str], queues: set[str]) -> None:
+    if node.queue not in queues:  # a wide flow names few queues many times
+        keyspace.validate_queue(node.queue)
+        queues.add(node.queue)
     jobs._bulk_id(node.id)
     if node.id in seen:
         raise ValueError(f"job id {node.id} appears twice in the flow")
@@ -142,6 +144,7 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
     if not isinstance(root, Node):
         raise TypeError(f"a flow is a Node, not {type(root).__name__}")
     seen: set[str] = set()
+    queues: set[str] = set()
     levels: list[list[tuple[Node, str]]] = []
     level: list[tuple[Node, str]] = [(root, "")]
     # the (queue, unique key)s above each node: a node under its own key would be linked
@@ -151,7 +154,7 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
         levels.append(level)
         nxt: list[tuple[Node, str]] = []
         for node, _ in level:
-            _check_node(node, seen)
+            _check_node(node, seen, queues)
             keys = above[node.id]
             if node.unique is not None:
                 if (node.queue, node.unique) in keys:
@@ -159,9 +162,11 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
                                      f"of an ancestor in queue {node.queue}: it would wait "
                                      f"for itself")
                 keys = keys | {(node.queue, node.unique)}
-            for c in node.children:
-                above[c.id] = keys
-            nxt.extend((c, node.key) for c in node.children)
+            if node.children:
+                pk = node.key
+                for c in node.children:
+                    above[c.id] = keys
+                    nxt.append((c, pk))
         level = nxt
     return levels
 

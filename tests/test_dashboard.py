@@ -652,6 +652,19 @@ def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
     assert board.post(f"/q/{queue}/job/{root.id}/delete") == 409  # cancel it, never delete
 
 
+def test_a_linked_flow_node_links_to_the_job_that_owns_its_key(board, conn, queue):
+    from echomq import flows
+    from echomq.flows import Node
+
+    owner = ids.mint()
+    jobs.admit(conn, queue, owner, b"{}", unique="k")
+    node = Node(queue, ids.mint(), b"{}", unique="k")
+    flows.admit(conn, Node(queue + "-p", ids.mint(), b"{}", children=(node,)))
+    code, page = board.get(f"/q/{queue}/job/{node.id}")
+    assert code == 200 and "linked</span>" in page
+    assert f"Linked to <a href='/q/{queue}/job/{owner}'>" in page
+
+
 def test_one_broken_queue_never_takes_the_page_down(conn, raw, queue):
     from echomq import keyspace
 

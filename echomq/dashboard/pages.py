@@ -214,9 +214,15 @@ def _tree_html(req: Request, node: Any, here: tuple[str, str]) -> str:
             + (f"<ul>{kids}</ul>" if kids else "") + "</li>")
 
 
-def flow_section(req: Request, row: dict[str, Any], tree: Any) -> str:
-    """The job's flow, drawn as a tree (the parent it feeds, and what waits below it)."""
+def flow_section(req: Request, row: dict[str, Any], tree: Any, queue: str | None = None) -> str:
+    """The job's flow, drawn as a tree (the parent it feeds, the job a linked node waits
+    for, and what waits below it)."""
     parts = []
+    linked = row.get("linked")
+    if linked and queue is not None:  # a node whose unique key that job owned
+        parts.append(f"<p>Linked to <a href='{e(req.url(f'/q/{q(queue)}/job/{q(str(linked))}'))}'>"
+                     f"<code>{e(linked)}</code></a>, the job that owns its unique key: its "
+                     f"end counts as this node's.</p>")
     parent = row.get("parent")
     if parent:
         try:
@@ -291,7 +297,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         + (f"<h2>Last error</h2><pre class='error'>{e(err)}</pre>" if err else "")
         + (f"<h2>Result</h2><pre>{e(_pretty(row['result']))}</pre>"
            if row.get("result") is not None else "")
-        + "</div></div>" + flow_section(req, row, tree)
+        + "</div></div>" + flow_section(req, row, tree, queue)
     )
     return shell(req, f"Job {job_id}", body, _crumbs(req, queue, job_id), now)
 

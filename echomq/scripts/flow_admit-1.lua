@@ -69,18 +69,24 @@ for i = 3, #ARGV, N do
   local jk = p .. 'job:' .. id
   local mode = ARGV[i + 2]
   if mode ~= 'now' and mode ~= 'in' then mode = 'at' end
+  -- the flow fields, written with the row ('fail' is the default policy: not written)
+  local fields = {}
+  if parent ~= '' then
+    fields = {'parent', parent}
+    if ARGV[i + 7] ~= '' then fields[3], fields[4] = 'policy', ARGV[i + 7] end
+  end
   local r
   if redis.call('EXISTS', jk) == 1 then
     r = 0
   elseif kids == '' then
     r = admit(p, id, payload, mode, ARGV[i + 3],
       {priority = ARGV[i + 4], group = ARGV[i + 5], notify = ARGV[i + 9], unique = unique,
-       unique_for = ARGV[i + 11], now = now, batch = batch})
+       unique_for = ARGV[i + 11], now = now, batch = batch, fresh = true, fields = fields})
   else
     r = unique and unique_owner(p, unique) or 1
     if r == 1 then
       redis.call('HSET', jk, 'state', 'waiting-children', 'attempts', '0', 'payload', payload,
-        'flow', '1')
+        'flow', '1', unpack(fields))
       local pri = tonumber(ARGV[i + 4]) or 0
       if pri ~= 0 then redis.call('HSET', jk, 'priority', pri) end
       if ARGV[i + 5] ~= '' then redis.call('HSET', jk, 'group', ARGV[i + 5]) end
@@ -100,13 +106,11 @@ for i = 3, #ARGV, N do
       end
     end
   end
-  if r ~= 0 and parent ~= '' then
-    -- before link(): a stub settled at once reads them
-    redis.call('HSET', jk, 'parent', parent)
-    if ARGV[i + 7] ~= '' then redis.call('HSET', jk, 'policy', ARGV[i + 7]) end
-  end
   -- a linked root is no job at all: the caller is handed the owner's id, as an enqueue is
-  if r ~= 0 and r ~= 1 and parent ~= '' then link(id, jk, payload, r) end
+  if r ~= 0 and r ~= 1 and parent ~= '' then
+    redis.call('HSET', jk, unpack(fields))  -- first: a stub settled at once reads them
+    link(id, jk, payload, r)
+  end
   out[#out + 1] = r
 end
 -- admit() counted the lane admissions it did not batch; flush counts the batched ones

@@ -11,6 +11,9 @@
 --             on the row as unique_until
 --   notify    ms: written on the row; the job's end leaves a done token kept that long
 --   now       the SERVER ms to price 'in' on (bulk scripts read TIME once)
+--   fresh     true: the caller has checked that the id has no row (no second EXISTS)
+--   fields    a flat list of more row fields (a flow node's parent, policy), written
+--             with the row
 --   batch     a table: the ZADDs are collected as batch[key] = {score, id, ...} for the
 --             caller to flush (one variadic ZADD per set instead of one per job), and no
 --             wake token is left nor counter bumped (the caller does both once); a lane
@@ -53,7 +56,7 @@ local function take_unique(p, jk, id, key, unique_for, now)
 end
 local function admit(p, id, payload, mode, value, opts)
   local jk = p .. 'job:' .. id
-  if redis.call('EXISTS', jk) == 1 then
+  if not opts.fresh and redis.call('EXISTS', jk) == 1 then
     return 0
   end
   local unique = given(opts.unique)
@@ -76,7 +79,10 @@ local function admit(p, id, payload, mode, value, opts)
   end
   local notify = given(opts.notify)
   if notify and not unique then
-    row[n + 1], row[n + 2] = 'notify', notify
+    row[n + 1], row[n + 2], n = 'notify', notify, n + 2
+  end
+  for _, v in ipairs(opts.fields or {}) do
+    row[n + 1], n = v, n + 1
   end
   redis.call('HSET', jk, unpack(row))
   if unique then

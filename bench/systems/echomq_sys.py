@@ -4,7 +4,8 @@
 twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4);
 ``pipelined`` runs the worker below with each batch's ack and the next claim in one
 round trip (``jobs.ack_and_claim``); ``consumer`` runs the runtime's
-``echomq.consumer.Consumer`` as the worker.
+``echomq.consumer.Consumer`` as the worker, ``consumer-6`` the same at wire 6 (the native
+``EMQ.PROMOTE`` and the other native twins).
 
 The worker below does what the runtime's beat does: recovery leg (reap) -> promote ->
 claim up to the concurrency -> handlers -> one pipelined ack, and when nothing is
@@ -29,7 +30,7 @@ PROMOTE_BATCH = 1000
 
 
 def _wire(variant: str) -> int:
-    return 6 if variant == "6" else 4
+    return 6 if variant in ("6", "consumer-6") else 4
 
 
 def produce_sync(args: Any) -> None:
@@ -83,7 +84,7 @@ def handler(payload: bytes) -> None:
 
 async def work(args: Any) -> None:
     RECORD.arm(args.n, args.out)
-    if args.variant == "consumer":
+    if args.variant in ("consumer", "consumer-6"):
         await work_consumer(args)
         return
     conn = await AsyncConnector.connect(args.url, wire=_wire(args.variant))
@@ -180,7 +181,7 @@ async def work_consumer(args: Any) -> None:
     """The runtime's ``echomq.consumer.Consumer`` with its defaults but the concurrency."""
     from echomq import consumer as consumer_mod
 
-    conn = await AsyncConnector.connect(args.url, wire=4)
+    conn = await AsyncConnector.connect(args.url, wire=_wire(args.variant))
 
     async def on_job(job: Any) -> None:  # async: a plain function would go to a thread pool
         RECORD()

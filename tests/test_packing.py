@@ -4,13 +4,14 @@ bytes valkey-py's own asyncio packer sends, and its errors for what cannot be se
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import valkey.asyncio as avalkey
 from valkey.asyncio.connection import Connection
 from valkey.exceptions import DataError
 
-from echomq import AsyncConnector, ids, jobs, packing
+from echomq import AsyncConnector, errors, ids, jobs, packing
 
 CASES = [
     ("EVALSHA", "a" * 40, 1, "emq:{q}:pending", "emq:{q}:", "JOB" + "0" * 26, b'{"x":1}'),
@@ -61,5 +62,44 @@ def test_a_cluster_async_connector_packs_in_c_on_every_node(cluster):
         used = [c for n in nodes for c in n._connections]
         assert used and all(type(c).__name__.startswith("CPacked") for c in used)
         await conn.close()
+
+    asyncio.run(main())
+
+
+def test_buffered_replies_are_read_without_a_timer_and_a_waiting_read_keeps_its_timeout(server):
+    """valkey-py arms a socket-timeout timer for every reply it reads; the AsyncConnector's
+    connections arm one only for a read that has to wait for the socket. Replies, a refusal
+    among them, and the timeout of a read that waits too long stay as before."""
+    async def main() -> None:
+        conn = await AsyncConnector.connect(server.url)
+        await conn.call("SET", "emq:{packbad}:pending", "not a set")  # enqueue there: WRONGTYPE
+        await jobs.enqueue(conn, "packt", ids.mint(), b"warm")  # script loaded, connection open
+        loop = asyncio.get_running_loop()
+        timers = 0
+        call_at = loop.call_at
+
+        def counting(when: float, callback: Any, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+            nonlocal timers
+            timers += 1
+            return call_at(when, callback, *args, **kw)
+
+        loop.call_at = counting  # type: ignore[method-assign]
+        calls = [jobs.enqueue(conn, "packt", ids.mint(), b"p") for _ in range(100)]
+        calls.insert(50, jobs.enqueue(conn, "packbad", ids.mint(), b"p"))
+        got = await asyncio.gather(*calls, return_exceptions=True)
+        loop.call_at = call_at  # type: ignore[method-assign]
+        refused = got.pop(50)
+        assert isinstance(refused, errors.ServerError) and str(refused).startswith("WRONGTYPE")
+        assert got == ["enqueued"] * 100
+        assert await conn.call("ZCARD", "emq:{packt}:pending") == 101
+        # one timer per read that waited for the socket, not one per reply (101 before)
+        assert timers < 30, timers
+        await conn.close()
+
+        slow = await AsyncConnector.connect(server.url, socket_timeout=0.2)
+        with pytest.raises(errors.WireError, match="Timeout reading"):
+            await slow.call("BLPOP", "emq:{packt}:nothing", 2)
+        assert await jobs.enqueue(slow, "packt", ids.mint(), b"p") == "enqueued"  # reconnects
+        await slow.close()
 
     asyncio.run(main())

@@ -198,7 +198,8 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
-        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
+        flow = (_flow_lines(conn, queue, job_id, info.state)
+                if info is not None and queue else [])
     finally:
         app.close()
     if info is None:
@@ -208,7 +209,8 @@ def run_job(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
-          f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
+          f"task      {info.task or '-'}\nattempts  {info.attempts}\n"
+          f"error     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),
              ("progress", _shown(info.progress)), ("result", _shown(info.result)),
@@ -225,11 +227,11 @@ def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+def _flow_lines(conn: Any, queue: str, job_id: str, state: str) -> list[str]:
     from .. import jobs
     from .flowview import show
 
-    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id), state)
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None

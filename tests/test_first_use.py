@@ -1,0 +1,107 @@
+"""What a new user meets first: a web app's first burst of ``aenqueue`` on a fresh App,
+``echomq job`` of a finished job whose result is kept, and a worker spec that names no
+attribute. Real Valkey; the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+
+import valkey
+from cli_support import echomq
+
+from echomq import App, keyspace
+
+
+def _connections(raw: valkey.Valkey) -> int:
+    return int(raw.info("stats")["total_connections_received"])
+
+
+def _sadds(raw: valkey.Valkey) -> int:
+    return int(raw.info("commandstats").get("cmdstat_sadd", {}).get("calls", 0))
+
+
+def test_a_first_burst_of_aenqueue_opens_one_connector_and_registers_once(server, queue):
+    """200 request handlers awaiting their first ``aenqueue`` at once on a fresh App: one
+    AsyncConnector (not one per caller, the rest leaked) and one registry ``SADD``."""
+    raw = valkey.Valkey.from_url(server.url)
+    app = App(server.url)
+
+    @app.task(queue=queue)
+    def noop(i: int) -> None: ...
+
+    async def main() -> list[str]:
+        try:
+            return list(await asyncio.gather(*(noop.aenqueue(i) for i in range(200))))
+        finally:
+            await app.aclose()
+
+    conns, sadds = _connections(raw), _sadds(raw)
+    got = asyncio.run(main())
+    opened, registered = _connections(raw) - conns, _sadds(raw) - sadds
+    app.close()
+    assert len(set(got)) == 200
+    assert raw.zcard(keyspace.queue_key(queue, "pending")) == 200
+    assert raw.sismember(keyspace.registry_key(), queue)
+    assert registered == 1
+    # one connector's connections (the auto-pipelined one and the pool's), not 200
+    assert opened <= 4, opened
+
+
+def test_job_finds_a_completed_job_by_its_kept_result(server, queue, tmp_path):
+    """An ack deletes the row and keeps the result: ``echomq job ID`` without ``--queue``
+    still finds it (as ``app.job`` does), and the tree line shows its state."""
+    from echomq import Connector, ids, jobs, registry
+
+    conn = Connector.connect(server.url)
+    try:
+        registry.note(conn, queue)
+        job_id = ids.mint()
+        jobs.enqueue(conn, queue, job_id, b'{"args": [], "kwargs": {}, "task": "t.f"}')
+        claim = jobs.claim(conn, queue, 30_000)
+        assert claim is not None and claim.id == job_id
+        jobs.ack(conn, queue, job_id, claim.token, False, result='{"n": 42}', keep_result_ms=60_000)
+    finally:
+        conn.close()
+    done = echomq("job", job_id, url=server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "state     completed" in done.stdout
+    assert 'result    {"n": 42}' in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_worker_spec_naming_a_missing_attribute_says_so(server, tmp_path):
+    (tmp_path / "mytasks.py").write_text("from echomq import App\nworkers = App()\n")
+    done = echomq("worker", "mytasks:nope", url=server.url, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "module 'mytasks' has no attribute 'nope'" in done.stderr
+    assert "mytasks:workers" in done.stderr  # the App it does have
+    assert "Traceback" not in done.stderr
+
+
+def test_job_shows_a_completed_flow_root_by_its_kept_result(server, queue, tmp_path):
+    """A flow parent that completed with a kept result (its row deleted): ``echomq job``
+    finds it and its tree's first line says ``completed``, not ``-``."""
+    from echomq import Connector, flows, ids, jobs, registry
+
+    kids = queue + "k"
+    conn = Connector.connect(server.url)
+    try:
+        registry.note(conn, queue)
+        leaf = flows.Node(kids, ids.mint(), b"{}")
+        root = flows.Node(queue, ids.mint(), b"{}", children=(leaf,))
+        flows.admit(conn, root)
+        child = jobs.claim(conn, kids, 30_000)
+        assert child is not None and child.id == leaf.id
+        jobs.ack(conn, kids, leaf.id, child.token, False, result="1", keep_result_ms=60_000)
+        flows.carry(conn, kids)
+        parent = jobs.claim(conn, queue, 30_000)
+        assert parent is not None and parent.id == root.id
+        jobs.ack(conn, queue, root.id, parent.token, False, result="7", keep_result_ms=60_000)
+    finally:
+        conn.close()
+    done = echomq("job", root.id, url=server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "task      -" in lines
+    assert f"  {root.id}  {queue}  completed" in lines
+    assert any(line.endswith(f"{leaf.id}  {kids}  completed") for line in lines)

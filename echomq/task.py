@@ -331,6 +331,10 @@ class Task(Generic[P, R]):
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
+        if self._plain():  # as in enqueue: a bare jobs.enqueue
+            body, job_id = self._sent(*args, **kwargs), ids.mint()
+            await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
+            return job_id
         return await self._aenqueue("now", 0, self._run(args, kwargs))
 
     async def aenqueue_in(self, delay: int | dt.timedelta, *args: P.args,

@@ -432,14 +432,17 @@ static int cmd_promote(EmqCtx *ctx, EmqStr **argv, int argc) {
         } else if (t != EMQ_KEYTYPE_HASH) {
             refusal = WRONGTYPE_ERROR;
         } else {
-            int grouped = 0;
+            EmqStr *group = NULL;
             long long pri;
-            Emq_HashGet(k, EMQ_HASH_CFIELDS | EMQ_HASH_EXISTS, "group", &grouped, NULL);
-            if (grouped) refusal = "EMQSTATE promote lane not native";
-            /* The pending score is the row's priority; absent (or not an integer, as the
-             * script's tonumber() would read it) is 0. The field's own text is the score
-             * we replicate, so it is kept only when it is a plain integer. */
-            Emq_HashGet(k, EMQ_HASH_CFIELDS, "priority", &sel.prio[i], NULL);
+            /* One lookup for both fields: a group (any value) refuses the call; the
+             * pending score is the row's priority, absent (or not an integer, as the
+             * script's tonumber() would read it) 0. The field's own text is the score we
+             * replicate, so it is kept only when it is a plain integer. */
+            Emq_HashGet(k, EMQ_HASH_CFIELDS, "group", &group, "priority", &sel.prio[i], NULL);
+            if (group) {
+                refusal = "EMQSTATE promote lane not native";
+                Emq_FreeString(ctx, group);
+            }
             if (sel.prio[i] && (Emq_StringToLongLong(sel.prio[i], &pri) != EMQ_OK || pri == 0)) {
                 Emq_FreeString(ctx, sel.prio[i]);
                 sel.prio[i] = NULL;

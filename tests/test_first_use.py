@@ -105,3 +105,14 @@ def test_job_shows_a_completed_flow_root_by_its_kept_result(server, queue, tmp_p
     assert "task      -" in lines
     assert f"  {root.id}  {queue}  completed" in lines
     assert any(line.endswith(f"{leaf.id}  {kids}  completed") for line in lines)
+
+
+def test_bad_cli_arguments_exit_2_without_a_python_error(server, tmp_path):
+    """A port out of range and a priority out of range are bad arguments: exit 2, one line
+    naming the problem, no Python exception name."""
+    for args in (("dashboard", "--port", "99999"), ("server", "--ephemeral", "--port", "70000"),
+                 ("enqueue", "t.f", "--priority", "-1")):
+        done = echomq(*args, url=server.url, cwd=tmp_path, env={"ECHOMQ_DATA": str(tmp_path)})
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert ("port" if "--port" in args else "priority") in done.stderr

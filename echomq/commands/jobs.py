@@ -137,20 +137,17 @@ def run_enqueue(args: argparse.Namespace) -> int:
     if not job_id.startswith("JOB"):
         raise ValueError(f"--id {job_id!r} is not a job id: ids start with JOB "
                          "(leave --id out for a fresh one)")
-    opts: dict[str, Any] = {}
-    try:
-        if args.priority:
-            from ..task import check_priority
+    opts: dict[str, Any] = {}  # a bad option raises ValueError here: exit 2, nothing sent
+    if args.priority:
+        from ..task import check_priority
 
-            opts["priority"] = check_priority(args.priority)
-        if args.group is not None:
-            opts["group"] = keyspace.validate_queue(args.group)
-        if args.unique is not None:
-            from ..task import check_unique
+        opts["priority"] = check_priority(args.priority)
+    if args.group is not None:
+        opts["group"] = keyspace.validate_queue(args.group)
+    if args.unique is not None:
+        from ..task import check_unique
 
-            check_unique(args.unique)
-    except ValueError as exc:
-        raise SystemExit(f"echomq: {exc}") from None
+        check_unique(args.unique)
     conn, app = _connect(args)
     try:
         registry.note(conn, queue)

@@ -116,3 +116,27 @@ def test_bad_cli_arguments_exit_2_without_a_python_error(server, tmp_path):
         assert done.returncode == 2, (args, done.stderr)
         assert "Error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert ("port" if "--port" in args else "priority") in done.stderr
+
+
+def test_cli_cancel_of_a_flow_root_cancels_its_waiting_subtree(server, queue, tmp_path):
+    """``echomq cancel ROOT`` does what ``app.cancel(root)`` does: the waiting parent and
+    its waiting children, not the parent alone (its children left to run for nobody)."""
+    from echomq import Connector, flows, ids, registry
+
+    kids = queue + "k"
+    conn = Connector.connect(server.url)
+    try:
+        registry.note(conn, queue)
+        leaves = tuple(flows.Node(kids, ids.mint(), b"{}", mode="in", value=60_000)
+                       for _ in range(2))
+        root = flows.Node(queue, ids.mint(), b"{}", children=leaves)
+        flows.admit(conn, root)
+        done = echomq("cancel", root.id, url=server.url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"{root.id} cancelled {queue}\n"
+        raw = valkey.Valkey.from_url(server.url)
+        states = [raw.hget(keyspace.job_key(kids, leaf.id), "state") for leaf in leaves]
+        assert states == [b"cancelled", b"cancelled"]
+        assert raw.zcard(keyspace.queue_key(kids, "schedule")) == 0
+    finally:
+        conn.close()

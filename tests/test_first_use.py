@@ -140,3 +140,30 @@ def test_cli_cancel_of_a_flow_root_cancels_its_waiting_subtree(server, queue, tm
         assert raw.zcard(keyspace.queue_key(kids, "schedule")) == 0
     finally:
         conn.close()
+
+
+def test_stats_shows_flow_parents_waiting_for_their_children(server, queue, tmp_path):
+    """A parent waiting for its children sits on no column of ``echomq stats``: a line
+    under the table (and a key in ``--json``) says it is there; a queue without one
+    shows neither."""
+    import json
+
+    from echomq import Connector, flows, ids, registry
+
+    kids = queue + "k"
+    conn = Connector.connect(server.url)
+    try:
+        registry.note(conn, queue)
+        leaf = flows.Node(kids, ids.mint(), b"{}", mode="in", value=60_000)
+        flows.admit(conn, flows.Node(queue, ids.mint(), b"{}", children=(leaf,)))
+    finally:
+        conn.close()
+    done = echomq("stats", "--queue", queue, "--queue", kids, url=server.url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{queue}: 1 flow parents waiting for their children" in done.stdout
+    assert f"{kids}:" not in done.stdout
+    got = echomq("stats", "--queue", queue, "--queue", kids, "--json", url=server.url,
+                 cwd=tmp_path)
+    table = json.loads(got.stdout)
+    assert table[queue]["waiting-children"] == 1 and "waiting-children" not in table[kids]
+    assert table[kids]["scheduled"] == 1

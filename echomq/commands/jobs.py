@@ -254,7 +254,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .. import jobs, partitions
+    from .. import flows, jobs, partitions
     from .groups import totals as group_totals
 
     declared: list[str] = []
@@ -278,6 +278,9 @@ def run_stats(args: argparse.Namespace) -> int:
             found = [t for q in members if (t := group_totals(conn, q)) is not None]
             if found:
                 grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
+            parents = sum(flows.waiting(conn, q) for q in members)
+            if parents:  # flow parents sit on no state set above: say they are there
+                table[base]["waiting-children"] = parents
     finally:
         app.close()
     if args.json:
@@ -295,6 +298,10 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    for q, counts in table.items():
+        if counts.get("waiting-children"):
+            print(f"{q}: {counts['waiting-children']} flow parents waiting for their children "
+                  "(echomq job ID shows a parent's tree)")
     for q, t in grouped.items():
         # grouped jobs wait in their lanes, not in pending: say how many, and where to look
         print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "

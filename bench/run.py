@@ -74,13 +74,12 @@ def all_systems() -> list[System]:
                           scenarios=("drain", "release", "release-light")))
     if native.available():
         systems.append(System("echomq-6", "echomq_sys.py", "6", native=True, echomq=True))
-    if (pathlib.Path(__file__).resolve().parents[1] / "echomq" / "consumer.py").exists():
-        systems.append(System("echomq-consumer", "echomq_sys.py", "consumer", echomq=True,
+    systems.append(System("echomq-consumer", "echomq_sys.py", "consumer", echomq=True,
+                          scenarios=("drain", "release", "release-light")))
+    if native.available():
+        systems.append(System("echomq-consumer-6", "echomq_sys.py", "consumer-6",
+                              native=True, echomq=True,
                               scenarios=("drain", "release", "release-light")))
-        if native.available():
-            systems.append(System("echomq-consumer-6", "echomq_sys.py", "consumer-6",
-                                  native=True, echomq=True,
-                                  scenarios=("drain", "release", "release-light")))
     systems += [System(p, f"{p}_sys.py", venv=p) for p in PEERS]
     systems.append(System("raw", "raw_sys.py"))
     return systems

@@ -125,6 +125,8 @@ class App(Declarations):
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+        self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
+                                           asyncio.Task[AsyncConnector]]] = {}
 
     def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any, **kwargs: Any) -> Any:
         """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
@@ -188,13 +190,30 @@ class App(Declarations):
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
         if held is None or held[0] is not loop:
-            url = self.url
-            held = (loop, await AsyncConnector.connect(
-                url, wire=self.wire, max_payload_bytes=self.max_payload_bytes))
-            self._aconns[id(loop)] = held
+            held = await self._aconnect(loop)
         if queue is not None:
             await registry.anote(held[1], queue)
         return held[1]
+
+    async def _aconnect(self, loop: asyncio.AbstractEventLoop
+                        ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:
+        # One connect per loop however many callers ask at once: a web app's first burst
+        # of requests would otherwise open a connector each and leak all but the last.
+        making = self._aconnecting.get(id(loop))
+        if making is None or making[0] is not loop:
+            making = (loop, loop.create_task(AsyncConnector.connect(
+                self.url, wire=self.wire, max_payload_bytes=self.max_payload_bytes)))
+            self._aconnecting[id(loop)] = making
+        try:
+            conn = await asyncio.shield(making[1])
+        finally:  # done (made or failed): the next caller without a connector starts anew
+            if making[1].done() and self._aconnecting.get(id(loop)) is making:
+                del self._aconnecting[id(loop)]
+        held = self._aconns.get(id(loop))
+        if held is None or held[0] is not loop:
+            held = (loop, conn)
+            self._aconns[id(loop)] = held
+        return held
 
     def close(self) -> None:
         """Close the sync connector and stop the embedded server this app started."""
@@ -202,6 +221,7 @@ class App(Declarations):
             self._conn.close()
             self._conn = None
         self._aconns.clear()
+        self._aconnecting.clear()
         stop = self._stop_server
         if stop is not None:
             atexit.unregister(stop)

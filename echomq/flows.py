@@ -58,13 +58,13 @@ from typing import Any
 from . import _guards as guard
 from . import errors, jobs, keyspace
 from .flowcarry import CARRY_BATCH, Carried, Turn, carry, hold_carrier, outbox_size, turn
-from .flowtree import Child, Tree, children, parse_ref, tree
+from .flowtree import Child, Tree, children, parse_ref, tree, waiting
 from .outcomes import Outcome
 from .steps import Batch, Command, Eval, Verb, text, verb
 
 __all__ = ["CARRY_BATCH", "Admitted", "Carried", "Child", "Node", "Tree", "Turn", "admit",
            "cancel", "carry", "children", "hold_carrier", "outbox_size", "parse_ref",
-           "roll_back", "tree", "turn"]
+           "roll_back", "tree", "turn", "waiting"]
 
 POLICIES = ("fail", "ignore", "drop")
 # nodes per admission script call

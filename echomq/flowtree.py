@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _guards as guard
 from . import keyspace
-from .steps import Batch, Command, Verb, pairs, text, verb
+from .steps import Batch, Command, Verb, pairs, single, text, verb
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
@@ -52,6 +52,13 @@ class Child:
     def value(self) -> Any:
         """The result decoded from JSON (``None`` when none was kept)."""
         return json.loads(self.result) if self.result is not None else None
+
+
+@verb
+def waiting(queue: str) -> Verb[int]:
+    """How many flow parents of ``queue`` wait for their children (``ZCARD`` of its
+    waiting-children set): the count ``echomq stats`` shows beside the state sets."""
+    return single(Command(("ZCARD", keyspace.queue_key(queue, "waiting-children"))), int)
 
 
 @verb

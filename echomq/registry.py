@@ -62,15 +62,17 @@ def queues(scan: bool = True, declared: Sequence[str] = (), budget: int = discov
 
 @verb
 def locate(job_id: str, among: Iterable[str]) -> Verb[str | None]:
-    """The first queue of ``among`` holding a row for ``job_id`` (one pipelined round trip
-    of ``EXISTS``), or ``None``."""
+    """The first queue of ``among`` holding a row or a kept result for ``job_id`` (one
+    pipelined round trip of ``EXISTS``: an ack that deleted the row may have kept the
+    result, and ``app.job`` still reports such a job), or ``None``."""
     candidates = list(among)
-    keys = tuple(keyspace.job_key(q, job_id) for q in candidates)
+    keys = tuple((keyspace.job_key(q, job_id), keyspace.queue_key(q, f"result:{job_id}"))
+                 for q in candidates)
 
     def calls() -> Verb[str | None]:
         if not keys:
             return None
-        replies = yield Batch(tuple(Command(("EXISTS", k)) for k in keys))
+        replies = yield Batch(tuple(Command(("EXISTS", *pair)) for pair in keys))
         return next((q for q, n in zip(candidates, replies, strict=True)
                      if not isinstance(n, Exception) and int(n)), None)
 
@@ -87,8 +89,15 @@ def note(conn: Any, queue: str) -> None:
 
 
 async def anote(conn: Any, queue: str) -> None:
-    """``note`` on an ``AsyncConnector``."""
+    """``note`` on an ``AsyncConnector``. The name counts as noted from the moment its
+    ``SADD`` is sent: a burst of first enqueues (a web app's first requests) sends one,
+    not one per caller, each on a connection of its own; a failed one is forgotten so
+    the next call sends it again."""
     seen = _noted.setdefault(conn, set())
     if queue not in seen:
-        await add(conn, [queue])
         seen.add(queue)
+        try:
+            await add(conn, [queue])
+        except BaseException:
+            seen.discard(queue)
+            raise

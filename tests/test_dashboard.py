@@ -652,6 +652,19 @@ def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
     assert board.post(f"/q/{queue}/job/{root.id}/delete") == 409  # cancel it, never delete
 
 
+def test_cancel_of_a_flow_root_cancels_its_waiting_subtree(board, conn, queue):
+    from echomq import flows
+    from echomq.flows import Node
+
+    other = queue + "-kids"
+    leaves = tuple(Node(other, ids.mint(), b"{}", mode="in", value=60_000) for _ in range(2))
+    root = Node(queue, ids.mint(), b"{}", children=leaves)
+    flows.admit(conn, root)
+    assert board.post(f"/q/{queue}/job/{root.id}/cancel") == 303
+    assert jobs.get(conn, queue, root.id)["state"] == "cancelled"
+    assert [jobs.get(conn, other, n.id)["state"] for n in leaves] == ["cancelled"] * 2
+
+
 def test_a_linked_flow_node_links_to_the_job_that_owns_its_key(board, conn, queue):
     from echomq import flows
     from echomq.flows import Node

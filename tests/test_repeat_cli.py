@@ -111,7 +111,7 @@ def test_pause_resume_as_a_subprocess(url: str, raw: valkey.Valkey, queue: str) 
     done = echomq("repeat", "resume", "beat", "--queue", queue, url=url)
     assert (done.returncode, done.stdout) == (0, "resumed\n"), done.stderr
     assert raw.hget(keyspace.repeat_key(queue, "beat"), "paused") is None
-    for verb in ("pause", "resume"):
+    for verb in ("pause", "resume", "cancel"):
         gone = echomq("repeat", verb, "ghost", "--queue", queue, url=url)
         assert gone.returncode == 1 and gone.stdout == ""
         assert "no registration named 'ghost'" in gone.stderr and "Traceback" not in gone.stderr

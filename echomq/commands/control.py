@@ -47,7 +47,7 @@ def _fail(message: str) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from .. import jobs
+    from .. import flows
     from ..outcomes import Outcome
     from .jobs import _connect, find_queue
 
@@ -71,7 +71,8 @@ def run_cancel(args: argparse.Namespace) -> int:
             found = find_queue(conn, job_id, declared) if not named else None
             outcome = Outcome.ABSENT
             for queue in named or ([found] if found else []):
-                outcome = jobs.cancel(conn, queue, job_id)
+                # as app.cancel: a flow parent still waiting goes with its waiting subtree
+                outcome = flows.cancel(conn, queue, job_id)
                 if outcome != Outcome.ABSENT:
                     print(f"{job_id} {outcome} {queue}")
                     break

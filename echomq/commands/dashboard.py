@@ -9,6 +9,8 @@ import sys
 import threading
 from typing import Any
 
+from . import port
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -17,7 +19,7 @@ def register(sub: Any) -> None:
         "optional; on any other address it is required (--token or $ECHOMQ_DASHBOARD_TOKEN).")
     p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
-    p.add_argument("--port", type=int, default=8089)
+    p.add_argument("--port", type=port, default=8089)
     p.add_argument("--app", default=None, metavar="MODULE:ATTR",
                    help="an App whose tasks (and their retry policies) to show, and whose "
                    "queues to list even while empty")

@@ -34,9 +34,11 @@ def lines(tree: flows.Tree, shown: int = SHOWN) -> list[str]:
     return out
 
 
-def show(conn: Any, queue: str, job_id: str, row: dict[str, Any] | None) -> list[str]:
+def show(conn: Any, queue: str, job_id: str, row: dict[str, Any] | None,
+         state: str | None = None) -> list[str]:
     """The flow lines for ``echomq job``: the parent this job waits on (if a child) and its
-    tree (if a parent); ``[]`` for a job outside any flow."""
+    tree (if a parent); ``[]`` for a job outside any flow. ``state`` stands for the root's
+    when its row is gone (a completed parent whose ack kept only its result)."""
     out: list[str] = []
     parent = (row or {}).get("parent")
     if parent:
@@ -46,6 +48,7 @@ def show(conn: Any, queue: str, job_id: str, row: dict[str, Any] | None) -> list
     if linked:  # a node whose unique key a live job owned: that job's end is this node's
         out.append(f"linked    {linked} (its unique key's owner: its end counts as this node's)")
     tree = flows.tree(conn, queue, job_id)
+    tree.state = tree.state or state
     if tree.children:
         tally = Counter(c.state or "-" for c in tree.children)
         summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))

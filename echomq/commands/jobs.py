@@ -137,20 +137,17 @@ def run_enqueue(args: argparse.Namespace) -> int:
     if not job_id.startswith("JOB"):
         raise ValueError(f"--id {job_id!r} is not a job id: ids start with JOB "
                          "(leave --id out for a fresh one)")
-    opts: dict[str, Any] = {}
-    try:
-        if args.priority:
-            from ..task import check_priority
+    opts: dict[str, Any] = {}  # a bad option raises ValueError here: exit 2, nothing sent
+    if args.priority:
+        from ..task import check_priority
 
-            opts["priority"] = check_priority(args.priority)
-        if args.group is not None:
-            opts["group"] = keyspace.validate_queue(args.group)
-        if args.unique is not None:
-            from ..task import check_unique
+        opts["priority"] = check_priority(args.priority)
+    if args.group is not None:
+        opts["group"] = keyspace.validate_queue(args.group)
+    if args.unique is not None:
+        from ..task import check_unique
 
-            check_unique(args.unique)
-    except ValueError as exc:
-        raise SystemExit(f"echomq: {exc}") from None
+        check_unique(args.unique)
     conn, app = _connect(args)
     try:
         registry.note(conn, queue)
@@ -198,7 +195,8 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
-        flow = _flow_lines(conn, queue, job_id) if info is not None and queue else []
+        flow = (_flow_lines(conn, queue, job_id, info.state)
+                if info is not None and queue else [])
     finally:
         app.close()
     if info is None:
@@ -208,7 +206,8 @@ def run_job(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
-          f"task      {info.task}\nattempts  {info.attempts}\nerror     {info.error or '-'}\n"
+          f"task      {info.task or '-'}\nattempts  {info.attempts}\n"
+          f"error     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),
              ("progress", _shown(info.progress)), ("result", _shown(info.result)),
@@ -225,11 +224,11 @@ def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-def _flow_lines(conn: Any, queue: str, job_id: str) -> list[str]:
+def _flow_lines(conn: Any, queue: str, job_id: str, state: str) -> list[str]:
     from .. import jobs
     from .flowview import show
 
-    return show(conn, queue, job_id, jobs.get(conn, queue, job_id))
+    return show(conn, queue, job_id, jobs.get(conn, queue, job_id), state)
 
 
 def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
@@ -255,7 +254,7 @@ def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .. import jobs, partitions
+    from .. import flows, jobs, partitions
     from .groups import totals as group_totals
 
     declared: list[str] = []
@@ -279,6 +278,9 @@ def run_stats(args: argparse.Namespace) -> int:
             found = [t for q in members if (t := group_totals(conn, q)) is not None]
             if found:
                 grouped[base] = {k: sum(t[k] for t in found) for k in found[0]}
+            parents = sum(flows.waiting(conn, q) for q in members)
+            if parents:  # flow parents sit on no state set above: say they are there
+                table[base]["waiting-children"] = parents
     finally:
         app.close()
     if args.json:
@@ -296,6 +298,10 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    for q, counts in table.items():
+        if counts.get("waiting-children"):
+            print(f"{q}: {counts['waiting-children']} flow parents waiting for their children "
+                  "(echomq job ID shows a parent's tree)")
     for q, t in grouped.items():
         # grouped jobs wait in their lanes, not in pending: say how many, and where to look
         print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "

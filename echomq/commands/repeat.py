@@ -220,8 +220,11 @@ def run_cancel(args: argparse.Namespace) -> int:
         removed = repeat.cancel(conn, args.queue, args.name)
     finally:
         _close(app)
-    print("cancelled" if removed else f"no registration named {args.name!r}")
-    return 0 if removed else 1
+    if not removed:  # as pause/resume/next say it: on stderr, naming the queue looked in
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    print("cancelled")
+    return 0
 
 
 def run_hold(args: argparse.Namespace) -> int:

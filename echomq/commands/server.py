@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Any
 
+from . import port
+
 ACTIONS = ("run", "start", "stop", "status", "url")
 NOT_RUNNING = 3  # the LSB exit status of "program is not running"
 
@@ -36,7 +38,7 @@ def register(sub: Any) -> None:
     p.add_argument("--fsync", choices=("everysec", "always"), default=None,
                    help="AOF fsync: everysec (default; a power loss can cost the last second) "
                         "or always (every acknowledged write is on disk)")
-    p.add_argument("--port", type=int, default=None,
+    p.add_argument("--port", type=port, default=None,
                    help="TCP port (default: the last one used, else a free one)")
     p.add_argument("--unix-socket", default=None, help="listen on a unix socket instead")
     p.add_argument("--ephemeral", action="store_true", help="temp dir, no AOF: nothing is kept")

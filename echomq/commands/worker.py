@@ -71,6 +71,11 @@ def load_app(spec: str) -> Any:
         # a declaration refused at import (a bad cron expression, zone or task option)
         raise ValueError(f"{module_name}: {exc}") from exc
     app = getattr(module, attr or "app", None)
+    if app is None and not hasattr(module, attr or "app"):
+        apps = [f"{module_name}:{n}" for n, v in vars(module).items() if isinstance(v, App)]
+        hint = f" (its App: {', '.join(apps)})" if apps else " (it defines no echomq.App)"
+        raise SystemExit(f"echomq: module {module_name!r} has no attribute "
+                         f"{attr or 'app'!r}{hint}")
     if not isinstance(app, App):
         raise SystemExit(f"echomq: {spec!r} is not an echomq.App (got {type(app).__name__})")
     return app

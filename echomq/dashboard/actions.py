@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from .. import dead, errors, groups, insight, jobs, keyspace, repeat
+from .. import dead, errors, flows, groups, insight, jobs, keyspace, repeat
 from ..connector import Connector
 from . import pages
 from .web import Request, Response, e, html_response, q, redirect
@@ -32,7 +32,7 @@ def act(conn: Connector, req: Request) -> Response:
             "retry": lambda: dead.revive(conn, queue, job_id),
             "run": lambda: insight.run_now(conn, queue, job_id),
             "delete": lambda: insight.discard(conn, queue, job_id),
-            "cancel": lambda: jobs.cancel(conn, queue, job_id),
+            "cancel": lambda: flows.cancel(conn, queue, job_id),  # a flow root: its subtree
         }
         if op not in ops:
             raise LookupError(op)

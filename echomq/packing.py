@@ -57,7 +57,12 @@ def _c_packing(cls: type) -> type:
         parser = self._parser
         if type(parser) is _AsyncLibvalkeyParser and parser._connected and timeout is None:
             reader: Any = parser._reader
-            response = reader.gets(False) if disable_decoding else reader.gets()
+            try:
+                response = reader.gets(False) if disable_decoding else reader.gets()
+            except BaseException:  # a protocol error: valkey-py drops the connection too
+                if disconnect_on_error:
+                    await self.disconnect(nowait=True)
+                raise
             if response is not NOT_ENOUGH_DATA:
                 return await _buffered(self, response, disconnect_on_error)
         # nothing buffered (gets() consumed nothing): valkey-py's timed read

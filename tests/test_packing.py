@@ -103,3 +103,33 @@ def test_buffered_replies_are_read_without_a_timer_and_a_waiting_read_keeps_its_
         await slow.close()
 
     asyncio.run(main())
+
+
+def test_a_buffered_reply_ends_as_valkey_py_would_end_it(server):
+    """Each kind of reply already in the reader's buffer (a value, a refusal, a refusal
+    valkey-py maps to a lost connection, bytes that are not RESP) gives the same result or
+    exception on an AsyncConnector's connection as on valkey-py's own, and leaves the
+    connection open or dropped alike."""
+    buffered = [b":7\r\n", b"*2\r\n$1\r\na\r\n:2\r\n", b"-WRONGTYPE wrong kind\r\n",
+                b"-ERR max number of clients reached\r\n", b"?not resp\r\n"]
+
+    pool = avalkey.ConnectionPool.from_url(server.url)
+
+    async def outcome(cls: type, data: bytes) -> tuple[str, bool]:
+        conn = cls(**pool.connection_kwargs)
+        await conn.connect()
+        conn._parser._reader.feed(data)
+        try:
+            got = repr(await conn.read_response())
+        except Exception as exc:  # the outcome compared, whatever it is
+            got = f"{type(exc).__name__}: {exc}"
+        connected = conn.is_connected
+        await conn.disconnect()
+        return got, connected
+
+    async def main() -> None:
+        fast = packing._c_packing(pool.connection_class)
+        for data in buffered:
+            assert await outcome(fast, data) == await outcome(pool.connection_class, data), data
+
+    asyncio.run(main())

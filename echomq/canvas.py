@@ -39,7 +39,6 @@ from . import backoff as backoff_mod
 from . import flows, ids, keyspace, registry
 from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .flows import Node
-from .steps import drive
 from .task import check_priority, check_unique
 
 if TYPE_CHECKING:
@@ -217,23 +216,21 @@ class Flow:
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
         root = self.node()
-        admission = flows.admit.steps(root)  # every node checked here, before any I/O
+        flows.admit.steps(root)  # every node checked here, before any I/O (the server start)
         conn = self.parent.task.app.connector(root.queue)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             registry.note(conn, q)
-        drive(conn, admission)
+        flows.admit(conn, root)
         return root.id
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
         root = self.node()
-        admission = flows.admit.steps(root)
+        flows.admit.steps(root)  # checked before any I/O, as enqueue
         conn = await self.parent.task.app.aconnector(root.queue)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             await registry.anote(conn, q)
-        pending = drive(conn, admission)
-        assert inspect.isawaitable(pending)  # an AsyncConnector drives it awaited
-        await pending
+        await flows.admit(conn, root)
         return root.id
 
 

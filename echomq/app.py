@@ -125,6 +125,8 @@ class App(Declarations):
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+        # queue -> the (loop, connector) it was last found noted on (aconnector_ready)
+        self._ready: dict[str, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
         self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
                                            asyncio.Task[AsyncConnector]]] = {}
 
@@ -195,6 +197,21 @@ class App(Declarations):
             await registry.anote(held[1], queue)
         return held[1]
 
+    def aconnector_ready(self, queue: str) -> AsyncConnector | None:
+        """What ``aconnector(queue)`` would return when it has nothing to await (the running
+        loop's connector is made and ``queue`` already noted on it), else ``None``: the
+        per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
+        loop = asyncio.get_running_loop()
+        held = self._aconns.get(id(loop))
+        if held is None or held[0] is not loop:
+            return None
+        if self._ready.get(queue) is held:  # noted on this very connector before
+            return held[1]
+        if registry.noted(held[1], queue):  # a name once noted stays noted
+            self._ready[queue] = held
+            return held[1]
+        return None
+
     async def _aconnect(self, loop: asyncio.AbstractEventLoop
                         ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:
         # One connect per loop however many callers ask at once: a web app's first burst
@@ -221,6 +238,7 @@ class App(Declarations):
             self._conn.close()
             self._conn = None
         self._aconns.clear()
+        self._ready.clear()
         self._aconnecting.clear()
         stop = self._stop_server
         if stop is not None:
@@ -232,6 +250,7 @@ class App(Declarations):
     async def aclose(self) -> None:
         held = self._aconns.pop(id(asyncio.get_running_loop()), None)
         if held is not None:
+            self._ready = {q: h for q, h in self._ready.items() if h is not held}
             await held[1].close()
 
     def __enter__(self) -> App:

@@ -48,6 +48,19 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
         raise
 
 
+def encode_call(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """``encode(task, args, kwargs)`` for one call's own ``args`` tuple and ``kwargs`` dict
+    (``f(*args, **kwargs)``: nobody else holds them, so they are not copied): the same bytes
+    (JSON writes a tuple as a list) and, through ``encode``, the same errors. The per-call
+    enqueue path (issue 16)."""
+    if isinstance(task, str):
+        try:
+            return _JSON.encode({"task": task, "args": args, "kwargs": kwargs}).encode()
+        except (TypeError, ValueError, RecursionError):
+            pass
+    return encode(task, args, kwargs)  # the diagnosis (or the same bytes)
+
+
 def _unencodable(task: str, where: str, value: Any, exc: BaseException) -> TypeError:
     why = f"nested too deeply ({exc})" if isinstance(exc, RecursionError) else str(exc)
     return TypeError(f"{task}: {where} ({type(value).__name__}) is not JSON-serializable: {why}")

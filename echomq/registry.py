@@ -88,6 +88,13 @@ def note(conn: Any, queue: str) -> None:
         seen.add(queue)
 
 
+def noted(conn: Any, queue: str) -> bool:
+    """True once ``queue`` is noted on ``conn`` (its ``SADD`` sent): a later ``note`` or
+    ``anote`` would send nothing."""
+    seen = _noted.get(conn)
+    return seen is not None and queue in seen
+
+
 async def anote(conn: Any, queue: str) -> None:
     """``note`` on an ``AsyncConnector``. The name counts as noted from the moment its
     ``SADD`` is sent: a burst of first enqueues (a web app's first requests) sends one,

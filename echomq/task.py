@@ -35,7 +35,7 @@ from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .consumer import Route
 from .handler import Job
 from .isolation import isolated, reference
-from .payload import encode
+from .payload import encode, encode_call
 
 if TYPE_CHECKING:
     from .app import App
@@ -167,7 +167,7 @@ class Task(Generic[P, R]):
         """The payload of one enqueue: with OpenTelemetry installed, built inside an
         ``echomq enqueue`` span whose context it carries (``echomq.tracing``)."""
         if tracing.quiet():
-            return encode(self.name, args, kwargs)
+            return encode_call(self.name, args, kwargs)
         with tracing.enqueue_span(self.name, self.queue) as carrier:
             return encode(self.name, args, kwargs, trace=carrier)
 
@@ -333,7 +333,10 @@ class Task(Generic[P, R]):
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         if self._plain():  # as in enqueue: a bare jobs.enqueue
             body, job_id = self._sent(*args, **kwargs), ids.mint()
-            await jobs.enqueue(await self.app.aconnector(self.queue), self.queue, job_id, body)
+            # the loop's connector with this queue noted needs no await (issue 16)
+            conn = (self.app.aconnector_ready(self.queue)
+                    or await self.app.aconnector(self.queue))
+            await jobs.enqueue(conn, self.queue, job_id, body)
             return job_id
         return await self._aenqueue("now", 0, self._run(args, kwargs))
 

@@ -28,6 +28,12 @@ except ImportError:  # pragma: no cover - exercised where the API is not install
     propagate = trace = None  # type: ignore[assignment]
 
 ENABLED = trace is not None
+try:  # the key the current span is kept under (private: without it, quiet() asks the API)
+    from opentelemetry import context as _context
+    from opentelemetry.trace.propagation import _SPAN_KEY
+except ImportError:  # pragma: no cover - the API absent or reorganised
+    _context = None  # type: ignore[assignment]
+    _SPAN_KEY = None  # type: ignore[assignment]
 _NAME = "echomq"
 # Set, this names a provider the API loads on first use: then spans are never skipped.
 _ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
@@ -43,6 +49,8 @@ def quiet() -> bool:
     False and spans open as before."""
     if not ENABLED or _ENV_PROVIDER or getattr(trace, "_TRACER_PROVIDER", True) is not None:
         return not ENABLED
+    if _SPAN_KEY is not None and _context.get_value(_SPAN_KEY) is None:
+        return True  # no span in the current context at all: the common case, one lookup
     return not trace.get_current_span().get_span_context().is_valid
 
 

@@ -1,0 +1,71 @@
+"""The per-call ``task.aenqueue`` path (issue 16): the payload built without copies is the
+same bytes as ``payload.encode`` and fails the same way; the connector found without an
+await is the app's connector for the running loop, and never one the app closed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import valkey
+
+from echomq import App
+from echomq.payload import encode, encode_call
+
+CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}),
+    ((1, "two", [3.5, None], {"b": 1, "a": (2,)}), {}),
+    ((), {"z": 1, "a": [True, False]}),
+    (("é", {"nested": {"k": "v"}}), {"x": "y"}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), CALLS)
+def test_encode_call_writes_the_same_bytes_as_encode(args: tuple[Any, ...],
+                                                     kwargs: dict[str, Any]) -> None:
+    assert encode_call("t.name", args, kwargs) == encode("t.name", args, kwargs)
+
+
+@pytest.mark.parametrize(("args", "kwargs"), [((object(),), {}), ((), {"k": float("nan")}),
+                                              ((1, {1, 2}), {})])
+def test_encode_call_fails_as_encode_fails(args: tuple[Any, ...],
+                                           kwargs: dict[str, Any]) -> None:
+    with pytest.raises(TypeError) as fast:
+        encode_call("t.name", args, kwargs)
+    with pytest.raises(TypeError) as slow:
+        encode("t.name", args, kwargs)
+    assert str(fast.value) == str(slow.value)
+
+
+def test_a_non_str_name_is_refused_as_encode_refuses_it() -> None:
+    with pytest.raises(TypeError, match="task must be a str"):
+        encode_call(7, (), {})  # type: ignore[arg-type]
+
+
+def test_aenqueue_writes_the_payload_and_reuses_only_a_live_connector(url: str,
+                                                                       queue: str) -> None:
+    app = App(url)
+    task = app.task(name="fast.path", queue=queue)(lambda *a, **k: None)
+    client = valkey.Valkey.from_url(url)
+
+    async def once() -> tuple[str, Any, Any]:
+        assert app.aconnector_ready(queue) is None  # nothing made on this loop yet
+        job_id = await task.aenqueue(1, k="v")
+        ready = app.aconnector_ready(queue)
+        assert ready is await app.aconnector(queue)
+        await task.aenqueue()
+        await app.aclose()
+        assert app.aconnector_ready(queue) is None  # the closed one is never handed out
+        return job_id, ready, await app.aconnector(queue)
+
+    try:
+        job_id, first, _ = asyncio.run(once())
+        job_id2, second, _ = asyncio.run(once())  # a new loop: a new connector
+        assert first is not second
+        for jid in (job_id, job_id2):
+            assert client.hget(f"emq:{{{queue}}}:job:{jid}", "payload") == encode(
+                "fast.path", (1,), {"k": "v"})
+    finally:
+        client.close()
+        app.close()

@@ -17,6 +17,14 @@ from . import _guards as guard
 # one encoder for every payload: json.dumps with options builds a new one per call
 _JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
 
+try:  # _JSON's C encoder made once (JSONEncoder.encode makes one per call); no circular-
+    # reference markers: a cycle ends in RecursionError, and encode_call then asks encode
+    _C_JSON: Any = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _JSON.default, json.encoder.encode_basestring_ascii, None, ":", ",", True,
+        False, False)
+except (AttributeError, TypeError):  # pragma: no cover - no C accelerator, or a new signature
+    _C_JSON = None
+
 
 def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
            trace: dict[str, str] | None = None) -> bytes:
@@ -53,9 +61,9 @@ def encode_call(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> byt
     (``f(*args, **kwargs)``: nobody else holds them, so they are not copied): the same bytes
     (JSON writes a tuple as a list) and, through ``encode``, the same errors. The per-call
     enqueue path (issue 16)."""
-    if isinstance(task, str):
+    if isinstance(task, str) and _C_JSON is not None:
         try:
-            return _JSON.encode({"task": task, "args": args, "kwargs": kwargs}).encode()
+            return "".join(_C_JSON({"task": task, "args": args, "kwargs": kwargs}, 0)).encode()
         except (TypeError, ValueError, RecursionError):
             pass
     return encode(task, args, kwargs)  # the diagnosis (or the same bytes)

@@ -17,7 +17,8 @@ CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
     ((), {}),
     ((1, "two", [3.5, None], {"b": 1, "a": (2,)}), {}),
     ((), {"z": 1, "a": [True, False]}),
-    (("é", {"nested": {"k": "v"}}), {"x": "y"}),
+    (("é\u2028", {"nested": {"k": "v"}}), {"x": "y"}),
+    ((1.5, -0.0, 2 ** 70, 1e300, True, None), {"b": 1, "a": 2}),
 ]
 
 
@@ -27,8 +28,14 @@ def test_encode_call_writes_the_same_bytes_as_encode(args: tuple[Any, ...],
     assert encode_call("t.name", args, kwargs) == encode("t.name", args, kwargs)
 
 
-@pytest.mark.parametrize(("args", "kwargs"), [((object(),), {}), ((), {"k": float("nan")}),
-                                              ((1, {1, 2}), {})])
+CYCLE: list[Any] = []
+CYCLE.append(CYCLE)
+
+
+@pytest.mark.parametrize(("args", "kwargs"), [
+    ((object(),), {}), ((), {"k": float("nan")}), ((1, {1, 2}), {}), ((CYCLE,), {}),
+    (({(1, 2): 3},), {}), (({1: 2, "a": 3},), {}), ((), {"deep": [[[]]] * 3, "c": CYCLE}),
+])
 def test_encode_call_fails_as_encode_fails(args: tuple[Any, ...],
                                            kwargs: dict[str, Any]) -> None:
     with pytest.raises(TypeError) as fast:

@@ -125,8 +125,6 @@ class App(Declarations):
         self._conn: Connector | None = None
         self._stop_server: Callable[[], None] | None = None
         self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
-        # queue -> the (loop, connector) it was last found noted on (aconnector_ready)
-        self._ready: dict[str, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
         self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
                                            asyncio.Task[AsyncConnector]]] = {}
 
@@ -203,12 +201,7 @@ class App(Declarations):
         per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
-        if held is None or held[0] is not loop:
-            return None
-        if self._ready.get(queue) is held:  # noted on this very connector before
-            return held[1]
-        if registry.noted(held[1], queue):  # a name once noted stays noted
-            self._ready[queue] = held
+        if held is not None and held[0] is loop and registry.noted(held[1], queue):
             return held[1]
         return None
 
@@ -238,7 +231,6 @@ class App(Declarations):
             self._conn.close()
             self._conn = None
         self._aconns.clear()
-        self._ready.clear()
         self._aconnecting.clear()
         stop = self._stop_server
         if stop is not None:
@@ -250,7 +242,6 @@ class App(Declarations):
     async def aclose(self) -> None:
         held = self._aconns.pop(id(asyncio.get_running_loop()), None)
         if held is not None:
-            self._ready = {q: h for q, h in self._ready.items() if h is not held}
             await held[1].close()
 
     def __enter__(self) -> App:

@@ -39,7 +39,7 @@ from . import backoff as backoff_mod
 from . import flows, ids, keyspace, registry
 from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .flows import Node
-from .task import check_priority, check_unique
+from .options import check_priority, check_unique
 
 if TYPE_CHECKING:
     from .consumer import Route

@@ -14,8 +14,9 @@ from . import backoff, keyspace
 from . import partitions as parts
 from ._time import seconds_to_ms, to_ms
 from .consumer import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
+from .options import Group, check_group
 from .payload import encode
-from .task import Group, Task, check_group
+from .task import Task
 
 P = ParamSpec("P")
 R = TypeVar("R")

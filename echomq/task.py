@@ -35,6 +35,12 @@ from ._time import seconds_to_ms, to_epoch_ms, to_ms
 from .consumer import Route
 from .handler import Job
 from .isolation import isolated, reference
+from .options import MAX_PRIORITY as MAX_PRIORITY
+from .options import MAX_UNIQUE_CHARS as MAX_UNIQUE_CHARS
+from .options import Group as Group
+from .options import check_group as check_group
+from .options import check_priority as check_priority
+from .options import check_unique as check_unique
 from .payload import encode, encode_call
 
 if TYPE_CHECKING:
@@ -43,19 +49,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-MAX_PRIORITY = 1_000_000
-MAX_UNIQUE_CHARS = 512
-
-
-def check_priority(priority: object) -> int:
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-    if not 0 <= priority <= MAX_PRIORITY:
-        raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), "
-                         f"got {priority}")
-    return priority
-
 
 def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] | None:
     """Where a child process finds ``fn`` for ``isolation="process"`` (``None`` for the
@@ -68,28 +61,6 @@ def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] |
         raise ValueError("isolation='process' is for plain functions; an async handler is "
                          "already cancelled at its timeout or cancel request")
     return reference(fn)
-
-
-Group = str | Callable[..., str | None]
-
-
-def check_group(group: object) -> Group:
-    """A task's group: a valid group name (the rules of a queue name) or a function of the
-    task's arguments that returns one; checked at declaration, before any I/O."""
-    if callable(group):
-        return group
-    if not isinstance(group, str):
-        raise TypeError(f"group must be a str or a function of the task's arguments, "
-                        f"not {type(group).__name__}")
-    return keyspace.validate_group(group)
-
-
-def check_unique(key: object) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"unique must be a str key, not {type(key).__name__}")
-    if not key or len(key) > MAX_UNIQUE_CHARS:
-        raise ValueError(f"unique must be 1..{MAX_UNIQUE_CHARS} characters")
-    return key
 
 
 class Task(Generic[P, R]):

@@ -139,13 +139,13 @@ def run_enqueue(args: argparse.Namespace) -> int:
                          "(leave --id out for a fresh one)")
     opts: dict[str, Any] = {}  # a bad option raises ValueError here: exit 2, nothing sent
     if args.priority:
-        from ..task import check_priority
+        from ..options import check_priority
 
         opts["priority"] = check_priority(args.priority)
     if args.group is not None:
         opts["group"] = keyspace.validate_queue(args.group)
     if args.unique is not None:
-        from ..task import check_unique
+        from ..options import check_unique
 
         check_unique(args.unique)
     conn, app = _connect(args)

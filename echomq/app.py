@@ -187,23 +187,26 @@ class App(Declarations):
     async def aconnector(self, queue: str | None = None) -> AsyncConnector:
         """The app's async connector for the running event loop (made on first use);
         ``queue`` as in ``connector``."""
-        loop = asyncio.get_running_loop()
-        held = self._aconns.get(id(loop))
-        if held is None or held[0] is not loop:
-            held = await self._aconnect(loop)
+        conn = self._loop_conn()
+        if conn is None:
+            conn = (await self._aconnect(asyncio.get_running_loop()))[1]
         if queue is not None:
-            await registry.anote(held[1], queue)
-        return held[1]
+            await registry.anote(conn, queue)
+        return conn
 
     def aconnector_ready(self, queue: str) -> AsyncConnector | None:
         """What ``aconnector(queue)`` would return when it has nothing to await (the running
         loop's connector is made and ``queue`` already noted on it), else ``None``: the
         per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
+        conn = self._loop_conn()
+        return conn if conn is not None and registry.noted(conn, queue) else None
+
+    def _loop_conn(self) -> AsyncConnector | None:
+        """The running loop's connector if it was made (an id reused by a later loop is
+        not that loop's)."""
         loop = asyncio.get_running_loop()
         held = self._aconns.get(id(loop))
-        if held is not None and held[0] is loop and registry.noted(held[1], queue):
-            return held[1]
-        return None
+        return held[1] if held is not None and held[0] is loop else None
 
     async def _aconnect(self, loop: asyncio.AbstractEventLoop
                         ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:

@@ -216,21 +216,21 @@ class Flow:
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
         root = self.node()
-        flows.admit.steps(root)  # every node checked here, before any I/O (the server start)
-        conn = self.parent.task.app.connector(root.queue)
+        admission = flows.admit.steps(root)  # every node checked here, before any I/O
+        conn = self.parent.task.app.connector(root.queue)  # (which may start the server)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             registry.note(conn, q)
-        flows.admit(conn, root)
+        flows.admit.run(conn, admission)
         return root.id
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
         root = self.node()
-        flows.admit.steps(root)  # checked before any I/O, as enqueue
+        admission = flows.admit.steps(root)  # checked before any I/O, as enqueue
         conn = await self.parent.task.app.aconnector(root.queue)
         for q in dict.fromkeys(n.queue for n in root.walk()):
             await registry.anote(conn, q)
-        await flows.admit(conn, root)
+        await flows.admit.run(conn, admission)
         return root.id
 
 

@@ -124,6 +124,18 @@ class VerbFn(Generic[P, T]):
     def __call__(self, conn: Any, /, *args: P.args, **kwargs: P.kwargs) -> Any:
         return drive(conn, self._build(*args, **kwargs))
 
+    @overload
+    def run(self, conn: Connector, steps: Verb[T], /) -> T: ...
+
+    @overload
+    def run(self, conn: AsyncConnector, steps: Verb[T], /) -> Awaitable[T]: ...
+
+    def run(self, conn: Any, steps: Verb[T], /) -> Any:
+        """Run steps this verb built earlier with ``steps(...)``: its guards ran then, so a
+        caller can check its input before it has a connection (one that may start a
+        server) without checking it twice."""
+        return drive(conn, steps)
+
     def steps(self, *args: P.args, **kwargs: P.kwargs) -> Verb[T]:
         """The generator of this verb's steps, for a verb that runs another inside its own
         (``found = yield from other.steps(...)``)."""

@@ -303,10 +303,7 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         if self._plain():  # as in enqueue: a bare jobs.enqueue
-            # _sent's payload, its quiet case inline (a call less per enqueue)
-            body = (encode_call(self.name, args, kwargs) if tracing.quiet()
-                    else self._sent(*args, **kwargs))
-            job_id = ids.mint()
+            body, job_id = self._sent(*args, **kwargs), ids.mint()
             # the loop's connector with this queue noted needs no await (issue 16)
             conn = (self.app.aconnector_ready(self.queue)
                     or await self.app.aconnector(self.queue))

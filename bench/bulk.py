@@ -6,7 +6,7 @@ side on one embedded Valkey, ids minted before the clock starts (all write brand
 - ``raw``: the floor. Per job ``HSET`` row (state, attempts, payload) and one variadic
   ``ZADD`` for the chunk, packed with libvalkey's C packer and sent as one buffer on one
   valkey-py connection, replies read in C: the least client work Python can do.
-- ``enqueue_many`` / ``schedule_many`` (+60 s, ``"in"``): ``echomq.jobs`` on the sync
+- ``enqueue_many`` / ``schedule_many`` (+60 s, ``"in"``): ``echomq.verbs.jobs`` on the sync
   ``Connector``; ``aenqueue_many``: ``jobs.enqueue_many`` on an ``AsyncConnector``.
 
 The sides' round trips alternate (a raw chunk, an ``enqueue_many`` chunk, an async one,
@@ -37,8 +37,10 @@ from typing import Any
 import libvalkey
 import valkey
 
-from echomq import AsyncConnector, Connector, ids, jobs, keyspace
-from echomq.server import EmbeddedServer
+from echomq import AsyncConnector, Connector
+from echomq.core import ids, keyspace
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 PAYLOAD = b'{"task":"noop","args":[]}'  # bench/systems/_common.py's job
 AHEAD_MS = 60_000

@@ -21,8 +21,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from echomq import Connector, groups, ids, jobs
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import groups, jobs
 
 LEASE = 60_000
 

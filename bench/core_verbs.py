@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from echomq import Connector, ids, jobs
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 
 def timed(label: str, n: int, fn) -> None:  # type: ignore[no-untyped-def]

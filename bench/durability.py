@@ -28,8 +28,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from echomq import AsyncConnector, Connector, durability, ids, jobs
-from echomq.server import EmbeddedServer
+from echomq import AsyncConnector, Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import durability, jobs
 
 PAYLOAD = b'{"args":[1,"x"],"kwargs":{},"task":"bench.send"}'
 

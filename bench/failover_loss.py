@@ -27,10 +27,12 @@ import sys
 import threading
 import time
 
-from echomq import Connector, errors, ids, jobs, keyspace
-from echomq.cluster import LocalCluster
-from echomq.durability import Wait, confirmed
-from echomq.steps import drive
+from echomq import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.core.steps import drive
+from echomq.embedded.cluster import LocalCluster
+from echomq.verbs import jobs
+from echomq.verbs.durability import Wait, confirmed
 
 QUEUE = "loss"
 MODES = [("enqueue", False), ("enqueue", True), ("enqueue_many(100)", False),

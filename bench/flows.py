@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from echomq import Connector, flows, ids, jobs
-from echomq.flows import Node
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import flows, jobs
+from echomq.verbs.flows import Node
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

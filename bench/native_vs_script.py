@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from echomq import Connector, ids, jobs, native
-from echomq.server import EmbeddedServer
+from echomq import Connector, native
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 FAR = 40_000_000_000_000
 

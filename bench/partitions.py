@@ -33,13 +33,15 @@ import tempfile
 import textwrap
 import time
 
-from echomq import Connector, ids, jobs, keyspace, partitions
-from echomq.app import encode
-from echomq.cluster import LocalCluster
+from echomq import Connector
+from echomq.core import ids, keyspace, partitions
+from echomq.embedded.cluster import LocalCluster
+from echomq.tasks.app import encode
+from echomq.verbs import jobs
 
 APP = textwrap.dedent("""
     import os
-    from echomq.app import App
+    from echomq.tasks.app import App
 
     app = App(keep_completed=10**7)
 

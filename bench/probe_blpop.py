@@ -17,7 +17,7 @@ import time
 
 import valkey
 
-from echomq.server import EmbeddedServer
+from echomq.embedded.server import EmbeddedServer
 
 TIMEOUTS_S = (0.005, 0.02, 0.05, 0.123)
 REPEAT = 5

@@ -25,8 +25,10 @@ from collections.abc import Callable
 import valkey
 import valkey.asyncio as avalkey
 
-from echomq import App, AsyncConnector, ids, jobs, scripts
-from echomq.server import EmbeddedServer
+from echomq import App, AsyncConnector, scripts
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 ONE_LINE = "return 1"
 

@@ -23,9 +23,9 @@ import time
 from typing import Any
 
 from echomq import native
-from echomq.app import App
-from echomq.server import EmbeddedServer
-from echomq.worker import Worker
+from echomq.embedded.server import EmbeddedServer
+from echomq.tasks.app import App
+from echomq.tasks.worker import Worker
 
 
 def pick(xs: list[float], q: float) -> float:

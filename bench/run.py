@@ -34,7 +34,7 @@ from urllib.parse import quote
 import valkey
 
 from echomq import native
-from echomq.server import EmbeddedServer
+from echomq.embedded.server import EmbeddedServer
 
 HERE = pathlib.Path(__file__).resolve().parent
 DRIVERS = HERE / "systems"

@@ -1,4 +1,4 @@
-"""The runtime's two latencies, on one ephemeral embedded Valkey, with ``echomq.consumer``:
+"""The runtime's two latencies, on one ephemeral embedded Valkey, with ``echomq.runtime.consumer``:
 
 - wake: an idle Consumer (beat 100 ms) and jobs enqueued one at a time, 20 ms apart:
   enqueue call -> handler start (HOST perf counter; includes the enqueue round trip);
@@ -21,9 +21,11 @@ import asyncio
 import random
 import time
 
-from echomq import AsyncConnector, ids, jobs, keyspace
-from echomq.consumer import Consumer, Job
-from echomq.server import EmbeddedServer
+from echomq import AsyncConnector
+from echomq.core import ids, keyspace
+from echomq.embedded.server import EmbeddedServer
+from echomq.runtime.consumer import Consumer, Job
+from echomq.verbs import jobs
 
 
 def summary(name: str, xs: list[float]) -> str:

@@ -7,12 +7,14 @@ recurrence is a registration that mints a fresh, mint-ordered job for every occu
 
 from __future__ import annotations
 
-from . import backoff, errors, groups, ids, jobs, keyspace, native, repeat, scripts
-from .app import App
-from .connector import AsyncConnector, Connector
-from .consumer import Delay, RateLimited, current_job
-from .jobs import Claim
-from .outcomes import Outcome
+from echomq import native, scripts
+from echomq.connectors.connector import AsyncConnector, Connector
+from echomq.core import backoff, errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.runtime.consumer import Delay, RateLimited, current_job
+from echomq.tasks.app import App
+from echomq.verbs import groups, jobs, repeat
+from echomq.verbs.jobs import Claim
 
 __all__ = [
     "App",

@@ -20,7 +20,7 @@ CC=${CC:-gcc}
 SRC=${SRC:-echomq/native}  # another copy of the sources (e.g. one with a bug injected)
 LIBASAN=$($CC -print-file-name=libasan.so)
 [ -f "$LIBASAN" ] || { echo "no libasan for $CC" >&2; exit 2; }
-VALKEY=$($PY -c 'from echomq.server import binary_path; print(binary_path())')
+VALKEY=$($PY -c 'from echomq.embedded.server import binary_path; print(binary_path())')
 
 $CC -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=address -fPIC -fvisibility=hidden \
     -Wall -Wextra -shared -o "$OUT/emq-asan.so" "$SRC/emq.c" "$SRC/emq_api.c"

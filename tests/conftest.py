@@ -21,7 +21,7 @@ import pytest
 import valkey
 
 from echomq import AsyncConnector, Connector, native
-from echomq.server import EmbeddedServer
+from echomq.embedded.server import EmbeddedServer
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +35,9 @@ def server() -> Iterator[EmbeddedServer]:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Any]:
     """One real Valkey Cluster for the session: 3 primaries with a replica each, a password,
-    the native module loaded on every node (``echomq.cluster.LocalCluster``, the code
+    the native module loaded on every node (``echomq.embedded.cluster.LocalCluster``, the code
     ``echomq cluster up`` runs)."""
-    from echomq.cluster import LocalCluster
+    from echomq.embedded.cluster import LocalCluster
 
     with LocalCluster(masters=3, replicas=1, password="cl-" + uuid.uuid4().hex[:10]) as cl:
         yield cl
@@ -93,8 +93,7 @@ def client_for(url: str) -> Any:
     (it routes each key to its slot's owner and scans every primary)."""
     from valkey.cluster import ClusterNode, ValkeyCluster
 
-    from echomq import urls
-
+    from echomq.connectors import urls
     target = urls.parse(url)
     if not target.cluster:
         return valkey.Valkey.from_url(url)

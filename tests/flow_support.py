@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from echomq import keyspace
+from echomq.core import keyspace
 
 
 def spread_queues(cluster: Any, n: int, prefix: str = "fx-") -> list[str]:
@@ -24,8 +24,8 @@ def spread_queues(cluster: Any, n: int, prefix: str = "fx-") -> list[str]:
 
 def leaf(queue: str, **kw: Any) -> Any:
     """A flow leaf in ``queue`` with a fresh id and a small payload."""
-    from echomq import ids
-    from echomq.flows import Node
+    from echomq.core import ids
+    from echomq.verbs.flows import Node
 
     return Node(queue, ids.mint(), b'{"n":1}', **kw)
 
@@ -55,8 +55,8 @@ def pausing(gen: Any, after: int, pause: Any) -> Any:
 def tree(queues: list[str], width: int, payload: bytes = b'{"n":1}') -> Any:
     """A flow over ``queues`` (root, middle, leaves): a root with 2 middle nodes of
     ``width`` leaves each, fresh ids."""
-    from echomq import ids
-    from echomq.flows import Node
+    from echomq.core import ids
+    from echomq.verbs.flows import Node
 
     rq, mq, lq = queues
     mids = tuple(Node(mq, ids.mint(), payload,
@@ -72,8 +72,9 @@ def main(argv: list[str]) -> None:
     import json
     import time
 
-    from echomq import flows, steps
-    from echomq.connector import Connector
+    from echomq.connectors.connector import Connector
+    from echomq.core import steps
+    from echomq.verbs import flows
 
     url, rq, mq, lq, levels, grace = argv
     root = tree([rq, mq, lq], 3)

@@ -16,8 +16,9 @@ from typing import Any
 
 import valkey
 
-from echomq import errors, native
-from echomq.server import EmbeddedServer
+from echomq import native
+from echomq.core import errors
+from echomq.embedded.server import EmbeddedServer
 
 # a stock Redis 7 (Debian: apt-get install redis-server); the ASan script points at a wrapper
 REDIS7 = pathlib.Path(os.environ.get("ECHOMQ_REDIS_SERVER", "/usr/bin/redis-server"))

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from echomq.events import Event
-from echomq.worker import Worker
+from echomq.runtime.events import Event
+from echomq.tasks.worker import Worker
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:

@@ -12,10 +12,12 @@ import pytest
 from conftest import server_ms
 from runtime_helpers import run_until
 
-from echomq import AsyncConnector, jobs, keyspace, repeat
-from echomq.app import App, Recurrence, decode, encode
-from echomq.consumer import Consumer
-from echomq.worker import Worker
+from echomq import AsyncConnector
+from echomq.core import keyspace
+from echomq.runtime.consumer import Consumer
+from echomq.tasks.app import App, Recurrence, decode, encode
+from echomq.tasks.worker import Worker
+from echomq.verbs import jobs, repeat
 
 
 def k(queue: str, suffix: str) -> str:
@@ -164,8 +166,8 @@ def test_job_status_after_dead_letter(app, url, queue):
 
 
 def test_embedded_server_started_once_per_data_dir(tmp_path, monkeypatch):
-    from echomq import datadir
-    from echomq.server import EmbeddedServer
+    from echomq.embedded import datadir
+    from echomq.embedded.server import EmbeddedServer
 
     monkeypatch.delenv("ECHOMQ_URL", raising=False)
     first = App(data_dir=tmp_path)

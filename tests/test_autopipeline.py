@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import valkey
 
-from echomq import AsyncConnector, errors, ids, jobs, keyspace, native
-from echomq.outcomes import Outcome
+from echomq import AsyncConnector, native
+from echomq.core import errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs
 
 WIRES = [4, 6] if native.available() else [4]
 

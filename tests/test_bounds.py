@@ -9,11 +9,13 @@ import time
 
 import pytest
 
-from echomq import Connector, errors, ids, jobs, keyspace, repeat
-from echomq.app import App
-from echomq.consumer import Delay
+from echomq import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.runtime.consumer import Delay
+from echomq.tasks.app import App
+from echomq.verbs import jobs, repeat
 
-MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z (echomq._guards.MAX_TIME_MS)
+MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z (echomq.core.guards.MAX_TIME_MS)
 
 
 def max_span_ms() -> int:
@@ -121,8 +123,7 @@ def test_friendly_layer_refuses_huge_times(app, queue, snap):
 
 
 def test_backoff_policies_are_bounded():
-    from echomq import backoff
-
+    from echomq.core import backoff
     for policy in [("fixed", 10**400), ("exponential", 1, 2**64), ("exponential", 2**64, 1)]:
         with pytest.raises(ValueError):
             backoff.validate(policy)
@@ -158,7 +159,7 @@ def test_deeply_nested_argument_is_the_encoders_type_error(app, queue, snap):
 
 
 def test_payload_over_the_default_limit_is_refused_before_sending(run, queue, snap):
-    from echomq.connector import MAX_PAYLOAD_BYTES
+    from echomq.connectors.connector import MAX_PAYLOAD_BYTES
 
     assert MAX_PAYLOAD_BYTES == 64 * 1024 * 1024
     before = snap(queue)

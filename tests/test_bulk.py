@@ -16,7 +16,9 @@ import pytest
 import valkey
 from native_support import REDIS7, fresh_queue, snapshot, start_server
 
-from echomq import Connector, jobs, keyspace
+from echomq import Connector
+from echomq.core import keyspace
+from echomq.verbs import jobs
 
 N = jobs.CHUNK + 3  # spans two script calls
 

@@ -7,8 +7,10 @@ import threading
 import pytest
 from conftest import server_ms
 
-from echomq import Connector, errors, ids, jobs, keyspace, retention
-from echomq.outcomes import Outcome
+from echomq import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs, retention
 
 
 def k(queue: str, suffix: str) -> str:

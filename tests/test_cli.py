@@ -12,10 +12,11 @@ import sys
 import pytest
 from conftest import server_ms
 
-from echomq import ids, jobs, keyspace
-from echomq.app import encode
-from echomq.cli import main
-from echomq.commands.jobs import parse_duration, parse_instant
+from echomq.cli.jobcmds import parse_duration, parse_instant
+from echomq.cli.main import main
+from echomq.core import ids, keyspace
+from echomq.tasks.app import encode
+from echomq.verbs import jobs
 
 
 def k(queue: str, suffix: str) -> str:

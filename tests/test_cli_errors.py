@@ -12,7 +12,9 @@ import time
 import pytest
 from cli_support import echomq, popen
 
-from echomq import App, ids, jobs, keyspace
+from echomq import App
+from echomq.core import ids, keyspace
+from echomq.verbs import jobs
 
 
 def dead_port() -> int:

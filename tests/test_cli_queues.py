@@ -10,8 +10,10 @@ import json
 import pytest
 from cli_support import echomq
 
-from echomq import App, ids, jobs, keyspace, registry, repeat
-from echomq.app import encode
+from echomq import App
+from echomq.core import ids, keyspace
+from echomq.tasks.app import encode
+from echomq.verbs import jobs, registry, repeat
 
 
 def scans(raw) -> int:

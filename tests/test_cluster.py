@@ -13,20 +13,11 @@ import time
 
 import pytest
 
-from echomq import (
-    AsyncConnector,
-    Connector,
-    discovery,
-    errors,
-    ids,
-    jobs,
-    keyspace,
-    native,
-    registry,
-    urls,
-)
-from echomq.app import App
-from echomq.cluster import LocalCluster
+from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace, native
+from echomq.connectors import urls
+from echomq.embedded.cluster import LocalCluster
+from echomq.tasks.app import App
+from echomq.verbs import discovery, registry
 
 WIRES = [4, 6] if native.available() else [4]
 
@@ -239,7 +230,7 @@ def test_cluster_up_prints_a_url_and_down_stops_the_nodes_by_pid(tmp_path):
 
 
 def _alive(pid: int) -> bool:
-    from echomq.cluster import node_alive
+    from echomq.embedded.cluster import node_alive
 
     return node_alive(pid)
 
@@ -261,7 +252,7 @@ def test_idle_consumers_block_on_each_queues_own_primary(cluster):
     """Each queue's consumer blocks on its wake list at the primary owning the queue's slot
     (one key per BLPOP: never a cross-slot blocking call), about once a beat when idle, and
     an enqueue wakes it at once."""
-    from echomq.consumer import Consumer
+    from echomq.runtime.consumer import Consumer
 
     queues = [f"wake-{i}" for i in range(6)]
     owner = {q: cluster.owner(keyspace.queue_key(q, "wake")) for q in queues}
@@ -349,7 +340,7 @@ def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
     import http.client
     import json
 
-    from echomq.server import free_port
+    from echomq.embedded.server import free_port
 
     conn = Connector.connect(cluster.url)
     queues = [f"board-{i}" for i in range(6)]

@@ -8,8 +8,10 @@ import threading
 import pytest
 import valkey
 
-from echomq import AsyncConnector, Connector, errors, ids, jobs, scripts
-from echomq.server import EmbeddedServer, free_port
+from echomq import AsyncConnector, Connector, scripts
+from echomq.core import errors, ids
+from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.verbs import jobs
 
 
 def test_evalsha_first_and_noscript_fallback(run, raw, queue):

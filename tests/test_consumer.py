@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from conftest import server_ms
 
-from echomq import AsyncConnector, backoff, ids, jobs, keyspace
-from echomq.consumer import Consumer, Delay, Event, Job, current_job
-from echomq.metronome import Metronome
-from echomq.server import EmbeddedServer, free_port
+from echomq import AsyncConnector
+from echomq.core import backoff, ids, keyspace
+from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.runtime.consumer import Consumer, Delay, Event, Job, current_job
+from echomq.runtime.metronome import Metronome
+from echomq.verbs import jobs
 
 
 def k(queue: str, suffix: str) -> str:

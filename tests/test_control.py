@@ -19,10 +19,12 @@ import time
 import pytest
 from runtime_helpers import Recorder, serving, wait_for
 
-from echomq import errors, jobs, keyspace, native
-from echomq.app import App
-from echomq.consumer import Job, current_job
-from echomq.handler import NoCurrentJob
+from echomq import native
+from echomq.core import errors, keyspace
+from echomq.runtime.consumer import Job, current_job
+from echomq.runtime.handler import NoCurrentJob
+from echomq.tasks.app import App
+from echomq.verbs import jobs
 
 WIRES = [4, 6] if native.available() else [4]
 
@@ -245,7 +247,7 @@ def test_keep_result_round_trip_from_another_thread_and_process(app, url, queue)
     got: list[object] = []
     waiter = threading.Thread(target=lambda: got.append(app.result(job_id, timeout=10)))
     waiter.start()
-    code = ("import sys, json; from echomq.app import App; a = App(sys.argv[1], wire=int("
+    code = ("import sys, json; from echomq.tasks.app import App; a = App(sys.argv[1], wire=int("
             "sys.argv[4])); print(json.dumps(a.result(sys.argv[2], timeout=10, "
             "queue=sys.argv[3]))); a.close()")
     proc = subprocess.Popen([sys.executable, "-c", code, url, job_id, queue, str(app.wire)],

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from echomq import cron
+from echomq.core import cron
 
 
 def at(text: str, tz: str) -> datetime:

@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 
-from echomq import dashboard, dead, ids, insight, jobs, metrics, repeat
-from echomq.app import encode
+from echomq import dashboard
+from echomq.core import ids
+from echomq.dashboard import insight
+from echomq.tasks.app import encode
+from echomq.verbs import dead, jobs, metrics, repeat
 
 
 class Client:
@@ -204,8 +207,7 @@ def test_cancel_a_waiting_job(board, conn, queue):
 
 
 def test_groups_page_and_pause(board, conn, queue):
-    from echomq import groups
-
+    from echomq.verbs import groups
     for g in ("tenant-a", "tenant-b"):
         for _ in range(3 if g == "tenant-a" else 1):
             jobs.enqueue(conn, queue, ids.mint(), b"x", group=g)
@@ -224,8 +226,7 @@ def test_groups_page_and_pause(board, conn, queue):
 
 
 def test_group_pages_walk_every_group(conn, queue):
-    from echomq import groups
-
+    from echomq.verbs import groups
     names = {f"g{i:03d}" for i in range(300)}  # past the listpack size: SSCAN pages
     for g in names:
         groups.pause(conn, queue, g)
@@ -481,7 +482,7 @@ def test_consumer_reports_handler_durations(url, queue):
     import asyncio
 
     from echomq import AsyncConnector
-    from echomq.consumer import Consumer
+    from echomq.runtime.consumer import Consumer
 
     async def main() -> None:
         aconn = await AsyncConnector.connect(url)
@@ -526,7 +527,7 @@ def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
 
 
 def test_an_apps_tasks_show_their_retry_policies(conn, queue):
-    from echomq.app import App
+    from echomq.tasks.app import App
 
     app = App("valkey://127.0.0.1:1")  # never connected: only its task table is read
 
@@ -560,7 +561,7 @@ def test_valkey_going_away_gives_a_clear_page_and_recovers():
     """A Valkey restart: a 503 page that says so and reloads itself (never a bare 502), a
     ``down`` event on the stream, and pages again once the server is back."""
     from echomq import Connector
-    from echomq.server import EmbeddedServer
+    from echomq.embedded.server import EmbeddedServer
 
     srv = EmbeddedServer(ephemeral=True)
     srv.start()
@@ -599,8 +600,8 @@ def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
     consumers, the beat time from the Metronome."""
     import asyncio
 
-    from echomq.app import App
-    from echomq.worker import Worker
+    from echomq.tasks.app import App
+    from echomq.tasks.worker import Worker
 
     app = App(url)
 
@@ -629,8 +630,8 @@ def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
 
 
 def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
-    from echomq import flows
-    from echomq.flows import Node
+    from echomq.verbs import flows
+    from echomq.verbs.flows import Node
 
     other = queue + "-kids"
     grand = Node(other, ids.mint(), b"{}")
@@ -653,8 +654,8 @@ def test_a_flow_is_drawn_as_a_tree(board, conn, queue):
 
 
 def test_cancel_of_a_flow_root_cancels_its_waiting_subtree(board, conn, queue):
-    from echomq import flows
-    from echomq.flows import Node
+    from echomq.verbs import flows
+    from echomq.verbs.flows import Node
 
     other = queue + "-kids"
     leaves = tuple(Node(other, ids.mint(), b"{}", mode="in", value=60_000) for _ in range(2))
@@ -666,8 +667,8 @@ def test_cancel_of_a_flow_root_cancels_its_waiting_subtree(board, conn, queue):
 
 
 def test_a_linked_flow_node_links_to_the_job_that_owns_its_key(board, conn, queue):
-    from echomq import flows
-    from echomq.flows import Node
+    from echomq.verbs import flows
+    from echomq.verbs.flows import Node
 
     owner = ids.mint()
     jobs.admit(conn, queue, owner, b"{}", unique="k")
@@ -679,8 +680,7 @@ def test_a_linked_flow_node_links_to_the_job_that_owns_its_key(board, conn, queu
 
 
 def test_one_broken_queue_never_takes_the_page_down(conn, raw, queue):
-    from echomq import keyspace
-
+    from echomq.core import keyspace
     jobs.enqueue(conn, queue, ids.mint(), b"x")
     raw.set(keyspace.queue_key(queue + "-bad", "stats"), "not a hash")  # written by hand
     raw.zadd(keyspace.queue_key(queue + "-bad", "pending"), {"JOBX": 0})

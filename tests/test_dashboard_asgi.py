@@ -13,8 +13,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from echomq import ids, jobs
+from echomq.core import ids
 from echomq.dashboard.asgi import dashboard_app
+from echomq.verbs import jobs
 
 
 class SiteAuth(BaseHTTPMiddleware):

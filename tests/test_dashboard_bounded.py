@@ -10,8 +10,10 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
-from echomq import Connector, dashboard, ids, jobs
-from echomq.server import EmbeddedServer
+from echomq import Connector, dashboard
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 SEED = """
 local base, n, first, kind, at = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3],

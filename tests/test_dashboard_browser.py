@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from echomq import dashboard, flows, groups, ids, jobs, keyspace, metrics, repeat
-from echomq.app import encode
+from echomq import dashboard
+from echomq.core import ids, keyspace
+from echomq.tasks.app import encode
+from echomq.verbs import flows, groups, jobs, metrics, repeat
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -125,7 +127,7 @@ def seed(conn: Any, queue: str, raw: Any = None) -> dict[str, Any]:
     groups.set_limit(conn, queue, "acme", 2)
     groups.set_rate(conn, queue, "globex", 100, 60_000)
     groups.pause(conn, queue, "initech")
-    from echomq.flows import Node
+    from echomq.verbs.flows import Node
 
     parts = tuple(Node(queue, ids.mint(), encode("video.encode", [f"part{i}.mp4"], {}))
                   for i in range(3))

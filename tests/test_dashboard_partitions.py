@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import pytest
 from test_dashboard import Client
 
-from echomq import App, dashboard, ids, jobs
-from echomq.app import encode
+from echomq import App, dashboard
+from echomq.core import ids
+from echomq.tasks.app import encode
+from echomq.verbs import jobs
 
 
 @pytest.fixture

@@ -28,9 +28,11 @@ import time
 import pytest
 import valkey
 
-from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace
-from echomq.consumer import Consumer, Job
-from echomq.server import EmbeddedServer, free_port
+from echomq import AsyncConnector, Connector
+from echomq.core import errors, ids, keyspace
+from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.runtime.consumer import Consumer, Job
+from echomq.verbs import jobs
 
 
 def _present(client: valkey.Valkey, queue: str, minted: list[str]) -> set[str]:
@@ -90,7 +92,7 @@ def test_server_sigkill_under_a_producer(tmp_path: pathlib.Path, fsync: str):
 
 APP = """
 import os, time
-from echomq.app import App
+from echomq.tasks.app import App
 app = App(os.environ["ECHOMQ_URL"])
 out = open(os.environ["DRILL_OUT"] + f".{os.getpid()}", "a", buffering=1)
 

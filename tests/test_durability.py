@@ -17,11 +17,12 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
-from echomq import durability, errors, ids, jobs, keyspace
-from echomq.app import App
-from echomq.connector import Connector
-from echomq.server import EmbeddedServer
-from echomq.steps import Batch, Command
+from echomq.connectors.connector import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.core.steps import Batch, Command
+from echomq.embedded.server import EmbeddedServer
+from echomq.tasks.app import App
+from echomq.verbs import durability, jobs
 
 
 class Pair:

@@ -11,7 +11,7 @@ import pytest
 import valkey
 
 from echomq import App
-from echomq.payload import encode, encode_call
+from echomq.core.payload import encode, encode_call
 
 CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
     ((), {}),

@@ -15,9 +15,11 @@ import sys
 import textwrap
 import time
 
-from echomq import Connector, errors, ids, jobs, keyspace
-from echomq.app import encode
-from echomq.cluster import LocalCluster
+from echomq import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.embedded.cluster import LocalCluster
+from echomq.tasks.app import encode
+from echomq.verbs import jobs
 
 QUEUES = [f"drill{i}" for i in range(6)]
 BUSIEST = QUEUES[0]
@@ -28,8 +30,8 @@ KILL_AT = 400  # busiest-queue completions before the SIGKILL (the other queues 
 
 APP = textwrap.dedent(f"""
     import asyncio, os
-    from echomq.app import App
-    from echomq.consumer import current_job
+    from echomq.tasks.app import App
+    from echomq.runtime.consumer import current_job
 
     app = App()
     LOG = open(os.environ["DRILL_LOG"] + "." + str(os.getpid()), "a", buffering=1)

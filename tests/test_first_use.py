@@ -9,7 +9,8 @@ import asyncio
 import valkey
 from cli_support import echomq
 
-from echomq import App, keyspace
+from echomq import App
+from echomq.core import keyspace
 
 
 def _connections(raw: valkey.Valkey) -> int:
@@ -50,8 +51,9 @@ def test_a_first_burst_of_aenqueue_opens_one_connector_and_registers_once(server
 def test_job_finds_a_completed_job_by_its_kept_result(server, queue, tmp_path):
     """An ack deletes the row and keeps the result: ``echomq job ID`` without ``--queue``
     still finds it (as ``app.job`` does), and the tree line shows its state."""
-    from echomq import Connector, ids, jobs, registry
-
+    from echomq import Connector
+    from echomq.core import ids
+    from echomq.verbs import jobs, registry
     conn = Connector.connect(server.url)
     try:
         registry.note(conn, queue)
@@ -81,8 +83,9 @@ def test_worker_spec_naming_a_missing_attribute_says_so(server, tmp_path):
 def test_job_shows_a_completed_flow_root_by_its_kept_result(server, queue, tmp_path):
     """A flow parent that completed with a kept result (its row deleted): ``echomq job``
     finds it and its tree's first line says ``completed``, not ``-``."""
-    from echomq import Connector, flows, ids, jobs, registry
-
+    from echomq import Connector
+    from echomq.core import ids
+    from echomq.verbs import flows, jobs, registry
     kids = queue + "k"
     conn = Connector.connect(server.url)
     try:
@@ -121,8 +124,9 @@ def test_bad_cli_arguments_exit_2_without_a_python_error(server, tmp_path):
 def test_cli_cancel_of_a_flow_root_cancels_its_waiting_subtree(server, queue, tmp_path):
     """``echomq cancel ROOT`` does what ``app.cancel(root)`` does: the waiting parent and
     its waiting children, not the parent alone (its children left to run for nobody)."""
-    from echomq import Connector, flows, ids, registry
-
+    from echomq import Connector
+    from echomq.core import ids
+    from echomq.verbs import flows, registry
     kids = queue + "k"
     conn = Connector.connect(server.url)
     try:
@@ -148,8 +152,9 @@ def test_stats_shows_flow_parents_waiting_for_their_children(server, queue, tmp_
     shows neither."""
     import json
 
-    from echomq import Connector, flows, ids, registry
-
+    from echomq import Connector
+    from echomq.core import ids
+    from echomq.verbs import flows, registry
     kids = queue + "k"
     conn = Connector.connect(server.url)
     try:

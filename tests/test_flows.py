@@ -12,8 +12,9 @@ import pytest
 import valkey
 from flow_support import leaf, state
 
-from echomq import errors, flows, ids, jobs, keyspace
-from echomq.flows import Node
+from echomq.core import errors, ids, keyspace
+from echomq.verbs import flows, jobs
+from echomq.verbs.flows import Node
 
 pytestmark = pytest.mark.topologies
 
@@ -130,8 +131,7 @@ def test_a_dead_child_fails_the_parent_and_its_revival_lets_the_flow_go_on(conn,
     err = raw.hget(keyspace.job_key(pq, root.id), "error").decode()
     assert kids[0].id in err and "boom" in err
     assert raw.zscore(keyspace.queue_key(pq, "dead"), root.id) is not None
-    from echomq import dead
-
+    from echomq.verbs import dead
     dead.revive(conn, cq, kids[0].id)
     assert run_all(conn, cq) == [kids[0].id]
     got = carry_all(conn, [cq])
@@ -150,8 +150,7 @@ def test_a_late_replay_of_the_death_does_not_fail_a_revived_flow(conn, raw):
     run_all(conn, cq, fail={kid.id})
     (death,) = raw.xrange(outbox)
     carry_all(conn, [cq])
-    from echomq import dead
-
+    from echomq.verbs import dead
     dead.revive(conn, cq, kid.id)
     run_all(conn, cq)
     carry_all(conn, [cq])
@@ -257,7 +256,7 @@ def test_two_pumps_racing_release_the_parent_once(url, raw):
 
 def test_the_pump_carries_and_releases(url, raw):
     from echomq import AsyncConnector
-    from echomq.pump import Pump
+    from echomq.runtime.pump import Pump
 
     pq, cq = qname(), qname()
     kids = tuple(leaf(cq) for _ in range(3))
@@ -341,8 +340,7 @@ def test_a_grouped_parent_is_released_to_its_lane_and_claimed(conn, raw):
 
 
 def test_a_child_deleted_before_it_ran_does_not_leave_its_parent_waiting(conn, raw):
-    from echomq import insight
-
+    from echomq.dashboard import insight
     pq, cq = qname(), qname()
     kids = (leaf(cq), leaf(cq, policy="drop"))
     root = Node(pq, ids.mint(), b"p", children=kids)
@@ -360,8 +358,7 @@ def test_a_child_deleted_before_it_ran_does_not_leave_its_parent_waiting(conn, r
 
 
 def test_reviving_a_parent_failed_by_a_child_waits_for_its_children_again(conn, raw):
-    from echomq import dead
-
+    from echomq.verbs import dead
     pq, cq = qname(), qname()
     kids = (leaf(cq), leaf(cq))
     root = Node(pq, ids.mint(), b"p", children=kids)
@@ -392,7 +389,7 @@ def test_electing_pumps_carry_a_queue_from_one_holder_at_a_time(url, raw):
     import time as _time
 
     from echomq import AsyncConnector
-    from echomq.pump import Pump
+    from echomq.runtime.pump import Pump
 
     pq, cq = qname(), qname()
     roots = [Node(pq, ids.mint(), b"p", children=(leaf(cq),)) for _ in range(2)]

@@ -14,10 +14,10 @@ import pytest
 from flow_support import spread_queues
 from runtime_helpers import serving, wait_for
 
-from echomq import dead
-from echomq.app import App
-from echomq.canvas import chain, flow, group
-from echomq.handler import current_job
+from echomq.runtime.handler import current_job
+from echomq.tasks.app import App
+from echomq.tasks.canvas import chain, flow, group
+from echomq.verbs import dead
 
 
 def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, list[str]]:
@@ -193,8 +193,7 @@ def test_cancel_of_a_parent_mid_flow_cancels_its_waiting_subtree(server):
 
 
 def _tree(app: App, queue: str, root: str) -> list[tuple[str, str | None]]:
-    from echomq import flows
-
+    from echomq.verbs import flows
     t = flows.tree(app.connector(), queue, root)
     return [(n.id, n.state) for n in t.walk()]
 

@@ -21,8 +21,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from echomq import Connector, dead, flows, ids, jobs, keyspace, steps
-from echomq.flows import Node
+from echomq import Connector
+from echomq.core import ids, keyspace, steps
+from echomq.verbs import dead, flows, jobs
+from echomq.verbs.flows import Node
 
 
 def big_tree(qs: list[str], width: int) -> Node:
@@ -91,7 +93,7 @@ def test_depth_three_width_hundred_over_three_shards(topology, request):
 PUMP = textwrap.dedent("""
     import asyncio, sys
     from echomq import AsyncConnector
-    from echomq.pump import Pump
+    from echomq.runtime.pump import Pump
 
     async def main():
         conn = await AsyncConnector.connect(sys.argv[1])

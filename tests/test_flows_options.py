@@ -14,8 +14,8 @@ import pytest
 from flow_support import spread_queues
 from runtime_helpers import serving, wait_for
 
-from echomq.app import App
-from echomq.canvas import chain, group
+from echomq.tasks.app import App
+from echomq.tasks.canvas import chain, group
 
 
 def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, list[str]]:
@@ -143,8 +143,7 @@ def test_a_node_whose_key_a_running_job_owns_waits_for_that_job(request, topolog
 def test_an_awaited_flow_admits_the_same_tree_with_its_options(server):
     import asyncio
 
-    from echomq import flows
-
+    from echomq.verbs import flows
     q = "fo-" + uuid.uuid4().hex[:8]
     app = App(server.url)
 

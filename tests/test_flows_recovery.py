@@ -22,10 +22,11 @@ from conftest import client_for
 from flow_support import pausing, spread_queues, state, tree
 from runtime_helpers import serving, wait_for
 
-from echomq import errors, flows, jobs, keyspace, steps
-from echomq.app import App
-from echomq.canvas import group
-from echomq.connector import Connector
+from echomq.connectors.connector import Connector
+from echomq.core import errors, keyspace, steps
+from echomq.tasks.app import App
+from echomq.tasks.canvas import group
+from echomq.verbs import flows, jobs
 
 
 class Died(Exception):

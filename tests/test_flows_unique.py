@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from flow_support import leaf, state
 
-from echomq import dead, flows, ids, insight, jobs, keyspace
-from echomq.flows import Node
+from echomq.core import ids, keyspace
+from echomq.dashboard import insight
+from echomq.verbs import dead, flows, jobs
+from echomq.verbs.flows import Node
 
 pytestmark = pytest.mark.topologies
 

@@ -10,8 +10,9 @@ import json
 import pytest
 from cli_support import echomq
 
-from echomq import groups, ids, jobs
-from echomq.commands.groups import parse_limit, parse_rate
+from echomq.cli.groupcmds import parse_limit, parse_rate
+from echomq.core import ids
+from echomq.verbs import groups, jobs
 
 
 def put(conn, queue: str, group: str, n: int = 1) -> list[str]:

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from conftest import WIRES
 
-from echomq import App, AsyncConnector, Delay, RateLimited, current_job, groups, ids, jobs
-from echomq import keyspace as ks
-from echomq.consumer import Consumer, Event
+from echomq import App, AsyncConnector, Delay, RateLimited, current_job
+from echomq.core import ids
+from echomq.core import keyspace as ks
+from echomq.runtime.consumer import Consumer, Event
+from echomq.verbs import groups, jobs
 
 LONG_BEAT_MS = 3_000  # far longer than any span below: a wake by the beat would show
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import server_ms
 
-from echomq import errors, groups, ids, jobs, keyspace
-from echomq.groups import GroupStats
+from echomq.core import errors, ids, keyspace
+from echomq.verbs import groups, jobs
+from echomq.verbs.groups import GroupStats
 
 
 def k(queue: str, suffix: str) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from cli_support import kill_all
 
-from echomq import App, groups
+from echomq import App
+from echomq.verbs import groups
 
 LEASE_MS = 30_000
 
@@ -27,7 +28,7 @@ APP = f'''
 import os, time
 import valkey
 from echomq import App
-from echomq.handler import current_job
+from echomq.runtime.handler import current_job
 
 app = App(os.environ["ECHOMQ_URL"])
 Q = os.environ["T_QUEUE"]

@@ -1,4 +1,4 @@
-"""The sync connector's kept connection (``echomq.held``): one pooled connection reused for
+"""The sync connector's kept connection (``echomq.connectors.kept``): one pooled connection
 single calls, replaced when the server closed it, never shared between threads or with a
 forked child, and bypassed while busy."""
 
@@ -11,8 +11,10 @@ import time
 import pytest
 import valkey
 
-from echomq import Connector, errors, ids, jobs
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.core import errors, ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 
 def client_id(conn: Connector) -> int:

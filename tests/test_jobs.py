@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import server_ms
 
-from echomq import errors, ids, jobs, keyspace
-from echomq.outcomes import Outcome
+from echomq.core import errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs
 
 
 def k(queue: str, suffix: str) -> str:

@@ -17,10 +17,12 @@ import pytest
 from conftest import WIRES, server_ms
 from runtime_helpers import serving, wait_for
 
-from echomq import AsyncConnector, ids, jobs, keyspace
-from echomq.app import App
-from echomq.consumer import Consumer, Job
-from echomq.metronome import Metronome
+from echomq import AsyncConnector
+from echomq.core import ids, keyspace
+from echomq.runtime.consumer import Consumer, Job
+from echomq.runtime.metronome import Metronome
+from echomq.tasks.app import App
+from echomq.verbs import jobs
 
 
 def due_tokens(raw, queue: str) -> list[bytes]:

@@ -33,7 +33,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from echomq import Connector, groups, ids, jobs, keyspace
+from echomq import Connector
+from echomq.core import ids, keyspace
+from echomq.verbs import groups, jobs
 
 GROUPS = ["ga", "gb", "gc"]
 UNIQUE = ["u1", "u2"]

@@ -1,4 +1,4 @@
-"""The AsyncConnector packs commands with libvalkey's C packer (echomq.packing): the same
+"""The AsyncConnector packs commands with libvalkey's C packer (echomq.connectors.packing): the same
 bytes valkey-py's own asyncio packer sends, and its errors for what cannot be sent."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ import valkey.asyncio as avalkey
 from valkey.asyncio.connection import Connection
 from valkey.exceptions import DataError
 
-from echomq import AsyncConnector, errors, ids, jobs, packing
+from echomq import AsyncConnector
+from echomq.connectors import packing
+from echomq.core import errors, ids
+from echomq.verbs import jobs
 
 CASES = [
     ("EVALSHA", "a" * 40, 1, "emq:{q}:pending", "emq:{q}:", "JOB" + "0" * 26, b'{"x":1}'),

@@ -18,10 +18,12 @@ import time
 import pytest
 from runtime_helpers import run_until
 
-from echomq import Connector, errors, ids, jobs, keyspace, partitions, repeat
-from echomq.app import App
-from echomq.steps import Batch, Eval, Native
-from echomq.worker import Worker
+from echomq import Connector
+from echomq.core import errors, ids, keyspace, partitions
+from echomq.core.steps import Batch, Eval, Native
+from echomq.tasks.app import App
+from echomq.tasks.worker import Worker
+from echomq.verbs import jobs, repeat
 
 
 def test_names_keys_and_folding_are_pure_and_stable():
@@ -92,7 +94,7 @@ def test_a_worker_drains_every_partition_fairly(cluster, app):
     ran: list[tuple[str, float]] = []
 
     async def work(n: int) -> None:
-        from echomq.consumer import current_job
+        from echomq.runtime.consumer import current_job
 
         job = current_job()
         assert job is not None
@@ -236,7 +238,7 @@ def test_the_dashboard_shows_a_partitioned_queue_as_one_row(cluster, app):
 def test_cli_enqueue_of_a_partitioned_task_lands_on_a_partition(cluster, tmp_path):
     base = "pcli" + ids.mint()[-6:]
     (tmp_path / "papp.py").write_text(
-        "from echomq.app import App\napp = App()\n"
+        "from echomq.tasks.app import App\napp = App()\n"
         f"@app.task(queue={base!r}, name='send', partitions=4)\ndef send(to): pass\n")
     env = {**os.environ, "ECHOMQ_URL": cluster.url, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "echomq.cli", "enqueue", "send", "a@b.c",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from conftest import server_ms
 
-from echomq import dead, errors, ids, jobs, keyspace
-from echomq.outcomes import Outcome
+from echomq.core import errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import dead, jobs
 
 
 def k(queue: str, suffix: str) -> str:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 import valkey
 
-from echomq import AsyncConnector, errors, ids, jobs, keyspace, repeat
-from echomq.pump import Pump
-from echomq.steps import Batch
+from echomq import AsyncConnector
+from echomq.core import errors, ids, keyspace
+from echomq.core.steps import Batch
+from echomq.runtime.pump import Pump
+from echomq.verbs import jobs, repeat
 
 
 def pending(raw: valkey.Valkey, queue: str) -> list[str]:
@@ -251,7 +253,7 @@ def test_pump_guards(aconn: AsyncConnector, conn: Any) -> None:
 PUMP_PROCESS = """
 import asyncio, sys
 from echomq import AsyncConnector
-from echomq.pump import Pump
+from echomq.runtime.pump import Pump
 
 async def main():
     conn = await AsyncConnector.connect(sys.argv[1])

@@ -13,8 +13,10 @@ from zoneinfo import ZoneInfo
 import pytest
 import valkey
 
-from echomq import cron, ids, jobs, keyspace, repeat, scripts
-from echomq.outcomes import Outcome
+from echomq import scripts
+from echomq.core import cron, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs, repeat
 
 Snap = Callable[[str], dict[bytes, Any]]
 

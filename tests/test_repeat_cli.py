@@ -10,8 +10,8 @@ import sys
 import pytest
 import valkey
 
-from echomq import keyspace
-from echomq.cli import main
+from echomq.cli.main import main
+from echomq.core import keyspace
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -90,8 +90,8 @@ def echomq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_pause_resume_as_a_subprocess(url: str, raw: valkey.Valkey, queue: str) -> None:
-    from echomq import repeat
-    from echomq.connector import Connector
+    from echomq.connectors.connector import Connector
+    from echomq.verbs import repeat
 
     add = echomq("repeat", "add", "beat", "--every", "1m", "--payload", "x", "--queue", queue,
                  url=url)

@@ -10,9 +10,11 @@ from datetime import timedelta
 import pytest
 from conftest import server_ms
 
-from echomq import App, AsyncConnector, ids, jobs, keyspace, retention
-from echomq.consumer import Consumer, Job
-from echomq.retention import Retention
+from echomq import App, AsyncConnector
+from echomq.core import ids, keyspace
+from echomq.runtime.consumer import Consumer, Job
+from echomq.verbs import jobs, retention
+from echomq.verbs.retention import Retention
 
 
 def k(queue: str, suffix: str) -> str:

@@ -7,8 +7,10 @@ import socket
 
 import pytest
 
-from echomq import Connector, ids, jobs
-from echomq.server import EmbeddedServer, ServerError
+from echomq import Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer, ServerError
+from echomq.verbs import jobs
 
 
 def test_persistent_server_replays_its_aof(tmp_path):
@@ -86,8 +88,7 @@ def open_umask():
 
 
 def test_data_dir_is_0700_and_every_file_0600_whatever_the_umask(tmp_path, open_umask):
-    from echomq import datadir
-
+    from echomq.embedded import datadir
     data = tmp_path / "data"
     try:
         found = EmbeddedServer.find_or_start(data, native=False)
@@ -126,7 +127,7 @@ def test_an_old_loose_data_dir_is_tightened(tmp_path, open_umask):
 @pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
 def test_a_data_dir_other_users_can_write_is_refused(tmp_path, mode, monkeypatch):
     from echomq import App
-    from echomq.errors import ConfigError
+    from echomq.core.errors import ConfigError
 
     data = tmp_path / "shared"
     data.mkdir()
@@ -193,8 +194,7 @@ def test_the_password_is_never_printed(tmp_path):
         started = run(sys.executable, "-c", script)
         assert started.returncode == 0, started.stderr
         assert "started the embedded server" in started.stderr  # the log line is there...
-        from echomq import datadir
-
+        from echomq.embedded import datadir
         secret = datadir.read(data).password
         assert secret not in started.stderr + started.stdout  # ...without the password
         env["ECHOMQ_URL"] = datadir.read(data).url

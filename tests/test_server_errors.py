@@ -18,9 +18,11 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
-from echomq import AsyncConnector, Connector, errors, ids, jobs, keyspace
-from echomq.app import App
-from echomq.server import EmbeddedServer, free_port
+from echomq import AsyncConnector, Connector
+from echomq.core import errors, ids, keyspace
+from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.tasks.app import App
+from echomq.verbs import jobs
 
 
 @pytest.fixture

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 import valkey
 
-from echomq import App, datadir
-from echomq.errors import ConfigError
-from echomq.server import EmbeddedServer, ServerError, free_port
+from echomq import App
+from echomq.core.errors import ConfigError
+from echomq.embedded import datadir
+from echomq.embedded.server import EmbeddedServer, ServerError, free_port
 
 TASKS = '''
 import os

@@ -15,8 +15,10 @@ import time
 
 import pytest
 
-from echomq import AsyncConnector, errors, ids, jobs, keyspace
-from echomq.consumer import Consumer, Event, Job
+from echomq import AsyncConnector
+from echomq.core import errors, ids, keyspace
+from echomq.runtime.consumer import Consumer, Event, Job
+from echomq.verbs import jobs
 
 
 async def _until(pred, timeout: float = 10.0) -> None:
@@ -116,7 +118,7 @@ def test_a_checkpoint_refused_for_now_is_retried_not_given_up(tmp_path):
     retries it (it gave the lease up before, so the job was reaped and ran twice)."""
     import valkey
 
-    from echomq.server import EmbeddedServer
+    from echomq.embedded.server import EmbeddedServer
 
     runs: list[str] = []
 

@@ -1,11 +1,12 @@
-"""The state table (echomq.states) is checked against the real transitions."""
+"""The state table (echomq.core.states) is checked against the real transitions."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import server_ms
 
-from echomq import ids, jobs, keyspace, repeat, states
+from echomq.core import ids, keyspace, states
+from echomq.verbs import jobs, repeat
 
 VERBS = {t.verb for t in states.TRANSITIONS}
 
@@ -88,8 +89,7 @@ def test_admissions_land_where_the_table_says(conn, raw, queue):
             assert fired.outcome == "fired"
             jid = fired.ids[0]
         elif t.verb == "flow_admit":
-            from echomq import flows
-
+            from echomq.verbs import flows
             flows.admit(conn, flows.Node(queue, jid, b"p", children=(
                 flows.Node(queue, ids.mint(), b"c"),)))
         elif t.verb == "enqueue_at":

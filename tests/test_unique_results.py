@@ -8,9 +8,11 @@ import time
 
 import pytest
 
-from echomq import Connector, errors, ids, jobs, keyspace, retention
-from echomq.jobs import Admitted
-from echomq.outcomes import Outcome
+from echomq import Connector
+from echomq.core import errors, ids, keyspace
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs, retention
+from echomq.verbs.jobs import Admitted
 
 
 def k(queue: str, suffix: str) -> str:

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from echomq import backoff, ids, keyspace, scripts
+from echomq import scripts
+from echomq.core import backoff, ids, keyspace
 
 
 def test_keys_share_one_hash_tag():

@@ -17,8 +17,10 @@ import pytest
 import valkey
 from cli_support import kill_all
 
-from echomq import ids, jobs, keyspace, scripts
-from echomq.app import encode
+from echomq import scripts
+from echomq.core import ids, keyspace
+from echomq.tasks.app import encode
+from echomq.verbs import jobs
 
 APP = '''
 import os, time
@@ -27,7 +29,7 @@ from echomq import App
 
 app = App(os.environ["ECHOMQ_URL"])
 Q = os.environ["T_QUEUE"]
-from echomq import urls
+from echomq.connectors import urls
 from valkey.cluster import ValkeyCluster
 
 _target = urls.parse(os.environ["ECHOMQ_URL"])  # a cluster URL gets a cluster client

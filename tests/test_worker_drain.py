@@ -12,7 +12,7 @@ import pytest
 from cli_support import echomq, popen
 from test_worker import wait_for
 
-from echomq import keyspace
+from echomq.core import keyspace
 
 APP = '''
 import os, time

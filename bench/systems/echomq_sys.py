@@ -1,10 +1,10 @@
-"""EchoMQ's side of the bench, on the core verbs (``echomq.jobs``) and ``AsyncConnector``.
+"""EchoMQ's side of the bench, on the core verbs (``echomq.verbs.jobs``) and ``AsyncConnector``.
 
 ``--variant``: ``4`` (scripts, EVALSHA) or ``6`` (the native module where a verb has a
 twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4);
 ``pipelined`` runs the worker below with each batch's ack and the next claim in one
 round trip (``jobs.ack_and_claim``); ``consumer`` runs the runtime's
-``echomq.consumer.Consumer`` as the worker, ``consumer-6`` the same at wire 6 (the native
+``echomq.runtime.consumer.Consumer`` as the worker, ``consumer-6`` the same at wire 6 (the native
 ``EMQ.PROMOTE`` and the other native twins).
 
 The worker below does what the runtime's beat does: recovery leg (reap) -> promote ->
@@ -22,7 +22,9 @@ from typing import Any
 import valkey.asyncio as avalkey
 from _common import CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, chunks, parse, ready, report
 
-from echomq import AsyncConnector, Connector, ids, jobs, keyspace
+from echomq import AsyncConnector, Connector
+from echomq.core import ids, keyspace
+from echomq.verbs import jobs
 
 BEAT_S = 0.1  # the runtime's default beat (issue 3)
 LEASE_MS = 30_000
@@ -178,9 +180,8 @@ def _ack_and_claim(conn: Any, q: str, k: int) -> Any:
 
 
 async def work_consumer(args: Any) -> None:
-    """The runtime's ``echomq.consumer.Consumer`` with its defaults but the concurrency."""
-    from echomq import consumer as consumer_mod
-
+    """The runtime's ``echomq.runtime.consumer.Consumer`` with its defaults but the concurrency."""
+    from echomq.runtime import consumer as consumer_mod
     conn = await AsyncConnector.connect(args.url, wire=_wire(args.variant))
 
     async def on_job(job: Any) -> None:  # async: a plain function would go to a thread pool

@@ -14,8 +14,8 @@ times are HOST ms (the registry's clock). Pages show UTC, and the browser's zone
 
 from __future__ import annotations
 
-from .access import Access
-from .app import Dashboard, discover_queues
-from .stdlib import DashboardServer, serve
+from echomq.dashboard.access import Access
+from echomq.dashboard.routes import Dashboard, discover_queues
+from echomq.dashboard.stdlib import DashboardServer, serve
 
 __all__ = ["Access", "Dashboard", "DashboardServer", "discover_queues", "serve"]

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from .. import dead, errors, flows, groups, insight, jobs, keyspace, repeat
-from ..connector import Connector
-from . import pages
-from .web import Request, Response, e, html_response, q, redirect
+from echomq.connectors.connector import Connector
+from echomq.core import errors, keyspace
+from echomq.dashboard import insight, pages
+from echomq.dashboard.web import Request, Response, e, html_response, q, redirect
+from echomq.verbs import dead, flows, groups, jobs, repeat
 
 BULK_MAX = 500
 

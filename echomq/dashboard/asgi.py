@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
-from ..connector import Connector
-from .access import Access
-from .app import Dashboard
-from .web import Request
+from echomq.connectors.connector import Connector
+from echomq.dashboard.access import Access
+from echomq.dashboard.routes import Dashboard
+from echomq.dashboard.web import Request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

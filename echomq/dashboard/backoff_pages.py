@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import backoff
-from . import charts
-from .charts import DASH, duration
-from .layout import shell
-from .web import Request, e, q
+from echomq.core import backoff
+from echomq.dashboard import charts
+from echomq.dashboard.charts import DASH, duration
+from echomq.dashboard.layout import shell
+from echomq.dashboard.web import Request, e, q
 
 # -- backoff ------------------------------------------------------------------------------
 

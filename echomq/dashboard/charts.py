@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import backoff
-from .web import e
+from echomq.core import backoff
+from echomq.dashboard.web import e
 
 DASH = "\u2013"  # an en dash: the mark for "no value"
 NONE = DASH

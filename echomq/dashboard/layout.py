@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from .charts import NONE, duration
-from .web import Request, e, q
+from echomq.dashboard.charts import NONE, duration
+from echomq.dashboard.web import Request, e, q
 
 PAGE = 50
 STATE_LABELS = {

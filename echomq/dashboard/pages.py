@@ -13,12 +13,12 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import flows, ids, insight, partitions, repeat
-from . import charts
-from .access import Access
-from .backoff_pages import backoff_link, backoff_page, task_policy, tasks_page
-from .charts import NONE, duration
-from .layout import (
+from echomq.core import ids, partitions
+from echomq.dashboard import charts, insight
+from echomq.dashboard.access import Access
+from echomq.dashboard.backoff_pages import backoff_link, backoff_page, task_policy, tasks_page
+from echomq.dashboard.charts import NONE, duration
+from echomq.dashboard.layout import (
     PAGE,
     SCORE_MEANING,
     STATE_LABELS,
@@ -31,7 +31,8 @@ from .layout import (
     utc,
     when,
 )
-from .web import Request, e, q
+from echomq.dashboard.web import Request, e, q
+from echomq.verbs import flows, repeat
 
 # the pages, and the frame's and backoff pages' names the app reaches through here
 __all__ = [

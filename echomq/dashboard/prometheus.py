@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .. import errors, insight, metrics
-from ..connector import Connector
+from echomq.connectors.connector import Connector
+from echomq.core import errors
+from echomq.dashboard import insight
+from echomq.verbs import metrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TOTALS = ("completed", "failed", "retried", "dead", "cancelled", "enqueued")

@@ -12,10 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..connector import Connector
-from .access import Access
-from .app import Dashboard
-from .web import Request
+from echomq.connectors.connector import Connector
+from echomq.dashboard.access import Access
+from echomq.dashboard.routes import Dashboard
+from echomq.dashboard.web import Request
 
 MAX_BODY = 1_000_000  # a form of 500 chosen ids fits well within this
 
@@ -105,7 +105,7 @@ def serve(
     Refuses (``ValueError``) a non-loopback ``host`` without a ``token``. Requests must
     name the bound address (or one of ``allow_hosts``) in their ``Host`` header.
     """
-    from .access import check_bind
+    from echomq.dashboard.access import check_bind
 
     check_bind(host, token)
     board = Dashboard(conn, queues, tasks=tasks)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-from ..errors import NativeUnavailable
+from echomq.core.errors import NativeUnavailable
 
 MODULE_NAME = "emq"
 COMMANDS = ("EMQ.SCHEDULE", "EMQ.PROMOTE", "EMQ.DELAY", "EMQ.RESCHEDULE", "EMQ.ENQUEUE")

@@ -12,7 +12,7 @@ import pytest
 import valkey
 from native_support import fresh_queue, start_server
 
-from echomq.server import EmbeddedServer
+from echomq.embedded.server import EmbeddedServer
 
 
 @pytest.fixture(scope="module")

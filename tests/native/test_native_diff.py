@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from native_support import base, fresh_queue, snapshot
 
-from echomq import Connector, jobs
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 FAR = 40_000_000_000_000
 CLOCK_LOW = 10**12  # any score/field at or above this (and below FAR) was priced on a clock

@@ -14,8 +14,9 @@ import pytest
 import valkey
 from native_support import base, fresh_queue, send, snapshot
 
-from echomq import Connector, errors
-from echomq.server import EmbeddedServer
+from echomq import Connector
+from echomq.core import errors
+from echomq.embedded.server import EmbeddedServer
 
 J1, J2 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB"
 FAR = 40_000_000_000_000

@@ -26,8 +26,10 @@ from native_support import (
     start_server,
 )
 
-from echomq import Connector, errors, jobs, scripts
-from echomq.server import EmbeddedServer
+from echomq import Connector, scripts
+from echomq.core import errors
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 
 def script(r: valkey.Valkey, q: str, job: str, payload: object = b"p") -> object:

@@ -27,7 +27,7 @@ from native_support import (
     snapshot,
 )
 
-from echomq.server import EmbeddedServer
+from echomq.embedded.server import EmbeddedServer
 
 # The refusals every command shares (a foreign id, the mode, the due, the shape, a set of
 # the wrong type, the key positions) are parametrized across the commands in

@@ -16,8 +16,10 @@ import valkey
 from conftest import Runner
 from native_support import fresh_queue, server_ms, start_server
 
-from echomq import AsyncConnector, Connector, errors, jobs, native
-from echomq.server import EmbeddedServer
+from echomq import AsyncConnector, Connector, native
+from echomq.core import errors
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
 
 FAR = 40_000_000_000_000
 

@@ -1,8 +1,9 @@
 """Type-checked by mypy in CI (not run): the verbs are typed per connector kind."""
 
-from echomq import AsyncConnector, Connector, jobs, repeat
-from echomq.jobs import Claim
-from echomq.outcomes import Outcome
+from echomq import AsyncConnector, Connector
+from echomq.core.outcomes import Outcome
+from echomq.verbs import jobs, repeat
+from echomq.verbs.jobs import Claim
 
 
 def sync_use(conn: Connector) -> Claim | None:

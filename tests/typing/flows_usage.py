@@ -1,8 +1,8 @@
 """Type-checked by mypy in CI (not run): the flows API from handler code, without casts."""
 
 from echomq import App, current_job
-from echomq.canvas import Flow, chain, flow, group
-from echomq.flows import Child
+from echomq.tasks.canvas import Flow, chain, flow, group
+from echomq.verbs.flows import Child
 
 app = App("valkey://127.0.0.1:6379/0")
 

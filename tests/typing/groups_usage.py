@@ -2,8 +2,9 @@
 no casts: a group derived from the arguments, ``rate_limited`` in both forms (it never
 returns, so the code after it is unreachable to the checker), the group controls."""
 
-from echomq import App, RateLimited, current_job, groups, jobs
-from echomq.groups import GroupStats
+from echomq import App, RateLimited, current_job
+from echomq.verbs import groups, jobs
+from echomq.verbs.groups import GroupStats
 
 app = App("valkey://127.0.0.1:6379/0")
 

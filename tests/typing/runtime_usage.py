@@ -5,8 +5,8 @@ task's parameters)."""
 import datetime as dt
 
 from echomq import App, current_job
-from echomq.consumer import Job
-from echomq.outcomes import Outcome
+from echomq.core.outcomes import Outcome
+from echomq.runtime.consumer import Job
 
 app = App("valkey://127.0.0.1:6379/0")
 

@@ -1,0 +1,235 @@
+"""Group and rate commands: ``echomq group list|pause|resume|limit|rate`` and ``echomq rate``.
+
+A group is a tenant's lane in a queue (``task.options(group=...)``, ``@app.task(group=...)``):
+groups take turns at the claim, each may be paused, capped at a concurrency limit and rate
+limited. A rate is ``MAX/DURATION``: at most MAX claims start in any window of DURATION
+(``10/1s``, ``600/1m``, ``5/250ms``; ``10/s`` is ``10/1s``), counted on the SERVER clock;
+``none`` removes it. Every command takes ``--url`` (default ``$ECHOMQ_URL``, else the
+embedded server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from echomq.cli.jobcmds import _common, _connect, discover_queues
+from echomq.core.times import parse_duration
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
+
+
+def parse_rate(text: str) -> tuple[int, int] | None:
+    """``"10/1s"`` -> ``(10, 1000)``: at most 10 starts per 1,000 ms; ``"none"`` -> ``None``.
+    A bare unit counts one of it (``10/s``)."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    m = _RATE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"not a rate: {text!r} (write MAX/DURATION, e.g. 10/1s or 600/1m; 'none' "
+            "removes the rate)")
+    count, window = int(m.group(1)), m.group(2)
+    if window[:1].isalpha():  # "10/s": one of that unit
+        window = "1" + window
+    per_ms = parse_duration(window)
+    if count < 1:
+        raise argparse.ArgumentTypeError(
+            f"a rate of {text!r} would never start a job: MAX must be at least 1 (use "
+            "`echomq group pause` to stop a group)")
+    if per_ms < 1:
+        raise argparse.ArgumentTypeError(f"the window of {text!r} must be at least 1ms")
+    return count, per_ms
+
+
+def parse_limit(text: str) -> int | None:
+    """A group's concurrency limit: a whole number >= 1, or ``none`` (no limit)."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a limit: {text!r} (a whole number of jobs at once, e.g. 5, or 'none' "
+            "for no limit)") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"a limit of {n} would never run a job: use 1 or more (or `echomq group pause` "
+            "to stop the group)")
+    return n
+
+
+def show_rate(rate: tuple[int, int] | None) -> str:
+    if rate is None:
+        return "-"
+    count, per_ms = rate
+    for unit, ms in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if per_ms % ms == 0:
+            return f"{count}/{per_ms // ms}{unit}"
+    return f"{count}/{per_ms}ms"
+
+
+def _queue_group(p: argparse.ArgumentParser) -> None:
+    p.add_argument("queue", help="the queue")
+    p.add_argument("group", help="the group (e.g. a tenant id)")
+    _common(p)
+
+
+def register(sub: Any) -> None:
+    group = sub.add_parser("group", help="groups (tenants' lanes): list, pause, resume, "
+                                         "limit, rate")
+    gsub = group.add_subparsers(dest="group_command", metavar="ACTION", required=True)
+
+    p = gsub.add_parser("list", help="each group: waiting, active, limit, rate, paused")
+    p.add_argument("--queue", action="append", default=None,
+                   help="only this queue (repeatable; default: every queue)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    p.set_defaults(func=run_list)
+
+    p = gsub.add_parser("pause", help="release none of a group's jobs until resumed")
+    _queue_group(p)
+    p.set_defaults(func=run_pause)
+    p = gsub.add_parser("resume", help="let a paused group's jobs run again")
+    _queue_group(p)
+    p.set_defaults(func=run_resume)
+
+    p = gsub.add_parser("limit", help="at most N of a group's jobs at once (or none)")
+    _queue_group(p)
+    p.add_argument("limit", type=parse_limit, help="a whole number >= 1, or none")
+    p.set_defaults(func=run_limit)
+
+    p = gsub.add_parser("rate", help="at most MAX of a group's jobs start per DURATION")
+    _queue_group(p)
+    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
+    p.set_defaults(func=run_group_rate)
+
+    p = sub.add_parser("rate", help="a queue-wide rate: at most MAX starts per DURATION")
+    p.add_argument("queue", help="the queue")
+    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
+    _common(p)
+    p.set_defaults(func=run_queue_rate)
+
+
+def _checked(args: argparse.Namespace) -> None:
+    """Names are checked before any connection: a bad one writes nothing."""
+    from echomq.core import keyspace
+    keyspace.validate_queue(args.queue)
+    if getattr(args, "group", None) is not None:
+        keyspace.validate_group(args.group)
+
+
+def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:
+    from echomq.verbs import groups
+    rows = []
+    for q in queues:
+        for name, st in sorted(groups.stats(conn, q).items()):
+            rate = (st.rate_max, st.rate_per_ms) if st.rate_max and st.rate_per_ms else None
+            rows.append({"queue": q, "group": name, "waiting": st.waiting,
+                         "active": st.active, "limit": st.limit, "rate": show_rate(rate),
+                         "paused": bool(st.paused)})
+    return rows
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from echomq.core import keyspace
+    for q in args.queue or []:
+        keyspace.validate_queue(q)
+    conn, app = _connect(args)
+    try:
+        queues = args.queue or discover_queues(conn)
+        rows = _stats_rows(conn, queues)
+    finally:
+        app.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        where = f"queue {args.queue[0]!r}" if args.queue and len(args.queue) == 1 else (
+            f"any of {len(queues)} queues")
+        print(f"(no groups on {where})")
+        return 0
+    qw = max(5, *(len(r["queue"]) for r in rows))
+    gw = max(5, *(len(r["group"]) for r in rows))
+    print(f"{'queue':<{qw}}  {'group':<{gw}}  {'waiting':>9}  {'active':>7}  {'limit':>6}  "
+          f"{'rate':>9}  paused")
+    for r in rows:
+        limit = "-" if r["limit"] is None else str(r["limit"])
+        print(f"{r['queue']:<{qw}}  {r['group']:<{gw}}  {r['waiting']:>9}  {r['active']:>7}  "
+              f"{limit:>6}  {r['rate']:>9}  {'yes' if r['paused'] else 'no'}")
+    return 0
+
+
+def _one(args: argparse.Namespace, act: Any) -> None:
+    _checked(args)
+    conn, app = _connect(args)
+    try:
+        act(conn)
+    finally:
+        app.close()
+
+
+def run_pause(args: argparse.Namespace) -> int:
+    from echomq.verbs import groups
+    _one(args, lambda conn: groups.pause(conn, args.queue, args.group))
+    print(f"group {args.group} on {args.queue} paused (its jobs wait until "
+          f"`echomq group resume {args.queue} {args.group}`)")
+    return 0
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    from echomq.verbs import groups
+    _one(args, lambda conn: groups.resume(conn, args.queue, args.group))
+    print(f"group {args.group} on {args.queue} resumed")
+    return 0
+
+
+def run_limit(args: argparse.Namespace) -> int:
+    from echomq.verbs import groups
+    _one(args, lambda conn: groups.set_limit(conn, args.queue, args.group, args.limit))
+    what = "no limit" if args.limit is None else f"at most {args.limit} at once"
+    print(f"group {args.group} on {args.queue}: {what}")
+    return 0
+
+
+def run_group_rate(args: argparse.Namespace) -> int:
+    from echomq.verbs import groups
+    def act(conn: Any) -> None:
+        if args.rate is None:
+            groups.clear_rate(conn, args.queue, args.group)
+        else:
+            groups.set_rate(conn, args.queue, args.group, *args.rate)
+
+    _one(args, act)
+    what = "no rate" if args.rate is None else f"rate {show_rate(args.rate)}"
+    print(f"group {args.group} on {args.queue}: {what}")
+    return 0
+
+
+def run_queue_rate(args: argparse.Namespace) -> int:
+    from echomq.verbs import jobs
+    rate: tuple[int, int] | None = args.rate
+
+    def act(conn: Any) -> None:
+        if rate is None:
+            jobs.clear_rate(conn, args.queue)
+        else:
+            jobs.set_rate(conn, args.queue, *rate)
+
+    _one(args, act)
+    print(f"queue {args.queue}: {'no rate' if rate is None else 'rate ' + show_rate(rate)}")
+    return 0
+
+
+def totals(conn: Any, queue: str) -> dict[str, int] | None:
+    """``{"groups", "waiting", "active", "paused"}`` summed over ``queue``'s groups (for
+    ``echomq stats``), or ``None`` when the queue has none."""
+    from echomq.verbs import groups
+    stats = groups.stats(conn, queue)
+    if not stats:
+        return None
+    return {"groups": len(stats), "waiting": sum(s.waiting for s in stats.values()),
+            "active": sum(s.active for s in stats.values()),
+            "paused": sum(1 for s in stats.values() if s.paused)}

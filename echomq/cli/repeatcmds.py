@@ -1,0 +1,272 @@
+"""``echomq repeat list|add|cancel|pause|resume|next``: browse and manage recurring registrations.
+
+Every command takes ``--url`` (default ``$ECHOMQ_URL``, else the embedded server) and
+``--queue`` (default ``default``). Times print in the registration's zone for a cron
+registration and in UTC otherwise; repeat scores are HOST-clock ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, pause, next")
+    verbs = p.add_subparsers(dest="repeat_command", metavar="VERB")
+
+    ls = verbs.add_parser("list", help="every registration (of every queue), soonest first")
+    ls.add_argument("--url", default=None,
+                    help="server URL (default: $ECHOMQ_URL, else embedded)")
+    ls.add_argument("--queue", default=None, help="only this queue (default: every queue)")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    ls.set_defaults(func=run_list)
+
+    add = verbs.add_parser("add", help="register (or explicitly update) a recurrence")
+    _common(add)
+    add.add_argument("name", help="the registration name (unique per queue)")
+    how = add.add_mutually_exclusive_group(required=True)
+    how.add_argument("--every", default=None, help="interval: 500ms, 30s, 5m, 1h, 1d")
+    how.add_argument("--cron", default=None, help="cron expression, e.g. '0 3 * * *' or @daily")
+    add.add_argument("--tz", default="UTC", help="IANA zone for --cron (default UTC)")
+    what = add.add_mutually_exclusive_group(required=True)
+    what.add_argument("--payload", default=None, help="the occurrence payload, verbatim")
+    what.add_argument("--task", nargs="+", default=None, metavar=("TASK", "ARG"),
+                      help="a task and its arguments (each JSON, else a string): the payload "
+                      "is that call")
+    add.add_argument("--kwargs", default=None, help="with --task: keyword arguments (JSON)")
+    add.add_argument("--first-in", default=None, help="with --every: first run after this")
+    add.add_argument("--start", default=None, help="no run before (ISO-8601 or epoch ms)")
+    add.add_argument("--end", default=None, help="no run after (ISO-8601 or epoch ms)")
+    add.add_argument("--limit", type=int, default=None, help="stop after this many runs")
+    add.add_argument("--catchup", choices=("skip", "latest", "all"), default=None,
+                     help="missed runs after downtime (default: fire one and move on)")
+    add.add_argument("--window", default=None, help="catch-up window (with skip or all)")
+    add.add_argument("--cap", type=int, default=None, help="catch-up cap (with all)")
+    add.add_argument("--overlap", choices=("allow", "skip"), default="allow",
+                     help="skip a run while the previous one is pending or active")
+    add.set_defaults(func=run_add)
+
+    cancel = verbs.add_parser("cancel", help="remove a registration (its jobs stay)")
+    _common(cancel)
+    cancel.add_argument("name")
+    cancel.set_defaults(func=run_cancel)
+
+    pause = verbs.add_parser("pause", help="stop firing a registration (record and next run kept)")
+    _common(pause)
+    pause.add_argument("name")
+    pause.set_defaults(func=run_hold, hold="pause")
+
+    resume = verbs.add_parser("resume", help="fire a paused registration again, from now")
+    _common(resume)
+    resume.add_argument("name")
+    resume.set_defaults(func=run_hold, hold="resume")
+
+    nxt = verbs.add_parser("next", help="the next runs of a registration or a cron expression")
+    _common(nxt)
+    nxt.add_argument("name", help="a registration name, or a cron expression")
+    nxt.add_argument("--count", type=int, default=5, help="how many runs (default 5)")
+    nxt.add_argument("--tz", default="UTC", help="zone for a bare cron expression")
+    nxt.set_defaults(func=run_next)
+
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+    p.add_argument("--queue", default="default", help="the queue (default: default)")
+
+
+def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
+    from echomq.cli.jobcmds import _connect as connect
+
+    return connect(args)
+
+
+def _close(app: Any) -> None:
+    close = getattr(app, "close", None)
+    if callable(close):
+        close()
+
+
+def _when(ms: int | None, tz: str | None) -> str:
+    if ms is None:
+        return "-"
+    from echomq.core import cron
+    zone = cron.zone(tz) if tz else UTC
+    return datetime.fromtimestamp(ms / 1000, zone).isoformat(timespec="seconds")
+
+
+def _cadence(entry: dict[str, Any]) -> str:
+    if entry.get("cron"):
+        return f"cron {entry['cron']!r} {entry.get('tz') or 'UTC'}"
+    if entry.get("every_ms"):
+        return f"every {_duration(entry['every_ms'])}"
+    return "(no record)"
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def _plain(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    tpl = out.get("template")
+    if isinstance(tpl, bytes):
+        out["template"] = tpl.decode("utf-8", "replace")
+    return out
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from echomq.cli.jobcmds import discover_queues
+    from echomq.verbs import repeat
+
+    conn, app = _connect(args)
+    try:
+        queues = [args.queue] if args.queue else discover_queues(conn)
+        entries = [{"queue": q, **e} for q in queues for e in repeat.records(conn, q)]
+    finally:
+        _close(app)
+    entries.sort(key=lambda e: (e["next_at"] is None, e["next_at"] or 0, e["queue"]))
+    if args.json:
+        for e in entries:
+            print(json.dumps(_plain(e), sort_keys=True))
+        return 0
+    if not entries:
+        where = f"queue {args.queue!r}" if args.queue else f"any of {len(queues)} queues"
+        print(f"no registrations on {where}")
+        return 0
+    rows = [("QUEUE", "NAME", "CADENCE", "NEXT", "FIRED", "LAST")]
+    for e in entries:
+        nxt = _when(e["next_at"], e.get("tz")) if not e.get("done") else f"done ({e['done']})"
+        if e.get("paused"):
+            nxt = f"paused ({nxt})"
+        limit = f"/{e['limit']}" if e.get("limit") else ""
+        rows.append((e["queue"], e["name"], _cadence(e), nxt, f"{e.get('fired', 0)}{limit}",
+                     e.get("last_id", "-")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from echomq.core.times import parse_duration, parse_instant
+    from echomq.verbs import repeat
+
+    if args.task is not None:
+        from echomq.cli.jobcmds import _value as _word
+        from echomq.cli.jobcmds import parse_kwargs
+        from echomq.tasks.app import encode
+
+        kwargs = parse_kwargs(args.kwargs)
+        task, *words = args.task
+        template: bytes | str = encode(task, [_word(a) for a in words], kwargs)
+    else:
+        template = args.payload
+    how: dict[str, Any] = {}
+    if args.every is not None:
+        how["every_ms"] = parse_duration(args.every)
+        if args.first_in is not None:
+            how["first_in_ms"] = parse_duration(args.first_in)
+    else:
+        how["cron"], how["tz"] = args.cron, args.tz
+    try:
+        outcome = _upsert(repeat, args, template, how, parse_duration, parse_instant)
+    except (ValueError, TypeError) as exc:
+        print(f"echomq: {exc}", file=sys.stderr)
+        return 2
+    print(outcome)
+    return 0
+
+
+def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
+            how: dict[str, Any], duration: Any, instant: Any) -> Any:
+    opts: dict[str, Any] = {
+        "start_at": instant(args.start) if args.start else None,
+        "end_at": instant(args.end) if args.end else None,
+        "limit": args.limit,
+        "catchup": args.catchup,
+        "window_ms": duration(args.window) if args.window else None,
+        "cap": args.cap,
+        "overlap": args.overlap,
+    }
+    # every guard runs before the connection (and the embedded server) is touched
+    repeat.definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
+                       opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
+                       opts["window_ms"], opts["cap"], opts["overlap"])
+    from echomq.verbs import registry
+    conn, app = _connect(args)
+    try:
+        registry.note(conn, args.queue)
+        return repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
+    finally:
+        _close(app)
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    from echomq.verbs import repeat
+    conn, app = _connect(args)
+    try:
+        removed = repeat.cancel(conn, args.queue, args.name)
+    finally:
+        _close(app)
+    if not removed:  # as pause/resume/next say it: on stderr, naming the queue looked in
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    print("cancelled")
+    return 0
+
+
+def run_hold(args: argparse.Namespace) -> int:
+    """``repeat pause``/``repeat resume``: exit 1 with a plain sentence for an unknown name."""
+    from echomq.verbs import repeat
+    verb = repeat.pause if args.hold == "pause" else repeat.resume
+    try:
+        conn, app = _connect(args)
+        try:
+            outcome = verb(conn, args.queue, args.name)
+        finally:
+            _close(app)
+    except ValueError as exc:
+        print(f"echomq: {exc}", file=sys.stderr)
+        return 2
+    if outcome == "absent":
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    print(outcome)
+    return 0
+
+
+def run_next(args: argparse.Namespace) -> int:
+    from echomq.core import cron
+    from echomq.verbs import repeat
+    if args.count < 1:
+        raise SystemExit("echomq: --count must be at least 1")
+    entry = None
+    if not args.name.startswith("@") and len(args.name.split()) != 5:
+        conn, app = _connect(args)
+        try:
+            entry = repeat.get(conn, args.queue, args.name)
+        finally:
+            _close(app)
+        if entry is None:
+            print(f"echomq: no registration named {args.name!r} on {args.queue!r}",
+                  file=sys.stderr)
+            return 1
+    try:
+        runs = repeat.next_runs(entry if entry is not None else args.name, args.count, args.tz)
+    except cron.CronError as exc:
+        print(f"echomq: {exc}", file=sys.stderr)
+        return 2
+    if entry is not None and not runs:
+        print(f"{args.name}: no further run ({entry.get('done') or 'finished'})")
+    for when in runs:
+        print(when.isoformat(timespec="seconds"))
+    return 0

@@ -1,0 +1,26 @@
+"""Outcomes of the verbs: ``StrEnum`` members, so ``outcome == "scheduled"`` holds."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    ENQUEUED = "enqueued"
+    SCHEDULED = "scheduled"
+    DUPLICATE = "duplicate"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    REGISTERED = "registered"
+    EXISTS = "exists"
+    UPDATED = "updated"
+    ADVANCED = "advanced"
+    ABSENT = "absent"
+    FIRED = "fired"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    REQUESTED = "requested"
+    WAITING = "waiting"
+    LINKED = "linked"  # a flow node whose unique key a live job owns (echomq.verbs.flows)
+    PAUSED = "paused"
+    RESUMED = "resumed"

@@ -1,0 +1,201 @@
+"""The sans-IO core: a verb describes its calls as steps, a connector does the I/O.
+
+A transition is written once, as either a single ``Eval`` step with a ``decode`` function or
+a generator that yields steps and receives their replies. ``drive`` runs it on whichever
+connector it is given: on a ``Connector`` it returns the result, on an ``AsyncConnector`` it
+returns an awaitable of the same result. Server refusals are thrown back into the generator
+at the ``yield`` that caused them (so a verb may translate them), then propagate.
+
+Theory of operation, in the h11 sense: nothing in ``jobs``, ``repeat`` or ``groups`` opens a
+socket or reads a clock it does not name; every byte on the wire is one of these steps.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
+
+from echomq.core import errors
+
+if TYPE_CHECKING:
+    from echomq.connectors.connector import AsyncConnector, Connector
+
+T = TypeVar("T")
+P = ParamSpec("P")
+Arg: TypeAlias = str | bytes | int
+
+
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """Run script ``script`` with ``keys`` and ``args``; at wire 6 send ``native`` instead.
+
+    ``native`` names the module command with the same tail (``numkeys keys... args...``).
+    ``via``, when set, is an object with ``eval(conn, script, keys, args)`` the call is
+    dispatched through instead of the connector (the seed's ``:via`` option).
+    """
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    native: str | None = None
+    via: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A plain command, e.g. ``Command(("ZRANGEBYSCORE", key, "-inf", now))``.
+
+    ``node`` (a name from a ``Nodes`` reply) sends a keyless command to that cluster
+    primary; ``route`` (a key) sends it to the primary owning that key's slot, so a
+    ``WAIT`` pipelined behind a queue's write rides the write's own connection; ``None``
+    for both routes by the command's keys (both are ignored off a cluster)."""
+
+    args: tuple[Arg, ...]
+    node: str | None = None
+    route: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    """Ask the connector which primaries hold data: their names on a cluster (for
+    ``Command(node=...)``), ``[None]`` for a single server. No I/O of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Native:
+    """A module command with no scripted twin (``EMQ.RESCHEDULE``); needs wire 6."""
+
+    command: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Several steps in one round trip (pipelined, not a transaction).
+
+    The reply is a list in step order; a refused step's slot holds its ``ServerError``
+    instead of raising, so one bad job does not hide the others' outcomes.
+    """
+
+    steps: tuple[Eval | Command | Native, ...]
+
+
+Step: TypeAlias = Eval | Command | Native | Batch | Nodes
+Verb: TypeAlias = Generator[Step, Any, T]
+Maybe: TypeAlias = T | Awaitable[T]
+
+
+def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
+    """The generator for a one-step verb: send ``step``, decode its reply."""
+    return decode((yield step))
+
+
+def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
+    """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
+    if getattr(conn, "is_async", False):
+        return _drive_async(conn, verb)  # type: ignore[arg-type]
+    return _drive_sync(conn, verb)  # type: ignore[arg-type]
+
+
+class VerbFn(Generic[P, T]):
+    """A verb: ``verb(conn, *args)`` is the result on a ``Connector`` and an awaitable of
+    it on an ``AsyncConnector`` (typed as such by the overloads below).
+
+    The wrapped builder takes the verb's arguments without ``conn``, runs its guards
+    eagerly (so bad input raises before any I/O, awaited or not) and returns the generator
+    that describes the calls.
+    """
+
+    def __init__(self, build: Callable[P, Verb[T]]) -> None:
+        self._build = build
+        functools.update_wrapper(self, build)
+
+    @overload
+    def __call__(self, conn: Connector, /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    @overload
+    def __call__(
+        self, conn: AsyncConnector, /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[T]: ...
+
+    def __call__(self, conn: Any, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return drive(conn, self._build(*args, **kwargs))
+
+    @overload
+    def run(self, conn: Connector, steps: Verb[T], /) -> T: ...
+
+    @overload
+    def run(self, conn: AsyncConnector, steps: Verb[T], /) -> Awaitable[T]: ...
+
+    def run(self, conn: Any, steps: Verb[T], /) -> Any:
+        """Run steps this verb built earlier with ``steps(...)``: its guards ran then, so a
+        caller can check its input before it has a connection (one that may start a
+        server) without checking it twice."""
+        return drive(conn, steps)
+
+    def steps(self, *args: P.args, **kwargs: P.kwargs) -> Verb[T]:
+        """The generator of this verb's steps, for a verb that runs another inside its own
+        (``found = yield from other.steps(...)``)."""
+        return self._build(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<verb {self._build.__module__}.{self._build.__qualname__}>"
+
+
+def verb(build: Callable[P, Verb[T]]) -> VerbFn[P, T]:
+    """Make ``build(*args) -> Verb[T]`` into a verb taking a connector first."""
+    return VerbFn(build)
+
+
+def _drive_sync(conn: Connector, verb: Verb[T]) -> T:
+    try:
+        step = next(verb)
+        while True:
+            try:
+                reply = conn.execute(step)
+            except errors.ServerError as exc:
+                step = verb.throw(exc)
+            else:
+                step = verb.send(reply)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def _drive_async(conn: AsyncConnector, verb: Verb[T]) -> T:
+    try:
+        step = next(verb)
+        while True:
+            try:
+                reply = await conn.execute(step)
+            except errors.ServerError as exc:
+                step = verb.throw(exc)
+            else:
+                step = verb.send(reply)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def text(value: Any) -> str:
+    """A reply element as ``str`` (replies arrive as bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    """``[k1, v1, k2, v2]`` (an HGETALL reply) as a dict with ``str`` keys."""
+    return {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def scored(reply: Any) -> list[tuple[Any, Any]]:
+    """A ``... WITHSCORES`` reply as ``(member, score)`` pairs, flat or nested."""
+    if not reply:
+        return []
+    if isinstance(reply[0], (list, tuple)):
+        return [(m, s) for m, s in reply]
+    return list(zip(reply[::2], reply[1::2], strict=True))

@@ -1,0 +1,43 @@
+"""What every insight read shares: the states a surface lists and their sets, the page
+bound, and reply decoders (``TIME`` as SERVER ms)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq.core import keyspace, states
+from echomq.core.steps import pairs, text
+
+#: the job states a surface lists, each with the sorted set that holds it
+STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
+          "waiting-children")
+SET_OF = states.SET_OF
+#: states listed newest first (scored by the SERVER ms they ended)
+NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
+#: per-minute series kept by ``metrics.observe`` (slots of one minute, a ring of an hour)
+SERIES_SLOTS = 60
+PAGE_MAX = 200
+
+
+def set_key(queue: str, state: str) -> str:
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+    return keyspace.queue_key(queue, SET_OF.get(state, state))
+
+
+def _ms(reply: Any) -> int:
+    secs, micros = reply
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(float(text(value))) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _dict(reply: Any) -> dict[str, Any]:
+    if isinstance(reply, dict):
+        return {text(k): v for k, v in reply.items()}
+    return pairs(reply or [])

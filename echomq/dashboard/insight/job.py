@@ -1,0 +1,81 @@
+"""One job: its row for the job page, and the page's actions (run a scheduled job now,
+discard a job that is not running)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq.core import guards as guard
+from echomq.core import keyspace
+from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
+from echomq.dashboard.insight.common import STATES, _dict, _ms, set_key
+
+
+@verb
+def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
+    """A job's row (``payload`` as bytes, the rest as str) with ``result`` (the kept return
+    value, bytes or ``None``), ``has_children`` (a flow parent), ``score`` (its score on its
+    state's set: run-at, lease expiry, or the SERVER ms it ended; ``None`` when not on it)
+    and ``now_ms`` (SERVER); ``None`` when there is no row. Two round trips."""
+    guard.string("job_id", job_id)
+    row_key = keyspace.job_key(queue, job_id)
+
+    def calls() -> Verb[dict[str, Any] | None]:
+        row, result, kids, now = yield Batch((
+            Command(("HGETALL", row_key)),
+            Command(("GET", keyspace.queue_key(queue, f"result:{job_id}"))),
+            Command(("EXISTS", keyspace.queue_key(queue, f"kids:{job_id}"))),
+            Command(("TIME",)),
+        ))
+        fields = _dict(row)
+        if not fields:
+            return None
+        out: dict[str, Any] = {k: (v if k == "payload" else text(v)) for k, v in fields.items()}
+        state = out.get("state")
+        score = None
+        if state in STATES:
+            key = set_key(queue, state)
+            if state == "pending" and out.get("group"):
+                key = keyspace.lane_key(queue, out["group"])
+            found = yield Command(("ZSCORE", key, job_id))
+            score = int(float(found)) if found is not None else None
+        out["result"] = result
+        out["has_children"] = bool(int(kids))
+        out["score"] = score
+        out["now_ms"] = _ms(now)
+        return out
+
+    return calls()
+
+
+@verb
+def run_now(queue: str, job_id: str) -> Verb[bool]:
+    """Make a scheduled job due now: its run-at becomes SERVER now (``ZADD XX``, so a job
+    that left the schedule meanwhile is not re-added); the next promote releases it.
+    ``False`` when it was not scheduled."""
+    guard.string("job_id", job_id)
+    key = set_key(queue, "scheduled")
+
+    def calls() -> Verb[bool]:
+        now = _ms((yield Command(("TIME",))))
+        changed = yield Command(("ZADD", key, "XX", "CH", now, job_id))
+        if int(changed):
+            return True
+        return (yield Command(("ZSCORE", key, job_id))) is not None
+
+    return calls()
+
+
+@verb
+def discard(queue: str, job_id: str) -> Verb[bool]:
+    """Delete a job that is not running: its row, its entry on its state's set (or lane),
+    its kept result and the unique key it owns, atomically (the ``discard`` script).
+    ``False`` when there was no row. Refusals: ``KindError`` (not a JOB id), ``StateError``
+    (``EMQSTATE discard active``: cancel a running job instead)."""
+    guard.string("job_id", job_id)
+    step = Eval(
+        "discard",
+        (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, f"result:{job_id}")),
+        (keyspace.base(queue), job_id),
+    )
+    return single(step, lambda reply: bool(int(reply)))

@@ -1,0 +1,193 @@
+"""The beat: what every paced loop shares (the recovery legs, the wake, the degraded curve).
+
+The Consumer (lone mode), the Metronome (pool mode) and the Pump each run a loop paced by a
+beat. What such a loop does on a beat, and how it sleeps, is written here once:
+
+- the legs: ``run_legs`` reaps expired leases, promotes until nothing due is left
+  (``promote_due``, batch by batch via ``promote_once``), carries flow completions
+  (``carry_flows``: one elected carrier per queue, so a worker without a Pump, or a lone
+  Consumer, still releases flow parents, and uncommitted flow admissions are rolled back)
+  and now and then trims the terminal sets under the retention policy;
+- the wake: ``wake_delay`` wakes a loop at a due run-at that falls before its next beat,
+  rather than a beat later;
+- the degraded curve: ``degraded_ms`` is the seed's exponential sleep over the beat,
+  indexed by the streak of degraded beats, capped at 30 s (or the beat, if longer).
+
+Clocks: the beat and every sleep are paced on the HOST monotonic clock; reap, promote, the
+carrier lease and trim read the SERVER clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.core import backoff, errors
+from echomq.core.steps import Verb, verb
+from echomq.verbs import flows, jobs, retention
+
+DEFAULT_BEAT_MS = 100
+DEFAULT_BATCH = 1000
+TRIM_EVERY_BEATS = 10
+# promote batches per pass while a backlog is due: a burst of 20k jobs due at one instant
+# is released in one beat, yet one pass never holds the loop for long
+PROMOTE_PASSES = 20
+# the first batch of a pass is small, so the first released jobs are claimable (and their
+# wake token pushed) within a millisecond instead of after a 1,000-row promote
+FIRST_BATCH = 100
+# the flow-carrier lease: three default beats, so a beating holder keeps it and a dead
+# one's queue is carried by another within it
+CARRY_LEASE_MS = 3 * DEFAULT_BEAT_MS
+# outbox reads per carry pass (each CARRY_BATCH entries)
+CARRY_PASSES = 20
+
+log = logging.getLogger("echomq.beat")
+
+
+@dataclass(frozen=True, slots=True)
+class Legs:
+    """What a recovery beat does for one queue: batch sizes, stall threshold, retention."""
+
+    reap_batch: int = DEFAULT_BATCH
+    promote_batch: int = DEFAULT_BATCH
+    max_stalled: int = jobs.DEFAULT_MAX_STALLED
+    retention: retention.Retention = retention.DEFAULT
+    trim_every: int = TRIM_EVERY_BEATS
+    promote_passes: int = PROMOTE_PASSES
+    first_batch: int = FIRST_BATCH
+    carry: bool = True
+    carry_lease_ms: int = CARRY_LEASE_MS
+
+
+@dataclass(slots=True)
+class LegCounts:
+    reaped: int = 0
+    promoted: int = 0
+    trimmed: int = 0
+    carried: int = 0  # flow children newly counted at their parents
+    #: ms from SERVER now to the next scheduled run-at after this pass (None: none)
+    next_due_ms: int | None = None
+
+
+@verb
+def promote_once(queue: str, batch: int) -> Verb[int]:
+    """One promote call that never sticks: at wire 6 the native promote refuses a due
+    grouped row (the seed's divergence), and then the script, which routes it to its lane,
+    runs that batch instead. SERVER clock."""
+    first = jobs.promote.steps(queue, batch)
+    try:
+        return int((yield from first))
+    except errors.StateError:
+        return int((yield from jobs.promote.steps(queue, batch, native=False)))
+
+
+async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
+    """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
+    long until the next run-at. SERVER clock."""
+    batch = min(legs.first_batch, legs.promote_batch) or legs.promote_batch
+    for i in range(max(1, legs.promote_passes)):
+        n = await promote_once(conn, queue, batch)
+        out.promoted += n
+        if n < batch:
+            break
+        if i == 0:
+            # let the claims the first batch woke reach the server ahead of the big batches
+            await asyncio.sleep(0.001)
+        batch = legs.promote_batch
+    out.next_due_ms = await jobs.next_due_ms(conn, queue)
+    return out
+
+
+async def carry_outbox(conn: Any, queue: str, batch: int = flows.CARRY_BATCH,
+                       passes: int = CARRY_PASSES) -> int:
+    """Carry ``queue``'s flow outbox to the parents' slots until it is empty (at most
+    ``passes`` reads of ``batch``); the count of children newly counted. A carry the
+    server refuses is logged and left in the outbox for the next pass."""
+    total = 0
+    for _ in range(max(1, passes)):
+        got = await flows.carry(conn, queue, batch)
+        total += got.counted
+        if got.refused:
+            log.error("%d flow completions of %s refused by the server (kept in its "
+                      "outbox, tried again next beat)", got.refused, queue)
+            break
+        if got.read < batch:
+            break
+    return total
+
+
+async def carry_flows(conn: Any, queue: str, owner: str, lease_ms: int = CARRY_LEASE_MS,
+                      batch: int = flows.CARRY_BATCH, passes: int = CARRY_PASSES) -> int:
+    """The flow-completions leg for ``queue``: one round trip (``flows.turn``) takes or
+    renews the queue's flow-carrier lease for ``owner`` and, only while held, rolls back
+    the uncommitted admissions past their deadline and carries the outbox. Any number of
+    loops may run it at once: one carries, and a carry counts each child once anyway.
+    The count of children newly counted. SERVER clock (the lease, the deadlines)."""
+    got = await flows.turn(conn, queue, owner, lease_ms)
+    if not got.held:
+        return 0
+    for root in got.stale:
+        outcome = await flows.roll_back(conn, queue, root)
+        log.warning("flow %s on %s rolled back: its admission was not committed by its "
+                    "deadline (%s)", root, queue, outcome)
+    return await carry_outbox(conn, queue, batch, passes) if got.outbox else 0
+
+
+async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts:
+    """One recovery beat for ``queue``: reap, then promote (looping while a backlog is
+    due), then carry flow completions (``carry_flows``, unless ``legs.carry`` is off),
+    then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
+    throughout."""
+    out = LegCounts()
+    out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
+    await promote_due(conn, queue, legs, out)
+    if legs.carry:
+        out.carried = await carry_flows(conn, queue, OWNER, legs.carry_lease_ms)
+    if legs.trim_every and beat_no % legs.trim_every == 0:
+        out.trimmed = await retention.apply(conn, queue, legs.retention)
+    return out
+
+
+def wake_delay(until_beat: float, next_due_ms: int | None) -> tuple[float, bool]:
+    """How long a beat loop sleeps (HOST seconds), and whether it wakes for a due run-at
+    rather than for its next beat. A run-at before the next beat wakes the loop at that
+    instant (+1 ms, so the SERVER clock has passed it), not a beat later."""
+    if next_due_ms is not None and next_due_ms / 1000 < until_beat:
+        return max(0.001, (next_due_ms + 1) / 1000), True
+    return max(0.0, until_beat), False
+
+
+def default_owner() -> str:
+    """A token naming this process (host, pid) plus randomness, unique per loop: the
+    owner a leased loop (a Metronome, a Pump) writes on the leases it holds."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+#: the owner this process's beats write on the flow-carrier leases they hold
+OWNER = default_owner()
+
+
+#: the degraded curve's ceiling: a loop that cannot reach the server retries at most this
+#: far apart (or one beat apart, if its beat is longer)
+DEGRADED_CEILING_MS = 30_000
+
+
+def degraded_ms(beat_ms: int, streak: int) -> int:
+    """How long (HOST ms) a loop sleeps after its ``streak``-th degraded beat in a row: the
+    exponential curve over the beat, capped at ``DEGRADED_CEILING_MS``."""
+    return backoff.delay_ms(("exponential", beat_ms, max(DEGRADED_CEILING_MS, beat_ms)),
+                            streak)
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds`` (HOST monotonic) or until ``stop`` is set, whichever is first."""
+    if seconds <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

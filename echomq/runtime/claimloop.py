@@ -1,0 +1,237 @@
+"""The claim loop of a ``Consumer``: claim up to the free slots, then wait for more work.
+
+Between claims an idle consumer does not poll: it blocks on the queue's wake list
+(``BLPOP emq:{q}:wake``, timeout one beat, or less when a due instant noted by
+``note_due`` comes first), which enqueue, promote and reap push a token onto, so an
+enqueued job starts within a round trip. A full consumer waits for a slot instead. The
+same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
+the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.
+
+Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
+``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
+counts consecutive degraded beats, logs, and resumes when the server answers.
+
+Clocks: every wait here is paced on the HOST monotonic clock (the event loop's); the due
+instants come from the SERVER clock as spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from echomq.core import errors
+from echomq.runtime.beat import degraded_ms
+from echomq.runtime.settling import ConsumerStats
+from echomq.verbs import jobs, metrics
+
+log = logging.getLogger("echomq.consumer")
+
+KICK_SLACK_S = 0.1
+
+
+class ClaimLoop:
+    """The claim loop of a ``Consumer`` (a mixin: the consumer holds the state)."""
+
+    conn: Any
+    queue: str
+    concurrency: int
+    lease_ms: int
+    beat_ms: int
+    stats: ConsumerStats
+    meter: metrics.Meter
+    inflight: dict[str, asyncio.Task[None]]
+    _reserved: int
+    _slot_waiter: asyncio.Future[None] | None
+    _settling: int
+    _stop: asyncio.Event | None
+    _streak: int
+    _degrading: asyncio.Event | None
+    _wake_key: str
+    _due_key: str
+    _led: asyncio.Event
+    pooled: bool
+    on_lead: Callable[[str], None] | None
+    _due_at: float | None
+    _idle_until: float | None
+    _kick: asyncio.Event
+
+    if TYPE_CHECKING:  # the consumer's own, used here
+        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
+        def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
+
+    async def _claims(self, stop: asyncio.Event) -> None:
+        beat_s = self.beat_ms / 1000
+        led = False
+        while not stop.is_set():
+            try:
+                if self.meter.due():  # at most once a second, busy or idle, in the background
+                    self.meter.flush_soon(self.conn, self.queue, self._streak)
+                free = self._free()
+                got = 0
+                # a due token says a run-at leads the schedule, not that a job is ready:
+                # no claim for it, straight back to the wait
+                if free > 0 and not led:
+                    self._reserved += free
+                    try:
+                        claims = await jobs.claim_many(
+                            self.conn, self.queue, self.lease_ms, free)
+                    finally:
+                        self._reserved -= free
+                    self._start_all(claims)
+                    got = len(claims)
+                    self._healthy()
+                led = False
+                if free <= 0:
+                    await self._wait_slot(beat_s)
+                elif got < free:
+                    led = await self._idle(self._idle_for(beat_s))
+            except (errors.WireError, errors.CommandError) as exc:
+                # CommandError too: a server that is loading, read-only after a failover or
+                # out of memory answers with an error reply, and that is weather as well
+                await self._degraded(exc)
+
+    def note_due(self, ms: int | None, *, kick: bool = False) -> None:
+        """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
+        rate window or ``rate_limited`` block reopening, the queue's block ending (what
+        ``jobs.next_due_ms`` reports, SERVER clock). An idle claim loop then wakes at that
+        instant (HOST monotonic, from the span) instead of at its next beat; the claim it
+        makes reopens the group on the server. A pool's Metronome feeds this too.
+        ``kick``: also cut short a wait already under way that would outlast the instant
+        (for a ``rate_limited`` span this consumer just set: no wake token comes for its
+        end; a run-at needs no kick, its promote leaves a token)."""
+        if ms is None:
+            return
+        at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
+        if self._due_at is None or at < self._due_at:
+            self._due_at = at
+        # a wait already under way that would outlast it by more than a blocking
+        # timeout's own slack (the server's cron) is cut short and re-priced
+        if kick and self._idle_until is not None and at + KICK_SLACK_S < self._idle_until:
+            self._kick.set()
+
+    def _idle_for(self, beat_s: float) -> float:
+        """How long the claim loop blocks on its wake list: a beat, or less when a noted
+        due instant comes first (+2 ms, so the SERVER clock has passed it). A due instant
+        already behind us was served by the claim just made."""
+        if self._due_at is None:
+            return beat_s
+        left = self._due_at - asyncio.get_running_loop().time()
+        if left <= 0:
+            self._due_at = None
+            return beat_s
+        return min(beat_s, left + 0.002)
+
+    def _free(self) -> int:
+        """Slots neither running, nor waiting for their ack, nor promised to a claim in
+        flight."""
+        return self.concurrency - len(self.inflight) - self._settling - self._reserved
+
+    def _slot_freed(self) -> None:
+        """Wake a claim loop waiting for a slot, if one is free now."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done() and self._free() > 0:
+            waiter.set_result(None)
+
+    def _stopping(self) -> None:
+        """``stop`` was set: end a wait for a slot at once."""
+        waiter = self._slot_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _degraded(self, exc: Exception) -> None:
+        """One degraded beat: sleep on the exponential curve over the beat, indexed by the
+        streak. Both loops report here; while one sleeps, the other waits for that sleep
+        instead of adding its own, so the streak counts beats, not failed calls."""
+        if self._degrading is not None:
+            await self._degrading.wait()
+            return
+        self._degrading = asyncio.Event()
+        try:
+            self._streak += 1
+            ms = degraded_ms(self.beat_ms, self._streak)
+            self.stats.degraded_sleeps.append(ms)
+            log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
+                        self.queue, self._streak, ms, exc)
+            self._emit("degraded", None, 0, streak=self._streak, sleep_ms=ms, error=str(exc))
+            await self._sleep(ms / 1000)
+        finally:
+            done, self._degrading = self._degrading, None
+            done.set()
+
+    def _healthy(self) -> None:
+        if self._streak:
+            log.warning("consumer %s recovered after %d degraded beats", self.queue,
+                        self._streak)
+            self._emit("recovered", None, 0, streak=self._streak)
+            self._streak = 0
+
+    async def _idle(self, timeout: float) -> bool:
+        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop.
+        The due list too, unless pooled with no ``on_lead``: True when a due token came,
+        which is handed to the legs (or ``on_lead``) to re-plan their wake."""
+        # BLPOP's timeout is in seconds (a double); 0 would mean forever.
+        secs = max(timeout, 0.005)
+        assert self._stop is not None
+        self._kick.clear()
+        self._idle_until = asyncio.get_running_loop().time() + secs
+        keys = ((self._wake_key,) if self.pooled and self.on_lead is None
+                else (self._wake_key, self._due_key))
+        pop = asyncio.ensure_future(self.conn.call("BLPOP", *keys, f"{secs:.3f}"))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        kicked = asyncio.ensure_future(self._kick.wait())
+        try:
+            await asyncio.wait({pop, stopper, kicked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._idle_until = None
+            stopper.cancel()
+            kicked.cancel()
+            if not pop.done():
+                pop.cancel()
+                with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
+                    await pop
+        if not pop.done() or pop.cancelled():
+            return False
+        got = pop.result()  # a wire error surfaces here and degrades the beat
+        if not got or _text(got[0]) != self._due_key:
+            return False
+        if not self.pooled:
+            self._led.set()
+        elif self.on_lead is not None:
+            self.on_lead(self.queue)
+        return True
+
+    async def _wait_slot(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for a free slot (or stop). A bare future: this runs
+        once per batch of jobs, so it spends no task on the wait."""
+        assert self._stop is not None
+        if self._free() > 0 or self._stop.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._slot_waiter = waiter
+        timer = loop.call_later(max(timeout, 0.001), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._slot_waiter = None
+
+    async def _sleep(self, seconds: float) -> None:
+        assert self._stop is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    # -- a job in hand -------------------------------------------------------------------
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,403 @@
+"""The Consumer: one queue's beat loop on an ``AsyncConnector``.
+
+Theory of operation. A beat is the seed's order: the recovery leg (``reap`` expired leases),
+then ``promote`` (due scheduled jobs), then the claims, up to the free concurrency, in one
+``claim_many`` call. In pool mode (``pooled=True``) a Metronome runs the first two legs
+once a beat for the queue and the consumer only claims. Between beats an idle consumer does
+not poll: it blocks on the queue's wake list (``BLPOP emq:{q}:wake``, timeout one beat),
+which enqueue, promote and reap push a token onto, so an enqueued job starts within a round
+trip and a scheduled one within a few ms of its run-at: the legs wake at the earliest run-at
+they read, and an admission whose run-at leads the schedule (comes before that instant)
+leaves a token on ``emq:{q}:due``, which the idle claim loop pops beside its wake list
+(one ``BLPOP`` on both) and hands to the legs (or, pooled, to ``on_lead``: the worker's
+Metronome), which re-read the head and re-plan their wake.
+
+Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
+function in a thread pool (``echomq.runtime.runner``). Its outcome is settled by
+``echomq.runtime.settling`` (acks batched, retries priced, delays, rate limits, cancels); the
+claim loop and its degraded mode are ``runtime.claimloop``. While a handler runs, a checkpoint
+(``echomq.runtime.leases``) extends its lease every third of the lease, so a long job is never
+reaped while its worker lives; the same checkpoint reports a cancel request, which cancels
+an ``async`` handler's task and raises ``job.cancelled`` for a plain function, and the job
+ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the consumer's default) bounds
+a handler: an ``async`` one is cancelled, a plain function abandoned in its thread (its
+pool is replaced, so the slot is free at once); the attempt fails with a ``TimeoutError``
+text. A route's ``keep_result_ms`` makes the ack store the JSON return value
+(``echomq.verbs.results``).
+
+Guarantee: at least once. A job whose worker dies, or whose ack never lands, is returned
+by the reaper after its lease and runs again; a handler with an external effect dedups on
+the job id.
+
+Clocks: leases, run-ats, promote and reap read the SERVER clock (in the scripts); the beat,
+the checkpoint cadence and the degraded sleeps are paced on the HOST monotonic clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from echomq.core import backoff, errors, keyspace
+from echomq.core import guards as guard
+from echomq.core.times import to_epoch_ms, to_ms
+from echomq.runtime.beat import (
+    DEFAULT_BATCH,
+    DEFAULT_BEAT_MS,
+    LegCounts,
+    Legs,
+    promote_due,
+    run_legs,
+    wake_delay,
+)
+from echomq.runtime.claimloop import ClaimLoop
+from echomq.runtime.events import Event, emit
+from echomq.runtime.handler import Delay, Job, RateLimited, current_job
+from echomq.runtime.leases import Checkpoints, Held, tick_for
+from echomq.runtime.runner import Runner
+from echomq.runtime.settling import (
+    DEFAULT_LEASE_MS,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY_DELAY_MS,
+    ConsumerStats,
+    Route,
+    Settling,
+    no_handler,
+)
+from echomq.verbs import jobs, metrics
+from echomq.verbs.retention import Retention
+from echomq.verbs.retention import resolve as resolve_retention
+
+DEFAULT_CONCURRENCY = 10
+
+# re-exported: handlers and the acceptance tests import these from here
+__all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_LEASE_MS", "DEFAULT_MAX_ATTEMPTS",
+           "DEFAULT_RETRY_DELAY_MS", "Consumer", "ConsumerStats", "Delay", "Event", "Job",
+           "RateLimited", "Route", "current_job", "to_epoch_ms", "to_ms"]
+
+
+class Consumer(ClaimLoop, Settling):
+    """Claims and runs ``queue``'s jobs on ``conn`` (an ``AsyncConnector``).
+
+    Pass ``handler`` (called with a ``Job``; async or sync) with the retry settings, or a
+    ``router`` that picks a ``Route`` per job. Completed rows are deleted by their ack
+    unless ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) or a
+    ``retention`` keeps them. ``pooled=True`` skips the recovery and
+    promote legs (a Metronome runs them). ``timeout_ms`` is the default handler timeout
+    for routes without their own (off when ``None``): an ``async`` handler is cancelled at
+    its deadline; a plain function is abandoned in its thread (it cannot be interrupted)
+    and its slot freed. Either way the attempt fails with a ``TimeoutError`` text and
+    retries by policy.
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        queue: str,
+        handler: Callable[[Job], Any] | None = None,
+        *,
+        router: Callable[[Job], Route] | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retention: Retention | None = None,
+        keep_completed: int | None = None,
+        keep_completed_for: int | dt.timedelta | None = None,
+        pooled: bool = False,
+        reap_batch: int = DEFAULT_BATCH,
+        promote_batch: int = DEFAULT_BATCH,
+        max_stalled: int = jobs.DEFAULT_MAX_STALLED,
+        on_event: Callable[[Event], None] | None = None,
+        executor: ThreadPoolExecutor | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        keyspace.validate_queue(queue)
+        if (handler is None) == (router is None):
+            raise TypeError("Consumer takes a handler or a router, exactly one")
+        guard.positive("concurrency", concurrency)
+        guard.span("beat_ms", beat_ms, minimum=1)
+        guard.span("lease_ms", lease_ms, minimum=1)
+        guard.span("retry_delay_ms", retry_delay_ms)
+        guard.positive("max_attempts", max_attempts)
+        if timeout_ms is not None:
+            guard.positive("timeout_ms", timeout_ms)
+        if backoff is not None:
+            _validate_policy(backoff)
+        self.conn = conn
+        self.queue = queue
+        if router is None:
+            assert handler is not None
+            route = Route(handler, max_attempts, backoff, retry_delay_ms, timeout_ms=timeout_ms)
+            router = lambda _job: route  # noqa: E731
+        self.router = router
+        self.concurrency = concurrency
+        self.beat_ms = beat_ms
+        self.lease_ms = lease_ms
+        self.timeout_ms = timeout_ms
+        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        self.pooled = pooled
+        self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
+        self.on_event = on_event
+        self.stats = ConsumerStats()
+        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
+        self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._runner = Runner(concurrency, executor, self.stats)
+        self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
+                                   self._runner.cancel_requested)
+        self._runner.held = self._leases.held
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._running = False
+        self._beat_no = 0
+        self._acks: list[tuple[Any, ...]] = []
+        self._acking: list[tuple[Any, ...]] = []
+        self._ack_flush: asyncio.Task[None] | None = None
+        self._settling = 0
+        # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
+        # so the two never claim the same free slot twice
+        self._reserved = 0
+        self._slot_waiter: asyncio.Future[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._streak = 0
+        self._degrading: asyncio.Event | None = None
+        self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_key = keyspace.queue_key(queue, "due")
+        # a run-at now leads the schedule (a due token): the legs re-plan their wake
+        self._led = asyncio.Event()
+        #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
+        #: with none, a pooled consumer leaves the due list alone
+        self.on_lead: Callable[[str], None] | None = None
+        self._due_at: float | None = None  # the next noted due instant (loop clock)
+        self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
+        self._kick = asyncio.Event()
+        self.abandoned: list[str] = []  # ids the last drain left to the reaper
+
+    # -- the beat ------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beat until ``stop`` is set, then return without waiting for in-flight jobs
+        (``drain`` waits for them). Claims stop the moment ``stop`` is set."""
+        self._stop = stop
+        self._streak = 0
+        self._degrading = None
+        legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
+        self._running = True
+        self._ensure_checkpointer()
+        watch = asyncio.ensure_future(self._watch(stop))
+        try:
+            await self._claims(stop)
+        finally:
+            self._running = False
+            watch.cancel()
+            if self.meter.durations:
+                await self.meter.flush(self.conn, self.queue, self._streak)
+            if legs is not None:
+                legs.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await legs
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._stopping()
+
+    async def beat(self) -> int:
+        """One beat by hand, in the seed's order: the recovery leg (reap) and promote
+        (skipped when pooled), then claims up to the free concurrency; the claimed jobs
+        start running in the background. Returns how many were claimed. ``run`` is this
+        on a timer, with the blocking wake in between."""
+        if not self.pooled:
+            self._beat_no += 1
+            counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+        free = self._free()
+        if free <= 0:
+            return 0
+        claims = await jobs.claim_many(self.conn, self.queue, self.lease_ms, free)
+        self._start_all(claims)
+        return len(claims)
+
+    async def _legs(self, stop: asyncio.Event) -> None:
+        """The recovery leg and promote, once a beat on the HOST monotonic clock.
+
+        They run beside the claim loop rather than inside it: a server's blocking-command
+        timeouts are only as fine as its cron (100 ms at the default hz), so a beat paced
+        by BLPOP timeouts would drift to two. Promote and reap push a wake token, so work
+        they release wakes the claim loop at once. Between beats the loop also wakes at the
+        next scheduled run-at (read on the SERVER clock after each promote) and promotes
+        then, so a scheduled job starts within a few ms of its run-at, not a beat later.
+        """
+        loop = asyncio.get_running_loop()
+        beat_s = self.beat_ms / 1000
+        next_at = loop.time()
+        due_wake = False
+        while not stop.is_set():
+            try:
+                if due_wake:  # a run-at fell between beats: promote only, right now
+                    counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
+                else:
+                    self._beat_no += 1
+                    began = time.monotonic()
+                    counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
+                    self.meter.beat_s = time.monotonic() - began
+            except (errors.WireError, errors.CommandError) as exc:
+                await self._degraded(exc)
+                next_at, due_wake = loop.time(), False
+                continue
+            self._healthy()
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+            self.note_due(counts.next_due_ms)
+            if not due_wake:
+                next_at += beat_s
+                if next_at < loop.time():  # a slow beat: do not catch up with a burst
+                    next_at = loop.time()
+            delay, due_wake = wake_delay(next_at - loop.time(), counts.next_due_ms)
+            try:
+                due_wake = await self._sleep_replanning(next_at, delay, due_wake)
+            except (errors.WireError, errors.CommandError) as exc:
+                await self._degraded(exc)
+                next_at, due_wake = loop.time(), False
+
+    async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
+        """Sleep ``delay`` (HOST monotonic) toward the beat at ``next_at`` (loop clock), or
+        less: a due token (a new run-at leads the schedule) cuts the sleep short to re-read
+        the head (``jobs.next_due_ms``, SERVER clock) and re-plan it. One read per new head,
+        none per idle beat. Returns whether the wake is for a due run-at."""
+        loop = asyncio.get_running_loop()
+        while await self._sleep_unless_led(delay):
+            ms = await jobs.next_due_ms(self.conn, self.queue)
+            self.note_due(ms)
+            delay, due_wake = wake_delay(next_at - loop.time(), ms)
+        return due_wake
+
+    async def _sleep_unless_led(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until stop; True (and the signal consumed) when a due token
+        came first."""
+        assert self._stop is not None
+        if not self._led.is_set() and seconds > 0:
+            waits = {asyncio.ensure_future(self._stop.wait()),
+                     asyncio.ensure_future(self._led.wait())}
+            _done, pending = await asyncio.wait(waits, timeout=seconds,
+                                                return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+        if self._led.is_set() and not self._stop.is_set():
+            self._led.clear()
+            return True
+        return False
+
+    def _start_all(self, claims: list[jobs.Claim]) -> None:
+        """Start a task per claimed job (its handler runs there, then its settlement)."""
+        loop = asyncio.get_running_loop()
+        queue, conn, inflight = self.queue, self.conn, self.inflight
+        for claim in claims:
+            job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
+            inflight[claim.id] = loop.create_task(self._process(job))
+        self.stats.claimed += len(claims)
+        self._ensure_checkpointer()
+
+    def _spawn(self, job: Job, work: Awaitable[None]) -> None:
+        """Run ``work`` (a patient settlement) in a task that holds ``job``'s slot."""
+        async def holding() -> None:
+            try:
+                await work
+            finally:
+                self._ended(job.id)
+
+        self.inflight[job.id] = asyncio.get_running_loop().create_task(holding())
+
+    def _ended(self, job_id: str) -> None:
+        self.inflight.pop(job_id, None)
+        if self._slot_waiter is not None:
+            self._slot_freed()
+
+    async def _process(self, job: Job) -> None:
+        try:
+            route: Route | None = None
+            try:
+                route = self.router(job)
+            except Exception as exc:
+                outcome: tuple[str, Any] = ("fail", exc)
+            if self.on_event is not None:
+                self._emit("started", job.id, job.token, task=route.name if route else None)
+            # the claim priced the lease at self.lease_ms; the first checkpoint comes a
+            # third of the way into the shorter of that and the route's lease
+            lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
+            held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
+            if route is None:
+                # a job no route fits (an unknown task, a payload that is not a task's)
+                # fails the same way on every attempt: dead-letter it at once instead of
+                # retrying it 25 times
+                await self._settle(job, Route(no_handler, max_attempts=1), outcome, held)
+                return
+            started = time.monotonic()
+            outcome = await self._runner.run(route.handler, job, held,
+                                             route.timeout_ms or self.timeout_ms,
+                                             route.keep_result_ms is not None)
+            kind = outcome[0]
+            self.meter.handled(time.monotonic() - started, kind != "fail")
+            if kind == "ok":  # the hot path: the ack rides the next batch; the task ends
+                self._queue_ack(job, route, outcome[1], held)
+                return
+            await self._settle(job, route, outcome, held)
+        finally:
+            self._ended(job.id)
+
+    def _ensure_checkpointer(self) -> None:
+        if self._checkpointer is None or self._checkpointer.done():
+            self._checkpointer = asyncio.ensure_future(
+                self._leases.run(lambda: self._running or bool(self.inflight)))
+    def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
+        emit(self.on_event, kind, self.queue, job_id, attempts, info)
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    async def drain(self, grace_s: float) -> int:
+        """Wait up to ``grace_s`` for in-flight jobs to settle (their acks included); cancel
+        the rest (their leases lapse and the reaper returns them). Returns how many were
+        left unfinished."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + grace_s
+        while True:  # a batched ack refused or lost starts a patient task: wait for it too
+            pending = set(self.inflight.values())
+            if self._ack_flush is not None and not self._ack_flush.done():
+                pending.add(self._ack_flush)
+            if not pending or loop.time() >= until:
+                break
+            await asyncio.wait(pending, timeout=until - loop.time())
+        left = {task for task in self.inflight.values() if not task.done()}
+        # named before the cancel, whose ends drop them from inflight; with them the jobs
+        # whose ack never went out or never came back
+        self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
+        self.abandoned += [e[2].id for e in (*self._acking, *self._acks) if e[1] is None]
+        flush = self._ack_flush
+        if flush is not None and not flush.done():
+            flush.cancel()
+            left.add(flush)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+        unfinished = len(self.abandoned)
+        self._acks, self._acking, self._settling = [], [], 0
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            self._checkpointer = None
+        self._runner.shutdown()
+        return unfinished
+
+    async def serve(self, stop: asyncio.Event, grace_s: float = 30.0) -> int:
+        """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""
+        await self.run(stop)
+        return await self.drain(grace_s)
+
+
+_validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter shadows it

@@ -1,0 +1,259 @@
+"""The Metronome: one reap + promote per beat per queue for a whole pool of consumers.
+
+A lone Consumer runs its own recovery leg (reap expired leases), then promote, then its
+claims, every beat. A pool of N consumers doing that would reap and promote N times a beat;
+in pool mode the consumers skip those legs and one Metronome runs them once a beat per
+queue. Across processes the Metronomes elect, per queue, by a short SERVER-side lease: the
+key ``emq:{q}:metronome`` holds the owner's token with ``PX`` = two beats, renewed each
+beat by its holder (the ``metronome`` script renews only if it is still the owner). A
+holder that dies stops renewing; the key lapses two beats after its last renewal and the
+next contender's beat takes it, so the legs miss at most two beats.
+
+Promote and reap are idempotent, so a brief overlap during a handover (a paused holder
+whose lease lapsed) costs a redundant pass, never a wrong one.
+
+Between beats the Metronome wakes at the earliest run-at it read. A run-at admitted ahead
+of that instant leaves a due token (``emq:{q}:due``) that one of the pool's idle consumers
+pops and hands over (``lead(queue)``, the worker wires it): the Metronome re-reads that
+queue's head and re-plans its wake, and promotes the queue then even where another process
+holds its lease (that holder never heard of the token; a redundant promote is harmless).
+
+Clocks: the beat is paced on the HOST monotonic clock; the lease, reap and promote read the
+SERVER clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from echomq.core import errors, keyspace
+from echomq.core import guards as guard
+from echomq.core.steps import Eval, Verb, single, verb
+from echomq.runtime.beat import DEFAULT_BATCH as DEFAULT_BATCH
+from echomq.runtime.beat import DEFAULT_BEAT_MS as DEFAULT_BEAT_MS
+from echomq.runtime.beat import LegCounts as LegCounts
+from echomq.runtime.beat import Legs as Legs
+from echomq.runtime.beat import default_owner as default_owner
+from echomq.runtime.beat import degraded_ms, promote_due, run_legs, sleep_unless
+from echomq.runtime.beat import promote_once as promote_once
+from echomq.runtime.beat import wake_delay as wake_delay
+from echomq.verbs import jobs, metrics
+
+log = logging.getLogger("echomq.metronome")
+
+@verb
+def hold(queue: str, owner: str, lease_ms: int, release: bool = False) -> Verb[int]:
+    """Take or renew (or release) ``queue``'s metronome lease for ``owner``.
+
+    For a hold: 1 renewed, 2 acquired, 0 held by someone else. For a release: 1 or 0.
+    The lease expires on the SERVER clock.
+    """
+    guard.string("owner", owner)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval(
+        "metronome",
+        (keyspace.queue_key(queue, "metronome"),),
+        (owner, str(lease_ms), "release" if release else "hold"),
+    )
+    return single(step, int)
+
+
+@dataclass(slots=True)
+class MetronomeStats:
+    beats: int = 0
+    passes: dict[str, int] = field(default_factory=dict)
+    reaped: int = 0
+    promoted: int = 0
+    trimmed: int = 0
+    degraded_sleeps: list[int] = field(default_factory=list)
+
+
+class Metronome:
+    """Runs the recovery legs once per beat per queue across every process that runs one.
+
+    ``run(stop)`` beats until ``stop`` is set, then releases the leases it holds.
+    ``on_pass(queue, counts)`` is called after each pass this Metronome ran;
+    ``on_due(queue, ms)`` after each promote with ``jobs.next_due_ms`` (a worker hands it
+    to its consumers, so they wake for a due instant rather than at their next beat).
+    """
+
+    def __init__(
+        self,
+        conn: Any,
+        queues: Sequence[str],
+        *,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        owner: str | None = None,
+        legs: Legs | None = None,
+        legs_for: dict[str, Legs] | None = None,
+        on_pass: Callable[[str, LegCounts], None] | None = None,
+        on_due: Callable[[str, int | None], None] | None = None,
+    ) -> None:
+        for q in queues:
+            keyspace.validate_queue(q)
+        self.conn = conn
+        self.queues = list(dict.fromkeys(queues))
+        self.beat_ms = guard.span("beat_ms", beat_ms, minimum=1)
+        self.lease_ms = 2 * beat_ms
+        self.owner = owner or default_owner()
+        self.legs = legs or Legs()
+        self.legs_for = dict(legs_for or {})
+        self.on_pass = on_pass
+        self.on_due = on_due
+        self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
+        self.held: set[str] = set()
+        # each held queue's next due instant, on the loop's (HOST monotonic) clock, from the
+        # SERVER-clock span read after its promote: spans read at different times compare
+        self._due: dict[str, float] = {}
+        self.meters: dict[str, metrics.Meter] = {}
+        self._led: set[str] = set()  # queues whose schedule has a new head to re-read
+        self._chase: set[str] = set()  # queues not held whose new head this one promotes
+        self._woken = asyncio.Event()
+
+    def _note(self, queue: str, ms: int | None) -> None:
+        if ms is None:
+            self._due.pop(queue, None)
+        else:
+            self._due[queue] = asyncio.get_running_loop().time() + ms / 1000
+
+    def _soonest(self) -> int | None:
+        """ms from now to the earliest noted due instant, or None."""
+        if not self._due:
+            return None
+        return round((min(self._due.values()) - asyncio.get_running_loop().time()) * 1000)
+
+    def lead(self, queue: str) -> None:
+        """A run-at now leads ``queue``'s schedule (a consumer popped its due token):
+        re-read its head and re-plan the wake (at once, from a sleep)."""
+        if queue in self.queues:
+            self._led.add(queue)
+            self._woken.set()
+
+    async def _replan(self) -> None:
+        """Re-read the head of every led queue (SERVER clock); a queue this Metronome does
+        not hold is promoted at its due wake all the same (see the module docstring)."""
+        led, self._led = self._led, set()
+        for q in led:
+            ms = await jobs.next_due_ms(self.conn, q)
+            self._note(q, ms)
+            if q not in self.held and ms is not None:
+                self._chase.add(q)
+            if self.on_due is not None:
+                self.on_due(q, ms)
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> bool:
+        """Sleep ``seconds`` (HOST monotonic), or until stop; True when woken by ``lead``."""
+        if not self._woken.is_set() and seconds > 0:
+            waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())}
+            _done, pending = await asyncio.wait(waits, timeout=seconds,
+                                                return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
+        if self._woken.is_set() and not stop.is_set():
+            self._woken.clear()
+            return True
+        return False
+
+    async def promote_held(self) -> None:
+        """Between beats, at a due run-at: promote (only) the queues whose lease is held,
+        and a chased queue (led here, held elsewhere) once its led run-at is due, once."""
+        now = asyncio.get_running_loop().time()
+        ripe = {q for q in self._chase if self._due.get(q, now) <= now + 0.005}
+        self._chase -= ripe
+        self._due = {q: at for q, at in self._due.items() if q in self._chase}
+        for q in list(self.held | ripe):
+            counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
+            self.stats.promoted += counts.promoted
+            if q in self.held:  # a chased queue is let go: its holder plans the rest
+                self._note(q, counts.next_due_ms)
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
+
+    async def tick(self) -> None:
+        """One beat: for each queue, hold the lease and, if held, run its legs."""
+        self.stats.beats += 1
+        # a queue chased for a lead keeps its instant: its holder elsewhere never heard of it
+        self._due = {q: at for q, at in self._due.items() if q in self._chase}
+        for q in self.queues:
+            got = await hold(self.conn, q, self.owner, self.lease_ms)
+            if not got:
+                if q in self.held:
+                    log.info("metronome %s lost the lease on %s", self.owner, q)
+                self.held.discard(q)
+                continue
+            if q not in self.held:
+                log.info("metronome %s holds %s", self.owner, q)
+                self.held.add(q)
+            began = time.monotonic()
+            counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
+                                    self.stats.beats)
+            meter = self.meters.setdefault(q, metrics.Meter())
+            meter.beat_s = time.monotonic() - began
+            if meter.due():  # the beat time, folded into the server's metrics once a second
+                meter.flush_soon(self.conn, q, 0)
+            self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
+            self.stats.reaped += counts.reaped
+            self.stats.promoted += counts.promoted
+            self.stats.trimmed += counts.trimmed
+            self._note(q, counts.next_due_ms)
+            if self.on_due is not None:
+                self.on_due(q, counts.next_due_ms)
+            if self.on_pass is not None:
+                self.on_pass(q, counts)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beat until ``stop`` is set. A wire error (or an error reply) does not end the
+        loop: it sleeps on the exponential curve over the beat, indexed by the streak of
+        degraded beats."""
+        loop = asyncio.get_running_loop()
+        beat_s = self.beat_ms / 1000
+        streak = 0
+        next_at = loop.time()
+        due_wake = False
+        while not stop.is_set():
+            try:
+                if due_wake:
+                    await self.promote_held()
+                else:
+                    await self.tick()
+            except (errors.WireError, errors.CommandError) as exc:
+                # an error reply (LOADING, READONLY, OOM) is weather too, not a reason to
+                # leave the pool without its beat
+                streak += 1
+                ms = degraded_ms(self.beat_ms, streak)
+                self.stats.degraded_sleeps.append(ms)
+                self.held.clear()
+                log.warning("metronome degraded (streak %d, sleeping %d ms): %s", streak, ms, exc)
+                await sleep_unless(stop, ms / 1000)
+                next_at = loop.time()
+                continue
+            if streak:
+                log.warning("metronome recovered after %d degraded beats", streak)
+                streak = 0
+            if not due_wake:
+                next_at += beat_s
+                if next_at < loop.time():  # a slow beat: no catching up with a burst
+                    next_at = loop.time()
+            delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
+            try:
+                while await self._sleep(stop, delay):  # a new head: re-read, re-plan
+                    await self._replan()
+                    delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
+            except (errors.WireError, errors.CommandError) as exc:
+                log.warning("metronome could not re-read a schedule's head: %s", exc)
+                next_at, due_wake = loop.time(), False
+        await self.release()
+
+    async def release(self) -> None:
+        """Give back every lease held, so a peer takes over on its next beat."""
+        for q in list(self.held):
+            try:
+                await hold(self.conn, q, self.owner, self.lease_ms, release=True)
+            except errors.EchoMQError as exc:
+                log.debug("metronome release of %s failed: %s", q, exc)
+        self.held.clear()

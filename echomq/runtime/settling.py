@@ -1,0 +1,319 @@
+"""Settling a job in hand: the ack batcher and the outcome of every other kind.
+
+Success acks (the row is deleted unless the retention keeps completed rows); acks of jobs
+finishing in the same loop turn share one pipelined ``ack_many``, and the slots they free
+are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``). An
+exception retries after the route's fixed ``retry_delay_ms`` (the seed's 1000 ms) or its
+``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)``, handed to
+``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising ``Delay`` (or
+calling ``job.delay(...)``) sends the job back to the schedule without a failure and
+without spending an attempt (claims that followed a delay are counted on the row as
+``delays`` and left out of both the backoff index and the budget); raising
+``RateLimited(ms)`` (``job.rate_limited(ms)``) hands the job back to the front of its lane
+(or pending) with its attempt given back, and its group (or the queue) claims nothing for
+``ms``; a cancelled job ends with ``finish_cancelled``.
+
+An outcome (ack, retry, delay) that hits a wire error is retried until the lease would have
+lapsed; after that the reaper owns the job. A refused outcome whose own earlier try had
+landed (its reply lost) is counted ``already_settled``, not lost.
+
+Clocks: the retry pauses are on the HOST monotonic clock (the event loop's); the delays and
+rate windows handed to the scripts are priced on the SERVER clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from echomq.core import backoff, errors
+from echomq.runtime.events import Event
+from echomq.runtime.handler import Job
+from echomq.runtime.leases import Held
+from echomq.verbs import jobs, metrics
+from echomq.verbs.retention import Retention
+
+log = logging.getLogger("echomq.consumer")
+
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_RETRY_DELAY_MS = 1_000
+DEFAULT_MAX_ATTEMPTS = 25
+MAX_ERROR_CHARS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How to run one job: the handler and its retry and lease settings."""
+
+    handler: Callable[[Job], Any]
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: backoff.Policy | None = None
+    retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
+    lease_ms: int | None = None
+    timeout_ms: int | None = None  # None: the consumer's default (off unless set)
+    keep_result_ms: int | None = None  # keep the JSON return value this long
+    name: str | None = None  # the task's name, for logs and the started event
+
+    def retry_delay(self, attempts: int) -> int:
+        """The delay before the next run after failed attempt number ``attempts``."""
+        if self.backoff is not None:
+            return backoff.delay_ms(self.backoff, max(1, attempts))
+        return self.retry_delay_ms
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    delayed: int = 0
+    rate_limited: int = 0
+    cancelled: int = 0
+    timed_out: int = 0
+    abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
+    lost: int = 0
+    # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
+    # restart): not lost, and counted in completed/retried/... as well when known
+    already_settled: int = 0
+    reaped: int = 0
+    promoted: int = 0
+    degraded_sleeps: list[int] = field(default_factory=list)
+
+
+class Settling:
+    """The settlement half of a ``Consumer`` (a mixin: the consumer holds the state)."""
+
+    conn: Any
+    queue: str
+    lease_ms: int
+    beat_ms: int
+    retention: Retention
+    stats: ConsumerStats
+    meter: metrics.Meter
+    _running: bool
+    _stop: asyncio.Event | None
+    _reserved: int
+    on_event: Callable[[Event], None] | None
+    #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
+    #: hot path's entries (no future) carry what the patient fallback needs
+    _acks: list[tuple[Any, ...]]
+    _acking: list[tuple[Any, ...]]  # the batch in flight
+    _ack_flush: asyncio.Task[None] | None
+    _settling: int  # hot-path successes whose ack has not landed (their slots are taken)
+
+    if TYPE_CHECKING:  # the consumer's own, used here
+        def _free(self) -> int: ...
+        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
+        def _spawn(self, job: Job, work: Awaitable[None]) -> None: ...
+        def _slot_freed(self) -> None: ...
+        def note_due(self, ms: int | None, *, kick: bool = False) -> None: ...
+        def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
+
+    def _queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held) -> None:
+        """The hot path of a success: queue ``job``'s ack for the next pipelined
+        ``ack_many`` and return at once (its task ends; its slot stays taken, counted in
+        ``_settling``, until the ack lands). The flusher counts it completed, or hands a
+        refused or failed ack to the patient ``_settle``."""
+        held: tuple[Any, ...] = ((job.id, job.token) if result is None else
+                                 (job.id, job.token, result, route.keep_result_ms))
+        self._settling += 1
+        self._acks.append((held, None, job, route, deadline))
+        if self._ack_flush is None or self._ack_flush.done():
+            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
+
+    async def _ack(self, job: Job, result: str | None = None,
+                   keep_result_ms: int | None = None) -> None:
+        """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its reply
+        (the patient path: a refusal or a wire error raises here)."""
+        fut: asyncio.Future[errors.ServerError | None] = (
+            asyncio.get_running_loop().create_future())
+        held: tuple[Any, ...] = ((job.id, job.token) if result is None else
+                                 (job.id, job.token, result, keep_result_ms))
+        self._acks.append((held, fut, job, None, None))
+        if self._ack_flush is None or self._ack_flush.done():
+            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
+        refused = await fut
+        if refused is not None:
+            raise refused
+
+    async def _flush_acks(self) -> None:
+        # Started by the first ack of a loop turn: it runs after every job task that turn
+        # already scheduled, so the acks of one claim's jobs go out together.
+        while self._acks:
+            batch, self._acks = self._acks, []
+            # the slots these acks free (and any idle ones) are refilled in the same round
+            # trip: ack_many and claim_many pipelined, each its own atomic transition
+            want = 0
+            if self._running and not (self._stop is not None and self._stop.is_set()):
+                want = max(0, self._free() + len(batch))
+            self._reserved += want
+            self._acking = batch
+            try:
+                replies, claims = await (jobs.ack_and_claim(
+                    self.conn, self.queue, [entry[0] for entry in batch],
+                    self.lease_ms, want, keep=self.retention.keeps_completed))
+            except Exception as exc:
+                for entry in batch:
+                    self._acked(entry, exc, failed=True)
+                continue
+            finally:
+                self._reserved -= want
+                self._acking = []
+            for entry, reply in zip(batch, replies, strict=True):
+                self._acked(entry, reply)
+            if claims:
+                self._start_all(claims)
+            self._slot_freed()
+
+    def _acked(self, entry: tuple[Any, ...], reply: Exception | None, *,
+               failed: bool = False) -> None:
+        """One ack's reply (``failed``: the whole call raised ``reply``): to its waiting
+        caller, or (hot path) counted here."""
+        _held, fut, job, route, deadline = entry
+        if fut is not None:
+            if not fut.done():
+                if failed:
+                    fut.set_exception(reply)
+                else:
+                    fut.set_result(reply)
+            return
+        self._settling -= 1
+        if reply is None:
+            self.stats.completed += 1
+            if self.on_event is not None:
+                self._emit("completed", job.id, job.token)
+            return
+        # refused (another holder, or an earlier try that landed) or weather: the patient
+        # loop settles it, holding the slot in its own task
+        result = _held[2] if len(_held) > 2 else None
+        self._spawn(job, self._settle(job, route, ("ok", result), deadline, tried=True))
+
+    async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
+                      deadline: Held, *, tried: bool = False) -> None:
+        """Record ``outcome``, patiently: retried through weather until the lease would
+        have lapsed. ``tried``: a success whose batched ack already failed once."""
+        kind, value = outcome
+        priced: dict[str, int] = {}
+        keep_ms = route.keep_result_ms
+        if kind == "ok" and not tried:
+            try:  # the hot path: no closure, no row key, one shared ack round trip
+                await self._ack(job, value, keep_ms)
+            except errors.EchoMQError:
+                pass  # a refusal or a wire error: the patient loop below settles it
+            else:
+                self.stats.completed += 1
+                self._emit("completed", job.id, job.token)
+                return
+        if kind == "timeout":
+            self.stats.timed_out += 1
+            self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
+        if kind == "ok":
+            verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
+        elif kind == "cancelled":
+            verb = lambda: jobs.finish_cancelled(  # noqa: E731
+                self.conn, self.queue, job.id, job.token)
+        elif kind == "rate_limited":
+            # back to the front of its lane (or pending) with its attempt given back; its
+            # group (or the queue) is blocked for the span, on the SERVER clock
+            verb = lambda: jobs.rate_limited(  # noqa: E731
+                self.conn, self.queue, job.id, job.token, value.ms)
+        elif kind == "delay":
+            async def verb() -> Any:
+                try:
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode)
+                except errors.StateError:  # wire 6: EMQ.DELAY refuses a grouped row
+                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                                     value.mode, native=False)
+                # the seed's delay leaves attempts alone and the next claim increments it;
+                # counting delays on the row keeps them out of the retry budget (as Oban's
+                # snooze does), so a delay never spends an attempt
+                with contextlib.suppress(errors.EchoMQError):
+                    await jobs.count_delay(self.conn, self.queue, job.id)
+        else:
+            err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
+
+            async def verb() -> Any:
+                delays = await jobs.delays(self.conn, self.queue, job.id)
+                tried = max(1, job.token - delays)  # claims that were not after a delay
+                priced.update(delay_ms=route.retry_delay(tried), tried=tried)
+                return await (jobs.retry(self.conn, self.queue, job.id, job.token,
+                                           priced["delay_ms"], route.max_attempts + delays,
+                                           err))
+        pause = self.beat_ms / 1000
+        while True:
+            try:
+                result = await verb()
+                break
+            except (errors.WireError, errors.Unavailable) as exc:
+                # Unavailable too: a restarted server answers LOADING, a full one OOM, a
+                # demoted one READONLY, and each wrote nothing: the same weather
+                if deadline.lapsed():
+                    log.warning("job %s: outcome %s not recorded before its lease lapsed "
+                                "(%s); the reaper will return it", job.id, kind, exc)
+                    self.stats.lost += 1
+                    self._emit("lost", job.id, job.token, outcome=kind)
+                    return
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+            except errors.ServerError as exc:
+                if await self._landed_before(job, kind, exc):
+                    return
+                log.warning("job %s: %s refused (%s); another holder owns it now",
+                            job.id, kind, exc)
+                self.stats.lost += 1
+                self._emit("lost", job.id, job.token, outcome=kind, error=str(exc))
+                return
+        if kind == "ok":
+            self.stats.completed += 1
+            self._emit("completed", job.id, job.token)
+        elif kind == "rate_limited":
+            self.stats.rate_limited += 1
+            # its group (or the queue) reopens then, with no wake token: claim again then
+            self.note_due(value.ms, kick=True)
+            self._emit("rate_limited", job.id, job.token, ms=value.ms)
+        elif kind == "delay":
+            self.stats.delayed += 1
+            self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
+        elif kind == "cancelled" or result == "cancelled":
+            # a failure of a cancel-marked row ends it cancelled too (retry's CANCELLED)
+            self.stats.cancelled += 1
+            self._emit("cancelled", job.id, job.token)
+        elif result == "dead":
+            self.stats.dead += 1
+            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
+                      type(value).__name__, value)
+            self._emit("dead", job.id, job.token, tried=priced["tried"],
+                       error=f"{type(value).__name__}: {value}")
+        else:
+            self.stats.retried += 1
+            log.warning("job %s failed (attempt %d), retry in %d ms: %s: %s", job.id,
+                        priced["tried"], priced["delay_ms"], type(value).__name__, value)
+            self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
+                       tried=priced["tried"], error=f"{type(value).__name__}: {value}")
+
+    async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
+        """True (and counted) when a refused outcome only found its own earlier try: the
+        row is gone or settled at this job's token (see ``jobs.fate``)."""
+        try:
+            fate = await jobs.fate(self.conn, self.queue, job.id, job.token)
+        except errors.EchoMQError:
+            return False
+        if fate == "moved":
+            return False
+        self.stats.already_settled += 1
+        if kind == "ok":
+            self.stats.completed += 1
+        log.info("job %s: %s already settled (%s; row %s at token %d): an earlier try "
+                 "landed", job.id, kind, exc, fate, job.token)
+        self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
+        return True
+
+
+def no_handler(job: Job) -> None:  # pragma: no cover - never called
+    raise LookupError(f"no handler for job {job.id}")

@@ -1,0 +1,387 @@
+"""Tasks: the friendly layer. ``App`` names the server, ``@app.task`` declares handlers.
+
+>>> app = App()                                   # doctest: +SKIP
+>>> @app.task(queue="mail", max_attempts=5, backoff=("exponential", 1_000, 60_000))
+... def send(to, subject): ...
+>>> job_id = send.enqueue("a@b.c", "hi")          # now
+>>> send.enqueue_in(timedelta(minutes=5), "a@b.c", "later")
+>>> send.enqueue_at(datetime(2030, 1, 1, tzinfo=UTC), "a@b.c", "happy new year")
+>>> app.job(job_id).state
+
+``App(url=None)`` uses ``$ECHOMQ_URL`` when set, else an embedded Valkey (``embedded.server``)
+persistent under the default data dir and detached, so it outlives the process that started
+it; every later process with the same data dir finds the running server through its record
+file instead of starting another (``echomq server status|stop``). A worker runs the
+tasks: ``echomq worker myapp:app`` (``echomq.tasks.worker``).
+
+The payload is JSON (``echomq.core.payload``); ``Task`` lives in ``echomq.tasks.task``, declaring
+tasks and recurrences (``@app.task``, ``@app.every``, ``@app.cron``) in ``echomq.tasks.declare``;
+waiting for a job's end and its kept result in ``echomq.verbs.results``.
+
+Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
+``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
+converted with its own zone, naive = local time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import datetime as dt
+import logging
+import os
+import pathlib
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from echomq.connectors.connector import (
+    MAX_PAYLOAD_BYTES,
+    AsyncConnector,
+    Connector,
+    check_payload_limit,
+)
+from echomq.core import guards as guard
+from echomq.core import keyspace
+from echomq.core.errors import ConfigError
+from echomq.core.outcomes import Outcome
+from echomq.core.payload import decode, encode
+from echomq.core.steps import VerbFn
+from echomq.embedded.server import check_durability
+from echomq.runtime import tracing
+from echomq.runtime.consumer import DEFAULT_LEASE_MS, Job, Route
+from echomq.runtime.events import Observer
+from echomq.tasks import canvas
+from echomq.tasks.declare import Declarations, Recurrence
+from echomq.tasks.task import Task
+from echomq.verbs import flows, registry, results, status
+from echomq.verbs.durability import Wait, confirmed
+from echomq.verbs.retention import Retention
+from echomq.verbs.retention import resolve as resolve_retention
+from echomq.verbs.status import JobInfo
+
+__all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
+
+log = logging.getLogger("echomq.app")
+
+T = TypeVar("T")
+
+DEFAULT_QUEUE = "default"
+
+
+class App(Declarations):
+    """A registry of tasks bound to one server.
+
+    ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
+    ``keep_completed`` (a count) / ``keep_completed_for`` (ms or ``timedelta``) keep
+    completed rows within those bounds; ``retention`` takes a full ``Retention`` instead.
+    ``retention``: what workers keep of finished jobs (``Retention``; completed rows are
+    deleted on ack by default, dead ones kept 30 days). ``on_event``: an observer every
+    worker of this app hands its timeline to (``echomq.runtime.events``).
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.verbs.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        wire: int = 4,
+        data_dir: str | os.PathLike[str] | None = None,
+        ephemeral: bool = False,
+        default_queue: str = DEFAULT_QUEUE,
+        retention: Retention | None = None,
+        keep_completed: int | None = None,
+        keep_completed_for: int | dt.timedelta | None = None,
+        on_event: Observer | None = None,
+        durability: str | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        wait_replicas: int = 0,
+        wait_local: bool = False,
+        wait_timeout_ms: int = 1_000,
+    ) -> None:
+        keyspace.validate_queue(default_queue)
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
+                     if wait_replicas or wait_local else None)
+        self._url = url
+        self.wire = wire
+        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
+        self.ephemeral = ephemeral
+        self.default_queue = default_queue
+        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.recurrences: list[Recurrence] = []
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
+        self._conn: Connector | None = None
+        self._stop_server: Callable[[], None] | None = None
+        self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+        self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
+                                           asyncio.Task[AsyncConnector]]] = {}
+
+    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any, **kwargs: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
+        result on a sync connector, an awaitable on an async one)."""
+        if self.wait is None:
+            return verb(conn, *args, **kwargs)
+        return confirmed(conn, verb.steps(*args, **kwargs), self.wait)
+
+    # -- the server ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The server URL, starting or finding the embedded server on first use."""
+        if self._url is None:
+            external = os.environ.get("ECHOMQ_URL")
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
+        return str(self._url)
+
+    @url.setter
+    def url(self, value: str) -> None:
+        self._url = value
+
+    def _embedded(self) -> str:
+        from echomq.embedded.server import EmbeddedServer
+
+        if self.ephemeral:
+            srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
+            srv.start()
+            self._own(srv)
+            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
+
+    def _own(self, srv: Any) -> None:
+        self.server = srv
+
+        def stop() -> None:
+            srv.stop()
+
+        self._stop_server = stop
+        atexit.register(stop)
+
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use); naming ``queue`` registers it in
+        the queue registry once per connector (``registry.note``)."""
+        if self._conn is None:
+            self._conn = Connector.connect(self.url, wire=self.wire,
+                                           max_payload_bytes=self.max_payload_bytes)
+        if queue is not None:
+            registry.note(self._conn, queue)
+        return self._conn
+
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
+        conn = self._loop_conn()
+        if conn is None:
+            conn = (await self._aconnect(asyncio.get_running_loop()))[1]
+        if queue is not None:
+            await registry.anote(conn, queue)
+        return conn
+
+    def aconnector_ready(self, queue: str) -> AsyncConnector | None:
+        """What ``aconnector(queue)`` would return when it has nothing to await (the running
+        loop's connector is made and ``queue`` already noted on it), else ``None``: the
+        per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
+        conn = self._loop_conn()
+        return conn if conn is not None and registry.noted(conn, queue) else None
+
+    def _loop_conn(self) -> AsyncConnector | None:
+        """The running loop's connector if it was made (an id reused by a later loop is
+        not that loop's)."""
+        loop = asyncio.get_running_loop()
+        held = self._aconns.get(id(loop))
+        return held[1] if held is not None and held[0] is loop else None
+
+    async def _aconnect(self, loop: asyncio.AbstractEventLoop
+                        ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:
+        # One connect per loop however many callers ask at once: a web app's first burst
+        # of requests would otherwise open a connector each and leak all but the last.
+        making = self._aconnecting.get(id(loop))
+        if making is None or making[0] is not loop:
+            making = (loop, loop.create_task(AsyncConnector.connect(
+                self.url, wire=self.wire, max_payload_bytes=self.max_payload_bytes)))
+            self._aconnecting[id(loop)] = making
+        try:
+            conn = await asyncio.shield(making[1])
+        finally:  # done (made or failed): the next caller without a connector starts anew
+            if making[1].done() and self._aconnecting.get(id(loop)) is making:
+                del self._aconnecting[id(loop)]
+        held = self._aconns.get(id(loop))
+        if held is None or held[0] is not loop:
+            held = (loop, conn)
+            self._aconns[id(loop)] = held
+        return held
+
+    def close(self) -> None:
+        """Close the sync connector and stop the embedded server this app started."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._aconns.clear()
+        self._aconnecting.clear()
+        stop = self._stop_server
+        if stop is not None:
+            atexit.unregister(stop)
+            stop()
+            self._stop_server = None
+            self.server = None
+
+    async def aclose(self) -> None:
+        held = self._aconns.pop(id(asyncio.get_running_loop()), None)
+        if held is not None:
+            await held[1].close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what workers need ---------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Every queue a task of this app lives on (declaration order; a partitioned
+        queue as its partitions, ``mail#0`` ...)."""
+        return list(dict.fromkeys(q for t in self.tasks.values() for q in t.queues))
+
+    def expand(self, queues: Iterable[str]) -> list[str]:
+        """Queue names with each partitioned queue of this app (``mail``) replaced by its
+        partitions (``mail#0`` ...); other names as given."""
+        split = {t.queue: t.queues for t in self.tasks.values()}
+        return list(dict.fromkeys(p for q in queues for p in split.get(q, [q])))
+
+    def lease_for(self, queue: str) -> int:
+        """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
+        task is reaped on time if its worker dies before the first checkpoint."""
+        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
+        return min(leases) if leases else DEFAULT_LEASE_MS
+
+    def router(self, queue: str) -> Callable[[Job], Route]:
+        """The consumer router for ``queue``: payload → task → ``Route``."""
+
+        def route(job: Job) -> Route:
+            name, args, kwargs = decode(job.payload)
+            task = self.tasks.get(name)
+            if task is None:
+                known = ", ".join(sorted(self.tasks)) or "none"
+                raise LookupError(f"unknown task {name!r}: this app has no task of that "
+                                  f"name (its tasks: {known})")
+            # a flow node keeps its result for its parent; a fed parent gets its children's
+            run = task.route(args, kwargs, tracing.carrier_of(job.payload))
+            return canvas.adapt(run, job.payload, task, args, kwargs)
+
+        return route
+
+    # -- flows ---------------------------------------------------------------------------
+
+    def flow(self, parent: canvas.Signature,
+             children: Iterable[canvas.Signature | canvas.Flow] = ()) -> str:
+        """Admit ``parent`` with ``children`` (signatures or flows, each in its task's
+        queue) as one flow: the children run, the parent runs once after the last has
+        ended and reads them with ``current_job().children()``. The parent's job id.
+        ``app.flow(report.s(month), children=[fetch.s(p) for p in pages])``."""
+        return canvas.flow(parent, list(children)).enqueue()
+
+    async def aflow(self, parent: canvas.Signature,
+                    children: Iterable[canvas.Signature | canvas.Flow] = ()) -> str:
+        """``flow``, awaited."""
+        return await canvas.flow(parent, list(children)).aenqueue()
+
+    # -- enqueue by name and status ------------------------------------------------------
+
+    def enqueue(self, task: str, *args: Any, **kwargs: Any) -> str:
+        """Queue the registered task named ``task`` now; the job id."""
+        return self._named(task).enqueue(*args, **kwargs)
+
+    def _named(self, task: str) -> Task[Any, Any]:
+        try:
+            return self.tasks[task]
+        except KeyError:
+            raise LookupError(
+                f"no task named {task!r}; known: {', '.join(sorted(self.tasks)) or 'none'}"
+            ) from None
+
+    def _lookup(self, queue: str | None) -> list[str]:
+        return [keyspace.validate_queue(queue)] if queue else (
+            self.queues() or [self.default_queue])
+
+    def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
+        """A job's status (state, attempts, last error, run-at, progress, kept result),
+        looked up on ``queue`` or on every queue of this app; ``None`` when neither a row
+        nor a kept result exists (never enqueued, or deleted after completion under the
+        default retention and no result kept)."""
+        guard.string("job_id", job_id)
+        return status.read(self.connector(), self._lookup(queue), job_id)
+
+    async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
+        """``job``, awaited."""
+        guard.string("job_id", job_id)
+        return await status.read(await self.aconnector(), self._lookup(queue), job_id)
+
+    # -- results and cancel --------------------------------------------------------------
+
+    def result(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+               queue: str | None = None) -> Any:
+        """Wait for the job to end and return its kept value (``None`` when its task keeps
+        none). Blocks on the job's end token (no tight polling; see ``echomq.verbs.results``).
+        Raises ``errors.JobFailed`` if it died, ``errors.JobCancelled`` if it was
+        cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
+        ``errors.JobNotFound`` if no queue of this app knows it."""
+        guard.string("job_id", job_id)
+        return results.wait(self.connector(), self._lookup(queue), job_id,
+                            results.timeout_s(timeout))
+
+    async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
+                      queue: str | None = None) -> Any:
+        """``result``, awaited."""
+        guard.string("job_id", job_id)
+        return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
+                                  results.timeout_s(timeout))
+
+    def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is
+        running: its holder stops it at its next lease checkpoint and it ends
+        ``cancelled``) or ``"absent"`` (unknown, finished or dead). Tries ``queue`` or
+        each of this app's queues until one knows the id. A flow parent still waiting for
+        its children is cancelled with its waiting subtree (``flows.cancel``)."""
+        guard.string("job_id", job_id)
+        conn = self.connector()
+        for q in self._lookup(queue):
+            outcome = flows.cancel(conn, q, job_id)  # a flow parent: its waiting subtree too
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
+
+    async def acancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
+        """``cancel``, awaited."""
+        guard.string("job_id", job_id)
+        conn = await self.aconnector()
+        for q in self._lookup(queue):
+            outcome = await flows.cancel(conn, q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT

@@ -1,0 +1,218 @@
+"""Declaring tasks: ``@app.task`` and the recurrences ``@app.every``/``@app.cron`` stack on
+it. ``App`` takes these from ``Declarations``; a recurrence is only recorded here (a worker
+upserts it at start, its Pump fires it on the HOST clock)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, overload
+
+from echomq.core import backoff, keyspace
+from echomq.core import guards as guard
+from echomq.core import partitions as parts
+from echomq.core.options import Group, check_group
+from echomq.core.payload import encode
+from echomq.core.times import seconds_to_ms, to_ms
+from echomq.runtime.consumer import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
+from echomq.tasks.task import Task
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """A recurring registration a worker upserts at start (the Pump fires it)."""
+
+    task: str
+    queue: str
+    name: str
+    template: bytes
+    every_ms: int | None = None
+    cron: str | None = None
+    tz: str | None = None
+
+
+class Declarations:
+    """The task and recurrence registry of an ``App`` (its ``tasks`` and ``recurrences``)."""
+
+    tasks: dict[str, Task[Any, Any]]
+    recurrences: list[Recurrence]
+    default_queue: str
+
+    @overload
+    def task(
+        self,
+        fn: Callable[P, R],
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
+        group: Group | None = None,
+        partitions: int = 1,
+    ) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
+        group: Group | None = None,
+        partitions: int = 1,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: backoff.Policy | None = None,
+        retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        timeout: float | dt.timedelta | None = None,
+        keep_result: float | dt.timedelta | None = None,
+        isolation: str = "thread",
+        group: Group | None = None,
+        partitions: int = 1,
+    ) -> Any:
+        """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
+
+        ``max_attempts`` (default 25) runs before dead-lettering; a failure is retried after
+        ``retry_delay_ms`` (default 1000) or, with ``backoff``, after
+        ``backoff.delay_ms(policy, attempts)``; ``lease_ms`` (default 30 s) is the lease a
+        running job holds, checkpointed every third of it.
+
+        ``timeout`` (seconds or ``timedelta``; default: the worker's, off unless set): an
+        async handler is cancelled at the deadline, a plain function is abandoned in its
+        thread and its slot freed; the attempt fails with a ``TimeoutError`` text and
+        retries like any failure. ``keep_result`` (seconds or ``timedelta``): keep the JSON
+        return value that long (``app.job(id).result``, ``app.result(id)``).
+        ``isolation="process"`` runs a plain function in a killable child process per job
+        (``echomq.runtime.isolation``): a timeout or a cancel request stops it for real.
+        running job holds, checkpointed every third of it. ``partitions=8`` spreads the
+        queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
+        them over its primaries; see ``echomq.core.partitions`` and ``Task.options``).
+        ``group``: the lane every run joins (groups take turns at the claim, each with its
+        own limit and rate: ``echomq.verbs.groups``), as a name or as a function of the task's
+        arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
+        return ``None`` for no group); ``task.options(group=...)`` overrides it.
+        """
+        queue = keyspace.validate_queue(queue or self.default_queue)
+        parts.validate(queue, partitions)
+        for other in self.tasks.values():
+            if other.queue == queue and other.partitions != partitions:
+                raise ValueError(f"queue {queue!r} has {other.partitions} partition(s) "
+                                 f"(task {other.name}); every task on it must say the same")
+        if group is not None:
+            group = check_group(group)
+        guard.positive("max_attempts", max_attempts)
+        guard.span("retry_delay_ms", retry_delay_ms)
+        guard.span("lease_ms", lease_ms, minimum=1)
+        timeout_ms = seconds_to_ms("timeout", timeout)
+        keep_result_ms = seconds_to_ms("keep_result", keep_result)
+        if backoff is not None:
+            _validate_backoff(backoff)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"a task name must be a non-empty str, not {name!r}")
+
+        def register(f: Callable[..., Any]) -> Task[Any, Any]:
+            target = f.fn if isinstance(f, Task) else f
+            if not callable(target):
+                raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
+            task_name = name or _default_name(target)
+            if task_name in self.tasks and self.tasks[task_name].fn is not target:
+                raise ValueError(f"a task named {task_name!r} is already registered")
+            app: Any = self  # the App this mixin is part of
+            t: Task[Any, Any] = Task(
+                app, target, name=task_name, queue=queue, max_attempts=max_attempts,
+                backoff=backoff, retry_delay_ms=retry_delay_ms, lease_ms=lease_ms,
+                timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
+                group=group,
+                partitions=partitions,
+            )
+            self.tasks[task_name] = t
+            return t
+
+        return register(fn) if fn is not None else register
+
+    def every(self, interval: int | dt.timedelta, *, name: str | None = None,
+              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+              ) -> Callable[[Any], Task[Any, Any]]:
+        """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock).
+
+        Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
+        registration is upserted when a worker starts and fired by the worker's Pump.
+        """
+        every_ms = guard.span("interval", to_ms(interval), minimum=1)
+
+        def register(t: Any) -> Task[Any, Any]:
+            task = t if isinstance(t, Task) else self.task(t)
+            self._recur(task, name, args, kwargs, every_ms=every_ms)
+            return task
+
+        return register
+
+    def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
+             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+             ) -> Callable[[Any], Task[Any, Any]]:
+        """Run the decorated task on a cron expression in time zone ``tz`` (see
+        ``echomq.core.cron``); upserted when a worker starts, fired by its Pump."""
+        guard.string("expr", expr)
+        guard.string("tz", tz)
+        if not expr.split():
+            raise ValueError("a cron expression must not be empty")
+        # checked here, at declaration, not when a worker starts the Pump
+        from echomq.core import cron as cron_mod
+        try:
+            cron_mod.validate(expr)
+            cron_mod.zone(tz)
+        except cron_mod.CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
+
+        def register(t: Any) -> Task[Any, Any]:
+            task = t if isinstance(t, Task) else self.task(t)
+            self._recur(task, name, args, kwargs, cron=expr, tz=tz)
+            return task
+
+        return register
+
+    def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
+               kwargs: dict[str, Any] | None, **how: Any) -> None:
+        reg_name = name or task.name
+        if any(r.queue == task.queues[0] and r.name == reg_name for r in self.recurrences):
+            raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
+                             f"{task.queue!r}; pass name=")
+        template = encode(task.name, args, kwargs)
+        # a partitioned queue's recurrence lives on (and fires into) its first partition
+        self.recurrences.append(Recurrence(task.name, task.queues[0], reg_name, template,
+                                           **how))
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    module = str(getattr(fn, "__module__", None) or "")
+    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "task"))
+    return f"{module}.{qual}" if module and module != "__main__" else qual
+
+
+def _validate_backoff(policy: Any) -> None:
+    from echomq.core import backoff as backoff_mod
+    backoff_mod.validate(policy)

@@ -1,0 +1,309 @@
+"""The worker process: consumers for an app's queues, a Metronome, and a Pump when the app
+has recurring registrations. Flow completions are carried by the beat's legs (the
+Metronome's, or each lone consumer's), so a worker with ``pump=False`` releases flow
+parents too.
+
+``run_worker(app, queues=..., concurrency=...)`` runs until SIGTERM or SIGINT. On the
+first signal it stops claiming and lets the jobs in flight finish within ``grace_s``
+(default 30 s); a second signal, or the end of the grace, abandons what is left: those
+jobs keep their leases until they lapse, then the reaper returns them to pending. Nothing
+is lost; a job may run again (at least once).
+
+Pool mode: the worker's consumers skip their own recovery and promote legs and one
+Metronome per worker runs them, elected across worker processes by a SERVER-side lease, so
+a fleet reaps and promotes each queue once per beat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from echomq.connectors import urls
+from echomq.connectors.connector import AsyncConnector
+from echomq.core import guards as guard
+from echomq.core import keyspace
+from echomq.core.times import seconds_to_ms
+from echomq.runtime.beat import DEFAULT_BEAT_MS, Legs
+from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer, Event
+from echomq.runtime.metronome import Metronome
+from echomq.verbs import backlog, groups, registry
+
+if TYPE_CHECKING:
+    from echomq.tasks.app import App
+
+log = logging.getLogger("echomq.worker")
+
+DEFAULT_GRACE_S = 30.0
+
+
+class Worker:
+    """Runs ``app``'s tasks on ``queues`` (default: every queue the app's tasks use).
+
+    ``concurrency`` is per queue. ``metronome=False`` makes each consumer run its own
+    recovery and promote legs (a lone consumer's beat) instead of pool mode. ``burst=True``
+    stops on its own once nothing is running and nothing is ready on its queues (the
+    drain then runs as after a signal). ``log_jobs`` logs one INFO line per finished job.
+    ``timeout`` (seconds or ``timedelta``) is the handler timeout for tasks declared
+    without one (off unless set). ``on_event`` defaults to the app's observer.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Sequence[str] | None = None,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        beat_ms: int = DEFAULT_BEAT_MS,
+        grace_s: float = DEFAULT_GRACE_S,
+        metronome: bool = True,
+        pump: bool = True,
+        on_event: Callable[[Event], None] | None = None,
+        burst: bool = False,
+        log_jobs: bool = True,
+        timeout: float | dt.timedelta | None = None,
+    ) -> None:
+        self.app = app
+        # a partitioned queue named by its logical name runs a consumer per partition
+        self.queues = app.expand(queues or app.queues() or [app.default_queue])
+        for q in self.queues:
+            keyspace.validate_queue(q)
+        self.concurrency = guard.positive("concurrency", concurrency)
+        self.beat_ms = guard.span("beat_ms", beat_ms, minimum=1)
+        if grace_s < 0:
+            raise ValueError("grace_s must be >= 0")
+        self.grace_s = grace_s
+        self.use_metronome = metronome
+        self.use_pump = pump
+        on_event = on_event if on_event is not None else app.on_event
+        self.on_event = on_event
+        self.timeout_ms = seconds_to_ms("timeout", timeout)
+        self.burst = burst
+        # one INFO line per finished job, as rq and arq print (the user's observer still runs)
+        self.log_jobs = log_jobs
+        self.consumers: list[Consumer] = []
+        self.metronome: Metronome | None = None
+        self.pump: Any = None
+        self.unfinished = 0
+        self.abandoned: list[str] = []  # the ids the drain left to the reaper
+        self.force = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until ``stop`` is set, then drain; returns how many jobs were left
+        unfinished (abandoned to the reaper)."""
+        # named connections: CLIENT LIST tells which worker process holds which connection
+        conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire,
+                                            client_name=f"echomq-worker-{os.getpid()}")
+        try:
+            return await self._serve(conn, stop)
+        finally:
+            await conn.close()
+
+    async def _serve(self, conn: AsyncConnector, stop: asyncio.Event) -> int:
+        retention = self.app.retention
+        # the job lines cost an event per transition: none when INFO would drop them
+        observer = (JobLog(self.on_event) if self.log_jobs and log.isEnabledFor(logging.INFO)
+                    else self.on_event)
+        self.consumers = [
+            Consumer(
+                conn, q, router=self.app.router(q), concurrency=self.concurrency,
+                beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
+                pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
+            )
+            for q in self.queues
+        ]
+        background = asyncio.Event()  # the metronome and pump outlive the drain
+        helpers: list[asyncio.Task[Any]] = []
+        runs: list[asyncio.Task[None]] = []
+        try:
+            # inside the try: a start that fails (a refused registration, a lost server)
+            # stops what already runs instead of leaving it to die with the connection
+            await registry.add(conn, self.queues)  # listed by the CLI even while empty
+            await log_groups(conn, self.queues)
+            if self.use_metronome:
+                by_queue = {c.queue: c for c in self.consumers}
+                # the due instants the metronome reads (run-ats, group and queue reopens)
+                # wake this process's idle consumers then, not at their next beat
+                self.metronome = Metronome(
+                    conn, self.queues, beat_ms=self.beat_ms,
+                    legs=Legs(retention=retention, carry_lease_ms=3 * self.beat_ms),
+                    on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
+                for c in self.consumers:  # a due token they pop re-plans the metronome
+                    c.on_lead = self.metronome.lead
+                helpers.append(asyncio.ensure_future(self.metronome.run(background)))
+            recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
+            if recurrences and self.use_pump:
+                pump = await _start_pump(conn, recurrences, background, self.beat_ms)
+                if pump is not None:
+                    self.pump, task = pump
+                    helpers.append(task)
+            log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
+                     "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,
+                     ", ".join(self.queues), self.concurrency, self.beat_ms,
+                     ", metronome" if self.use_metronome else "",
+                     ", burst" if self.burst else "")
+            runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
+            if self.burst:
+                helpers.append(asyncio.ensure_future(self._burst(conn, stop)))
+            await asyncio.gather(*runs)
+            self.unfinished = await self._drain()
+        finally:
+            for r in runs:
+                r.cancel()
+            background.set()
+            if helpers:
+                await asyncio.wait(helpers, timeout=2.0)
+            for h in helpers:
+                h.cancel()
+            if helpers:
+                await asyncio.wait(helpers, timeout=1.0)
+        if self.unfinished:
+            log.warning("%d jobs unfinished at exit (%s); the reaper returns them after "
+                        "their leases", self.unfinished, ", ".join(self.abandoned))
+        else:
+            log.info("worker stopped cleanly")
+        return self.unfinished
+
+    async def _burst(self, conn: AsyncConnector, stop: asyncio.Event) -> None:
+        """Burst mode: set ``stop`` once two checks a beat apart (HOST monotonic clock) see
+        nothing running, no new claim, and nothing ready on any served queue."""
+        quiet = 0
+        claimed = -1
+        while not stop.is_set():
+            await asyncio.sleep(self.beat_ms / 1000)
+            now_claimed = sum(c.stats.claimed for c in self.consumers)
+            idle = now_claimed == claimed and not any(c.inflight for c in self.consumers)
+            claimed = now_claimed
+            if idle:
+                waiting = sum([await backlog.ready(conn, q) for q in self.queues])
+                idle = waiting == 0
+            quiet = quiet + 1 if idle else 0
+            if quiet >= 2:
+                log.info("burst: nothing left to run on %s; stopping", ", ".join(self.queues))
+                stop.set()
+
+    async def _drain(self) -> int:
+        """Every queue's in-flight jobs get the whole grace, together: the drain ends when
+        the last queue's jobs have settled (an idle queue is done at once, and must not end
+        the others' wait), at the end of the grace, or on a forced stop."""
+        inflight = sum(len(c.inflight) for c in self.consumers)
+        if inflight:
+            log.info("stopping: %d jobs in flight, grace %.1f s", inflight, self.grace_s)
+        drains = [asyncio.ensure_future(c.drain(self.grace_s)) for c in self.consumers]
+        every = asyncio.ensure_future(asyncio.wait(drains))
+        forced = asyncio.ensure_future(self.force.wait())
+        await asyncio.wait([every, forced], return_when=asyncio.FIRST_COMPLETED)
+        forced.cancel()
+        if not every.done():
+            # a forced stop: drain again with no grace (abandon the rest to the reaper)
+            every.cancel()
+            for d in drains:
+                d.cancel()
+            await asyncio.wait(drains)
+            drains = [asyncio.ensure_future(c.drain(0)) for c in self.consumers]
+            await asyncio.wait(drains)
+        self.abandoned = [jid for c in self.consumers for jid in c.abandoned]
+        return sum(d.result() for d in drains if not d.cancelled())
+
+
+async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
+    """One line per queue that has groups: how many, and what waits and runs in them (read
+    once at start: a queue with thousands of groups makes this a real read)."""
+    for q in queues:
+        stats = await groups.stats(conn, q)
+        if stats:
+            log.info("queue %s: %d groups, %d jobs waiting in their lanes, %d active, "
+                     "%d paused groups", q, len(stats),
+                     sum(s.waiting for s in stats.values()),
+                     sum(s.active for s in stats.values()),
+                     sum(1 for s in stats.values() if s.paused))
+
+
+async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
+                      beat_ms: int) -> tuple[Any, asyncio.Task[Any]] | None:
+    """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
+    start a Pump for their queues, ticking on its own (HOST-clock) cadence."""
+    from echomq.runtime.pump import Pump
+    from echomq.verbs import repeat
+
+    for r in recurrences:
+        how: dict[str, Any] = ({"every_ms": r.every_ms} if r.every_ms is not None
+                               else {"cron": r.cron, "tz": r.tz})
+        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, **how)
+        log.info("recurrence %s on %s: %s", r.name, r.queue, result)
+    # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
+    # beat and one second (cron's resolution is a minute)
+    periods = [r.every_ms for r in recurrences if r.every_ms is not None]
+    tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
+    pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms,
+                legs=("promote", "repeats"))
+    return pump, asyncio.ensure_future(pump.run(stop))
+
+
+class JobLog:
+    """An ``on_event`` observer that logs one INFO line per finished job: its id, task,
+    outcome and run time (HOST monotonic clock, from its start to its outcome), then hands
+    the event to ``forward``."""
+
+    QUIET = frozenset({"started", "degraded", "recovered"})
+
+    def __init__(self, forward: Callable[[Event], None] | None = None) -> None:
+        self.forward = forward
+        self.running: dict[str, tuple[str, float]] = {}
+
+    def __call__(self, ev: Event) -> None:
+        if ev.job_id is not None:
+            if ev.kind == "started":
+                self.running[ev.job_id] = (ev.info.get("task") or "?", time.monotonic())
+            elif ev.kind not in self.QUIET:
+                task, t0 = self.running.pop(ev.job_id, ("?", time.monotonic()))
+                log.info("job %s %s: %s (%.1f ms)", ev.job_id, task, ev.kind,
+                         (time.monotonic() - t0) * 1000)
+        if self.forward is not None:
+            self.forward(ev)
+
+
+def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) -> int:
+    """Run a ``Worker(app, queues, **options)`` in this process until SIGTERM/SIGINT; the
+    count of jobs left unfinished (abandoned to the reaper)."""
+    return serve(Worker(app, queues, **options)).unfinished
+
+
+def serve(worker: Worker) -> Worker:
+    """Run ``worker`` in this process until SIGTERM/SIGINT (or, in burst mode, until its
+    queues have nothing due); the worker, with ``unfinished`` and ``abandoned`` set."""
+    grace_s = worker.grace_s
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        worker.force = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                log.warning("second %s: abandoning in-flight jobs to the reaper",
+                            signal.Signals(signum).name)
+                worker.force.set()
+            else:
+                log.info("%s: no new claims; draining in-flight jobs (grace %.1f s)",
+                         signal.Signals(signum).name, grace_s)
+                stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            await worker.run(stop)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+
+    asyncio.run(main())
+    return worker

@@ -1,0 +1,341 @@
+"""Flows: trees of jobs in which a parent waits for its children, across queues and shards.
+
+Theory of operation. A flow is a tree of ``Node``s, each a job in any queue. Every queue
+lives under its own hash tag, so on Valkey Cluster a parent and its children sit on
+different shards and no script may touch both. A settlement therefore happens in two
+halves, each one atomic script on one slot:
+
+1. On the child's slot: the script that ends the child (ack, a retry that dead-letters, a
+   reap past the stall limit, a cancel) also appends an entry to the child queue's flow
+   outbox ``emq:{cq}:flow:outbox`` (a stream): child, parent row key, how it ended, its
+   settlement number ``fseq``, its failure policy, result or error
+   (``scripts/includes/flow.lua``).
+2. On the parent's slot: the carry leg (``carry``; every Consumer's and Metronome's beat
+   runs it, ``echomq.runtime.beat.carry_flows``, as does a Pump) reads the outbox and runs
+   ``@flow_carry`` there, then deletes the entries it carried. The carry keeps, per parent
+   and child, the last settlement number delivered, and removes the child from the
+   parent's ``deps`` SET, counted only when ``SREM`` returned 1: so a carrier killed
+   between the carry and the delete, or two carriers racing, count each child exactly
+   once. The carry that empties ``deps`` releases the parent to pending (or its lane) at
+   its priority, or to the schedule when it was given a delay or run-at still ahead.
+
+Admission (``admit``) writes the tree level by level, parents first: a parent's row is
+written ``waiting-children`` with its whole ``deps`` set before any of its children
+exists, so no child can end before its parent knows what it waits for, and a parent is
+released only by the carry of its last child. The root is written with an open mark
+(``emq:{q}:flows:open``, scored by a SERVER-ms deadline ``grace_ms`` ahead) that the
+client removes after its last level: the commit. A client that dies between levels leaves
+a root that waits for children that were never written; past the deadline the carry leg
+rolls it back (``roll_back``: the root and its waiting subtree are cancelled, the root's
+error says why), so no parent is left waiting for ever. ``admit`` of the same tree again
+(same ids) before then writes only what is missing and commits.
+
+Unique keys. A node may carry a ``unique`` key (as ``jobs.admit``). When a live job owns
+it, the node is *linked* to that job instead of admitted: a stub row (state ``linked``)
+that settles when the owner ends, with the owner's end, result or error (BullMQ's answer
+to a child whose id exists): its parent waits for the owner, and a linked parent's own
+children are not admitted. A linked root admits nothing; ``admit`` names the owner.
+
+Failure policies, per child (``Node.policy``): ``"fail"`` (default): the child's death or
+cancel dead-letters the parent (``error`` names the child); if the child is revived and
+completes, the parent is released after all. ``"ignore"``: the death counts as a
+settlement (``children()`` shows it dead). ``"drop"``: the dependency is removed
+(``children()`` leaves it out). ``cancel`` of a waiting parent cancels its waiting
+subtree.
+
+Clocks: the waiting-children score, ``died_at`` of a failed parent, ``not_before``, the
+commit deadline and the outbox stream ids are SERVER ms. Nothing here reads the host
+clock.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.core import errors, keyspace
+from echomq.core import guards as guard
+from echomq.core.outcomes import Outcome
+from echomq.core.steps import Batch, Command, Eval, Verb, text, verb
+from echomq.verbs import jobs
+from echomq.verbs.flowcarry import (
+    CARRY_BATCH,
+    Carried,
+    Turn,
+    carry,
+    hold_carrier,
+    outbox_size,
+    turn,
+)
+from echomq.verbs.flowtree import Child, Tree, children, parse_ref, tree, waiting
+
+__all__ = ["CARRY_BATCH", "Admitted", "Carried", "Child", "Node", "Tree", "Turn", "admit",
+           "cancel", "carry", "children", "hold_carrier", "outbox_size", "parse_ref",
+           "roll_back", "tree", "turn", "waiting"]
+
+POLICIES = ("fail", "ignore", "drop")
+# nodes per admission script call
+ADMIT_CHUNK = 500
+#: how long (SERVER ms) an admission may take before the carry leg rolls it back
+ADMIT_GRACE_MS = 60_000
+_FIELDS = 12  # values per node in @flow_admit's ARGV
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One job of a flow: its queue, id, payload, options and children.
+
+    ``mode``/``value`` schedule it (``"now"``, ``"in"`` ms, ``"at"`` epoch ms): a leaf
+    waits on the schedule until then, a parent is released no earlier than that (and never
+    before its last child settles). ``policy`` is what this node's parent does if this
+    node dies or is cancelled: ``"fail"`` (default), ``"ignore"`` or ``"drop"``.
+    ``notify_ms``: keep a done token that long when it ends (``jobs.wait_done``).
+    ``unique``/``unique_for_ms``: a unique key, as ``jobs.admit``'s (a node whose key a
+    live job owns is linked to that job; see the module docstring).
+    """
+
+    queue: str
+    id: str
+    payload: bytes | str
+    children: tuple[Node, ...] = ()
+    mode: str = "now"
+    value: int = 0
+    priority: int = 0
+    group: str | None = None
+    policy: str = "fail"
+    notify_ms: int | None = None
+    unique: str | None = None
+    unique_for_ms: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The node's row key, ``emq:{queue}:job:<id>`` (how the flow names it)."""
+        return keyspace.job_key(self.queue, self.id)
+
+    def walk(self) -> Iterable[Node]:
+        """This node and every node below it, parents before children."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+def _check_node(node: Node, seen: set[str], queues: set[str]) -> None:
+    if node.queue not in queues:  # a wide flow names few queues many times
+        keyspace.validate_queue(node.queue)
+        queues.add(node.queue)
+    jobs._bulk_id(node.id)
+    if node.id in seen:
+        raise ValueError(f"job id {node.id} appears twice in the flow")
+    seen.add(node.id)
+    guard.payload(node.payload)
+    guard.mode(node.mode) if node.mode != "now" else None
+    if node.mode == "in":
+        guard.span("value", node.value)
+    elif node.mode == "at":
+        guard.instant("value", node.value)
+    jobs.Options.of(node.priority, node.group)
+    if node.notify_ms is not None:
+        guard.span("notify_ms", node.notify_ms, minimum=1)
+    if node.unique is not None:
+        guard.string("unique", node.unique)
+    if node.unique_for_ms is not None:
+        if node.unique is None:
+            raise ValueError("unique_for_ms needs a unique key")
+        guard.span("unique_for_ms", node.unique_for_ms, minimum=1)
+    if node.policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {node.policy!r}")
+
+
+def _check(root: Node) -> list[list[tuple[Node, str]]]:
+    """The tree's levels as ``(node, parent key)`` lists, every argument checked first."""
+    if not isinstance(root, Node):
+        raise TypeError(f"a flow is a Node, not {type(root).__name__}")
+    seen: set[str] = set()
+    queues: set[str] = set()
+    levels: list[list[tuple[Node, str]]] = []
+    level: list[tuple[Node, str]] = [(root, "")]
+    # the (queue, unique key)s above each node: a node under its own key would be linked
+    # to its ancestor, which waits for it, and neither would ever run
+    above: dict[str, frozenset[tuple[str, str]]] = {root.id: frozenset()}
+    while level:
+        levels.append(level)
+        nxt: list[tuple[Node, str]] = []
+        for node, _ in level:
+            _check_node(node, seen, queues)
+            keys = above[node.id]
+            if node.unique is not None:
+                if (node.queue, node.unique) in keys:
+                    raise ValueError(f"flow node {node.id} has the unique key {node.unique!r} "
+                                     f"of an ancestor in queue {node.queue}: it would wait "
+                                     f"for itself")
+                keys = keys | {(node.queue, node.unique)}
+            if node.children:
+                pk = node.key
+                for c in node.children:
+                    above[c.id] = keys
+                    nxt.append((c, pk))
+        level = nxt
+    return levels
+
+
+def _admit_steps(level: list[tuple[Node, str]], grace_ms: int
+                 ) -> list[tuple[list[str], Eval]]:
+    by_queue: dict[str, list[tuple[Node, str]]] = defaultdict(list)
+    for node, parent in level:
+        by_queue[node.queue].append((node, parent))
+    out: list[tuple[list[str], Eval]] = []
+    for queue, nodes in by_queue.items():
+        for i in range(0, len(nodes), ADMIT_CHUNK):
+            chunk = nodes[i:i + ADMIT_CHUNK]
+            flat: list[Any] = []
+            for node, parent in chunk:
+                flat += (node.id, node.payload, node.mode, str(node.value),
+                         str(node.priority) if node.priority else "", node.group or "",
+                         parent, "" if node.policy == "fail" else node.policy,
+                         "\n".join(c.key for c in node.children),
+                         "" if node.notify_ms is None else str(node.notify_ms),
+                         node.unique or "",
+                         "" if node.unique_for_ms is None else str(node.unique_for_ms))
+            # the commit deadline rides with the root (a root is alone on its level)
+            grace = str(grace_ms) if not chunk[0][1] and chunk[0][0].children else ""
+            step = Eval("flow_admit", (keyspace.queue_key(queue, "waiting-children"),),
+                        (keyspace.base(queue), grace, *flat))
+            out.append(([n.id for n, _ in chunk], step))
+    return out
+
+
+class Admitted(dict[str, Outcome]):
+    """``admit``'s answer: ``{id: outcome}`` for every node written or found, and
+    ``links``: ``{id: owner id}`` for the nodes linked to the live job that owns their
+    unique key (their outcome is ``"linked"``; their subtrees are not admitted, so their
+    ids are absent)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: dict[str, str] = {}
+
+
+def _outcome(node: Node, reply: Any) -> Outcome:
+    if reply == 0:
+        return Outcome.DUPLICATE
+    if node.children:
+        return Outcome.WAITING
+    return Outcome.ENQUEUED if node.mode == "now" else Outcome.SCHEDULED
+
+
+@verb
+def admit(root: Node, grace_ms: int = ADMIT_GRACE_MS) -> Verb[Admitted]:
+    """Admit the flow under ``root``: ``{id: outcome}`` for every node (``Admitted``).
+
+    A leaf's outcome is ``"enqueued"`` / ``"scheduled"``, a parent's ``"waiting"``
+    (``Outcome.WAITING``), ``"duplicate"`` for an id that already had a row (nothing
+    written for it) and ``"linked"`` for a node whose unique key a live job owns. One round
+    trip per level of the tree (parents first, see the module docstring), each a pipeline
+    of one script call per queue per 500 nodes, then the commit (one more). Every node is
+    checked before anything is sent. ``grace_ms``: the commit deadline (SERVER clock); a
+    flow still uncommitted then is rolled back by the carry leg, and a client that
+    commits after that gets ``StateError`` (its tree was cancelled).
+    """
+    levels = _check(root)
+    guard.span("grace_ms", grace_ms, minimum=1)
+
+    def calls() -> Verb[Admitted]:
+        out = Admitted()
+        nodes = {n.id: n for lvl in levels for n, _ in lvl}
+        cut: set[str] = set()  # row keys of linked nodes: their subtrees are not admitted
+        for level in levels:
+            kept = []
+            for n, pk in level:
+                if pk in cut:
+                    cut.add(n.key)
+                else:
+                    kept.append((n, pk))
+            if not kept:
+                break
+            level = kept
+            planned = _admit_steps(level, grace_ms)
+            replies = yield Batch(tuple(step for _, step in planned))
+            for (ids, _), reply in zip(planned, replies, strict=True):
+                if isinstance(reply, errors.ServerError):
+                    raise reply
+                for job_id, r in zip(ids, reply, strict=True):
+                    if isinstance(r, int):
+                        out[job_id] = _outcome(nodes[job_id], r)
+                    else:
+                        out[job_id] = Outcome.LINKED
+                        out.links[job_id] = text(r)
+                        cut.add(nodes[job_id].key)
+        if root.children and out.get(root.id) in (Outcome.WAITING, Outcome.DUPLICATE):
+            # the commit (a re-admission of the same ids commits what the first one began)
+            committed = yield Command(("ZREM", keyspace.queue_key(root.queue, "flows:open"),
+                                       root.id))
+            if not int(committed) and out[root.id] == Outcome.WAITING:
+                raise errors.StateError(f"flow {root.id} was rolled back before its commit "
+                                        f"(admission took longer than {grace_ms} ms)")
+        return out
+
+    return calls()
+
+
+def _one(steps: Verb[Any]) -> Eval:
+    step = next(steps)
+    assert isinstance(step, Eval)
+    return step
+
+
+@verb
+def cancel(queue: str, job_id: str) -> Verb[Outcome]:
+    """Cancel ``job_id`` and, when it is a flow parent still waiting for its children, its
+    waiting subtree: ``"cancelled"``, ``"requested"`` or ``"absent"`` for ``job_id``
+    itself (as ``jobs.cancel``).
+
+    The parent is cancelled first (so no late carry can release it), then its children
+    level by level on their own slots: a waiting child is cancelled, a running one gets a
+    cancel request, a finished one is left as it is. One round trip per level.
+    """
+    guard.string("job_id", job_id)
+
+    def calls() -> Verb[Outcome]:
+        state = yield Command(("HGET", keyspace.job_key(queue, job_id), "state"))
+        outcome = yield from jobs.cancel.steps(queue, job_id)
+        if state is None or text(state) != "waiting-children" or outcome != Outcome.CANCELLED:
+            return outcome
+        level = [(queue, job_id)]
+        while level:
+            refs = yield Batch(tuple(
+                Command(("LRANGE", keyspace.queue_key(q, f"kids:{i}"), 0, -1))
+                for q, i in level))
+            kids = [parse_ref(text(r)) for got in refs for r in got]
+            if not kids:
+                break
+            states = yield Batch(tuple(
+                Command(("HGET", keyspace.job_key(q, i), "state")) for q, i in kids))
+            # each child's cancel is the one step of jobs.cancel, sent to its own slot; a
+            # linked node is left to its owner (someone else's job), and never written
+            # ones (an admission cut short) have nothing to cancel
+            live = [k for k, s in zip(kids, states, strict=True)
+                    if s is not None and text(s) != "linked"]
+            if live:
+                yield Batch(tuple(_one(jobs.cancel.steps(q, i)) for q, i in live))
+            level = [k for k, s in zip(kids, states, strict=True)
+                     if s is not None and text(s) == "waiting-children"]
+        return outcome
+
+    return calls()
+
+
+@verb
+def roll_back(queue: str, root_id: str) -> Verb[Outcome]:
+    """Roll back the uncommitted flow under ``root_id`` (handed out by ``turn``): cancel the
+    root and its waiting subtree (``cancel``; the root's error, written by the turn, says
+    why), then drop its open mark. What ``cancel`` answers for the root."""
+    guard.string("root_id", root_id)
+
+    def calls() -> Verb[Outcome]:
+        outcome = yield from cancel.steps(queue, root_id)
+        yield Command(("ZREM", keyspace.queue_key(queue, "flows:open"), root_id))
+        return outcome
+
+    return calls()

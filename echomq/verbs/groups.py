@@ -1,0 +1,112 @@
+"""Groups: fair lanes per tenant, concurrency caps and rate limits, all on the server.
+
+A job admitted with ``group=`` waits on its group's lane ``emq:{q}:g:<group>:pending``
+(scored by priority, then mint order). A group is *ready* when its lane has jobs, it is not
+paused, it is under its concurrency limit and no rate window blocks it; the ring
+``emq:{q}:ring`` holds exactly the ready groups, in turn order, and every claim serves flat
+pending and the ring's head group alternately, so a tenant with 10,000 waiting jobs takes
+turns with one that has 10. The controls below change a group's meta hash
+``emq:{q}:g:<group>`` and re-check its place on the ring in the same script.
+
+Rate limits are a sliding-window log of claim starts, read on the SERVER clock inside the
+claim: exact ("never more than ``max_jobs`` starts in any window of ``per_ms``"), at the
+cost of one zset entry per start inside the window (a token bucket would allow bursts at a
+window edge; the log never does). A group whose window is full waits on ``emq:{q}:gwait``,
+scored by the SERVER ms it reopens; ``jobs.next_due_ms`` reports that instant so idle
+consumers wake then instead of polling.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from echomq.core import guards as guard
+from echomq.core import keyspace
+from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
+from echomq.verbs.jobs import rate_args
+
+
+class GroupStats(NamedTuple):
+    """A group's state: jobs waiting on its lane, jobs active, its concurrency limit
+    (``None``: none), whether it is paused, and its rate (``None`` when it has none)."""
+
+    waiting: int
+    active: int
+    limit: int | None
+    paused: bool
+    rate_max: int | None = None
+    rate_per_ms: int | None = None
+
+
+def _control(queue: str, group: str, *args: str) -> Eval:
+    keyspace.validate_group(group)
+    return Eval(
+        "group",
+        (keyspace.group_key(queue, group), keyspace.queue_key(queue, "ring")),
+        (keyspace.base(queue), group, *args),
+    )
+
+
+@verb
+def pause(queue: str, group: str) -> Verb[None]:
+    """Pause a group: it keeps its jobs (and receives promoted ones) and releases none."""
+    return single(_control(queue, group, "pause"), lambda _: None)
+
+
+@verb
+def resume(queue: str, group: str) -> Verb[None]:
+    """Resume a paused group: it rejoins the ring at once if it has work (and wakes)."""
+    return single(_control(queue, group, "resume"), lambda _: None)
+
+
+@verb
+def set_limit(queue: str, group: str, concurrency: int | None) -> Verb[None]:
+    """At most ``concurrency`` (>= 1) of the group's jobs active at once; ``None``: no limit."""
+    if concurrency is not None:
+        guard.positive("concurrency", concurrency)
+    arg = "" if concurrency is None else str(concurrency)
+    return single(_control(queue, group, "limit", arg), lambda _: None)
+
+
+@verb
+def set_rate(queue: str, group: str, max_jobs: int, per_ms: int) -> Verb[None]:
+    """At most ``max_jobs`` of the group's claims start in any window of ``per_ms`` ms
+    (SERVER clock, sliding-window log: exact)."""
+    mx, ms = rate_args(max_jobs, per_ms)
+    return single(_control(queue, group, "rate", mx, ms), lambda _: None)
+
+
+@verb
+def clear_rate(queue: str, group: str) -> Verb[None]:
+    """Remove the group's rate (a block already on ``gwait`` runs its course)."""
+    return single(_control(queue, group, "rate", "", ""), lambda _: None)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@verb
+def stats(queue: str) -> Verb[dict[str, GroupStats]]:
+    """Every group seen on ``queue`` (admitted with it, or given a control) with its
+    ``GroupStats``; two round trips."""
+    members = keyspace.queue_key(queue, "groups")
+
+    def calls() -> Verb[dict[str, GroupStats]]:
+        names = sorted(text(n) for n in (yield Command(("SMEMBERS", members))))
+        if not names:
+            return {}
+        steps: list[Command] = []
+        for g in names:
+            steps.append(Command(("ZCARD", keyspace.lane_key(queue, g))))
+            steps.append(Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
+                                  "paused", "rate_max", "rate_ms")))
+        replies = yield Batch(tuple(steps))
+        out: dict[str, GroupStats] = {}
+        for i, g in enumerate(names):
+            waiting, (active, limit, paused, rmax, rms) = replies[2 * i], replies[2 * i + 1]
+            out[g] = GroupStats(int(waiting), int(active or 0), _int(limit),
+                                paused is not None, _int(rmax), _int(rms))
+        return out
+
+    return calls()

@@ -1,0 +1,126 @@
+"""Job transitions: each verb is keys + argv + reply decoding, run by either connector.
+
+Every verb here takes a ``Connector`` first (and returns the result) or an
+``AsyncConnector`` (and returns an awaitable of the same result): ``steps.verb`` makes the
+builder (which describes the calls) into that function. Argument guards raise
+``TypeError``/``ValueError`` before any I/O; server refusals raise ``errors.KindError``,
+``StaleError``, ``GoneError`` or ``StateError`` with the server's text.
+
+Clocks: ``enqueue_in``, ``delay(mode="in")``, ``promote``, ``claim``, ``retry``, ``reap``
+and ``extend`` read the SERVER clock (``TIME`` inside the script or module command).
+``enqueue_at`` and ``delay(mode="at")`` take an absolute run-at the caller priced on its
+own clock. Nothing here reads the host clock.
+
+The verbs live by family (``jobs.enqueue`` etc. stay the way to call them):
+``admission`` (enqueue, enqueue_at/in, admit, Options), ``bulk`` (the many-job forms),
+``claims`` (promote, claim, leases: reap, extend, checkpoint, progress), ``settlement``
+(ack, retry, delay, rate_limited), ``control`` (cancel, pause/resume, the rate cap) and
+``reads`` (get, counts, stats, page, next_due_ms, result, wait_done, fate, server time).
+"""
+
+from __future__ import annotations
+
+from echomq.core import errors, keyspace
+from echomq.verbs.jobs.admission import (
+    MAX_UNIQUE_BYTES,
+    PLAIN,
+    Admitted,
+    Options,
+    _admission,
+    _enqueue_step,
+    _is_admitted,
+    _schedule_step,
+    _when,
+    admit,
+    enqueue,
+    enqueue_at,
+    enqueue_in,
+)
+from echomq.verbs.jobs.bulk import (
+    CHUNK,
+    _admit_many,
+    _bulk_admissions,
+    _bulk_id,
+    _chunks,
+    admit_many,
+    enqueue_many,
+    schedule_many,
+)
+from echomq.verbs.jobs.claims import (
+    DEFAULT_MAX_STALLED,
+    Checkpoint,
+    Claim,
+    _claim_step,
+    _claims,
+    _held,
+    checkpoint,
+    claim,
+    claim_many,
+    extend,
+    progress,
+    promote,
+    reap,
+)
+from echomq.verbs.jobs.control import (
+    _CANCEL_OUTCOMES,
+    _cancel_step,
+    _pause_step,
+    cancel,
+    cancel_many,
+    clear_rate,
+    finish_cancelled,
+    is_paused,
+    pause,
+    rate_args,
+    resume,
+    set_rate,
+)
+from echomq.verbs.jobs.reads import (
+    _ENDS,
+    _SET_OF,
+    _SETTLED,
+    STAT_NAMES,
+    STATE_SETS,
+    counts,
+    fate,
+    get,
+    next_due_ms,
+    page,
+    result,
+    server_now_ms,
+    stats,
+    wait_done,
+)
+from echomq.verbs.jobs.settlement import (
+    _RETRY_OUTCOMES,
+    Held,
+    _ack_many_steps,
+    _ack_replies,
+    _ack_step,
+    _result,
+    ack,
+    ack_and_claim,
+    ack_many,
+    count_delay,
+    delay,
+    delays,
+    rate_limited,
+    reschedule,
+    retry,
+)
+
+# every name the single jobs.py module had, private helpers included (flows, tests)
+__all__ = [
+    "CHUNK", "DEFAULT_MAX_STALLED", "MAX_UNIQUE_BYTES", "PLAIN", "STATE_SETS", "STAT_NAMES",
+    "_CANCEL_OUTCOMES", "_ENDS", "_RETRY_OUTCOMES", "_SETTLED", "_SET_OF", "Admitted",
+    "Checkpoint", "Claim", "Held", "Options", "_ack_many_steps", "_ack_replies", "_ack_step",
+    "_admission", "_admit_many", "_bulk_admissions", "_bulk_id", "_cancel_step", "_chunks",
+    "_claim_step", "_claims", "_enqueue_step", "_held", "_is_admitted", "_pause_step",
+    "_result", "_schedule_step", "_when", "ack", "ack_and_claim", "ack_many", "admit",
+    "admit_many", "cancel", "cancel_many", "checkpoint", "claim", "claim_many", "clear_rate",
+    "count_delay", "counts", "delay", "delays", "enqueue", "enqueue_at", "enqueue_in",
+    "enqueue_many", "errors", "extend", "fate", "finish_cancelled", "get", "is_paused",
+    "keyspace", "next_due_ms", "page", "pause", "progress", "promote", "rate_args",
+    "rate_limited", "reap", "reschedule", "result", "resume", "retry", "schedule_many",
+    "server_now_ms", "set_rate", "stats", "wait_done",
+]

@@ -1,0 +1,137 @@
+"""Jobs in hand: promote (schedule -> pending), claims and their leases (reap, extend,
+checkpoint, progress). Every lease is priced on the SERVER clock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from echomq.core import guards as guard
+from echomq.core import keyspace
+from echomq.core.steps import Eval, Verb, single, text, verb
+
+DEFAULT_MAX_STALLED = 2
+
+
+class Claim(NamedTuple):
+    """A job in hand: its id, the fencing token (= its attempts after this claim) and payload."""
+
+    id: str
+    token: int
+    payload: bytes
+
+
+@verb
+def promote(queue: str, batch: int, native: bool = True) -> Verb[int]:
+    """Release up to ``batch`` scheduled jobs due at SERVER now; the count released.
+
+    Flat jobs rejoin pending (mint order), grouped rows their lane. Idempotent. At wire 6
+    this sends ``EMQ.PROMOTE``, which refuses a due grouped row (``EMQSTATE promote lane
+    not native``); ``native=False`` sends the script, which routes it to its lane.
+    """
+    guard.positive("batch", batch)
+    step = Eval(
+        "promote",
+        (keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "pending")),
+        (keyspace.base(queue), str(batch)),
+        native="EMQ.PROMOTE" if native else None,
+    )
+    return single(step, int)
+
+
+def _claims(reply: Sequence[Any]) -> list[Claim]:
+    return [
+        Claim(text(reply[i]), int(reply[i + 1]), reply[i + 2]) for i in range(0, len(reply), 3)
+    ]
+
+
+def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
+    guard.span("lease_ms", lease_ms, minimum=1)
+    guard.positive("count", count)
+    return Eval(
+        "claim",
+        (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
+        (keyspace.base(queue), str(lease_ms), str(count)),
+    )
+
+
+@verb
+def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
+    """Lease the next pending job (mint order) until SERVER now + ``lease_ms``.
+
+    Increments ``attempts`` and returns it as the token, or ``None`` when pending is empty.
+    """
+
+    def first(reply: Any) -> Claim | None:
+        got = _claims(reply)
+        return got[0] if got else None
+
+    return single(_claim_step(queue, lease_ms, 1), first)
+
+
+@verb
+def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
+    """Lease up to ``count`` pending jobs in mint order in one atomic call."""
+    return single(_claim_step(queue, lease_ms, count), _claims)
+
+
+def _held(queue: str, job_id: str, token: int) -> tuple[str, str]:
+    guard.string("job_id", job_id)
+    guard.integer("token", token)
+    return keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "active")
+
+
+@verb
+def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb[int]:
+    """Return up to ``batch`` leases expired at SERVER now to pending; the count handled.
+
+    Each counts a stall; a job that stalls more than ``max_stalled`` times is dead-lettered.
+    """
+    guard.positive("batch", batch)
+    guard.non_negative("max_stalled", max_stalled)
+    step = Eval(
+        "reap",
+        (
+            keyspace.queue_key(queue, "active"),
+            keyspace.queue_key(queue, "pending"),
+            keyspace.queue_key(queue, "dead"),
+        ),
+        (keyspace.base(queue), str(batch), str(max_stalled)),
+    )
+    return single(step, int)
+
+
+@verb
+def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
+    """Checkpoint a lease: expiry becomes SERVER now + ``lease_ms``; returns that ms."""
+    row, active = _held(queue, job_id, token)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
+    return single(step, int)
+
+
+@verb
+def progress(queue: str, job_id: str, token: int, value: str) -> Verb[None]:
+    """Record how far a job in hand got (``value``: a JSON text), fenced on ``token``:
+    the row's ``progress`` field, shown by ``echomq job`` and the dashboard."""
+    row, active = _held(queue, job_id, token)
+    guard.payload(value, "value")
+    step = Eval("progress", (row, active), (job_id, str(token), value))
+    return single(step, lambda _: None)
+
+
+class Checkpoint(NamedTuple):
+    """A lease checkpoint: the new expiry (SERVER ms) and whether a cancel was requested."""
+
+    expires_ms: int
+    cancelled: bool
+
+
+@verb
+def checkpoint(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[Checkpoint]:
+    """``extend``, also reporting whether a cancel was requested for the job in hand (the
+    holder then stops the handler and calls ``finish_cancelled``). SERVER clock."""
+    row, active = _held(queue, job_id, token)
+    guard.span("lease_ms", lease_ms, minimum=1)
+    step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms), "cancel"))
+    return single(step, lambda r: Checkpoint(int(r[0]), bool(int(r[1]))))

@@ -1,0 +1,114 @@
+"""Queue and job control: cancel, pause/resume, the queue's rate cap."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from echomq.core import errors, keyspace
+from echomq.core import guards as guard
+from echomq.core.outcomes import Outcome
+from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
+from echomq.verbs.jobs.bulk import _bulk_id
+from echomq.verbs.jobs.claims import _held
+
+_CANCEL_OUTCOMES = {0: Outcome.ABSENT, 1: Outcome.CANCELLED, 2: Outcome.REQUESTED}
+
+
+@verb
+def cancel(queue: str, job_id: str) -> Verb[Outcome]:
+    """Cancel a job: ``"cancelled"``, ``"requested"`` or ``"absent"``.
+
+    A waiting job (pending, a lane, scheduled) leaves its set and its row becomes
+    ``state=cancelled`` in one transition (``"cancelled"``). An active job is marked
+    (``"requested"``): its holder learns it at its next lease checkpoint and ends it with
+    ``finish_cancelled``; a retry or reap of it ends it cancelled too, and an ack that lands
+    first completes it. An unknown, completed, dead or already cancelled id: ``"absent"``,
+    nothing written. ``cancelled_at`` is SERVER ms.
+    """
+    return single(_cancel_step(queue, job_id), lambda r: _CANCEL_OUTCOMES[int(r)])
+
+
+def _cancel_step(queue: str, job_id: str) -> Eval:
+    guard.string("job_id", job_id)
+    return Eval(
+        "cancel",
+        (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "cancelled")),
+        (job_id, keyspace.base(queue)),
+    )
+
+
+@verb
+def cancel_many(queue: str, job_ids: Iterable[str]) -> Verb[list[Outcome]]:
+    """``cancel`` for many ids in one round trip (each its own atomic transition):
+    outcomes in input order. Every id is checked before anything is sent."""
+    steps = tuple(_cancel_step(queue, _bulk_id(j)) for j in job_ids)
+
+    def calls() -> Verb[list[Outcome]]:
+        if not steps:
+            return []
+        replies = yield Batch(steps)
+        for r in replies:
+            if isinstance(r, errors.ServerError):
+                raise r
+        return [_CANCEL_OUTCOMES[int(r)] for r in replies]
+
+    return calls()
+
+
+@verb
+def finish_cancelled(queue: str, job_id: str, token: int) -> Verb[None]:
+    """The holder ends a cancelled job in hand: active -> cancelled, fenced on ``token``."""
+    row, active = _held(queue, job_id, token)
+    step = Eval("finish_cancelled", (row, active), (job_id, str(token)))
+    return single(step, lambda _: None)
+
+
+def _pause_step(queue: str, flag: str) -> Eval:
+    return Eval(
+        "pause",
+        (keyspace.queue_key(queue, "paused"), keyspace.queue_key(queue, "wake")),
+        (flag,),
+    )
+
+
+@verb
+def pause(queue: str) -> Verb[bool]:
+    """Pause claims on ``queue`` (admission and promote go on); True if it was running."""
+    return single(_pause_step(queue, "1"), lambda r: bool(int(r)))
+
+
+@verb
+def resume(queue: str) -> Verb[bool]:
+    """Resume claims on ``queue`` and wake a blocked consumer; True if it was paused."""
+    return single(_pause_step(queue, "0"), lambda r: bool(int(r)))
+
+
+@verb
+def is_paused(queue: str) -> Verb[bool]:
+    """Whether ``queue`` is paused (its claims hand out nothing)."""
+    key = keyspace.queue_key(queue, "paused")
+    return single(Command(("EXISTS", key)), lambda r: bool(int(r)))
+
+
+def rate_args(max_jobs: int, per_ms: int) -> tuple[str, str]:
+    """A checked rate: ``max_jobs`` >= 1 starts in any window of ``per_ms`` >= 1 ms."""
+    guard.positive("max_jobs", max_jobs)
+    guard.span("per_ms", per_ms, minimum=1)
+    return str(max_jobs), str(per_ms)
+
+
+@verb
+def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
+    """Cap the queue's claims: never more than ``max_jobs`` starts in any window of
+    ``per_ms`` (a sliding-window log of starts on the SERVER clock, exact)."""
+    mx, ms = rate_args(max_jobs, per_ms)
+    key = keyspace.queue_key(queue, "rate")
+    return single(Command(("HSET", key, "max", mx, "ms", ms)), lambda _: None)
+
+
+@verb
+def clear_rate(queue: str) -> Verb[None]:
+    """Remove the queue's rate cap (and its log of starts)."""
+    keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"),
+            keyspace.queue_key(queue, "starts:n"))
+    return single(Command(("DEL", *keys)), lambda _: None)

@@ -1,0 +1,220 @@
+"""Reads (plain commands; no transition): rows, counts, stats, pages, results, the next
+due instant, the server clock, a refused holder's fate, waiting for a job's end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq.core import guards as guard
+from echomq.core import keyspace, states
+from echomq.core.steps import Batch, Command, Verb, scored, single, text, verb
+from echomq.verbs.jobs.claims import _held
+
+
+@verb
+def result(queue: str, job_id: str) -> Verb[bytes | None]:
+    """The kept result of a completed job (``emq:{q}:result:<id>``), or ``None`` (none was
+    kept, it expired on the SERVER clock, or the job has not completed)."""
+    guard.string("job_id", job_id)
+    key = keyspace.queue_key(queue, f"result:{job_id}")
+    return single(Command(("GET", key)), lambda r: r)
+
+
+_ENDS = frozenset({"completed", "dead", "cancelled"})
+
+
+@verb
+def wait_done(queue: str, job_id: str, timeout_s: float) -> Verb[bool]:
+    """Wait up to ``timeout_s`` seconds (HOST clock, as BLPOP's timeout) for the job to end
+    (completed, dead or cancelled): True once it has, False at the timeout.
+
+    A job already ended answers at once. Otherwise this blocks on the job's done list
+    (``emq:{q}:done:<id>``, a token the ending script leaves when the job was admitted
+    with ``notify_ms``), leaving the token for other waiters; no polling loop. A job
+    admitted without ``notify_ms`` leaves no token: its state is read again at the timeout.
+    """
+    guard.string("job_id", job_id)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise TypeError(f"timeout_s must be a number, not {type(timeout_s).__name__}")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    row = keyspace.job_key(queue, job_id)
+    done = keyspace.queue_key(queue, f"done:{job_id}")
+
+    def calls() -> Verb[bool]:
+        state, token = yield Batch((Command(("HGET", row, "state")), Command(("EXISTS", done))))
+        if int(token) or (state is not None and text(state) in _ENDS):
+            return True
+        # BLMOVE from the list to itself: it blocks like BLPOP but leaves the token (and
+        # the key's TTL) in place for every other waiter
+        got = yield Command(("BLMOVE", done, done, "RIGHT", "LEFT", f"{timeout_s:.3f}"))
+        if got is not None:
+            return True
+        state = yield Command(("HGET", row, "state"))
+        return state is not None and text(state) in _ENDS
+
+    return calls()
+
+
+STAT_NAMES = ("enqueued", "completed", "failed", "retried", "dead", "cancelled")
+
+
+@verb
+def stats(queue: str) -> Verb[dict[str, int]]:
+    """The queue's server-side counters (``emq:{q}:stats``), kept by the transitions
+    themselves: ``enqueued``, ``completed``, ``failed`` (each retry or death), ``retried``,
+    ``dead``, ``cancelled``; a counter never bumped reads 0."""
+    key = keyspace.queue_key(queue, "stats")
+
+    def decode(reply: Any) -> dict[str, int]:
+        got = {text(k): int(v) for k, v in (reply or {}).items()}
+        return {name: got.get(name, 0) for name in STAT_NAMES} | got
+
+    return single(Command(("HGETALL", key)), decode)
+
+
+# -- reads (plain commands; no transition) ------------------------------------------------
+
+# states a fenced outcome leaves behind (ack, retry, delay, or a cancel at a checkpoint)
+_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled"})
+
+
+@verb
+def fate(queue: str, job_id: str, token: int) -> Verb[str]:
+    """Where a job stands for the holder of ``token`` once a fenced outcome was refused.
+
+    ``"gone"``: no row (completed and deleted under the default retention, by this
+    holder's earlier try or a later one's). ``"settled"``: the row is still at this token
+    and no longer running (completed, scheduled by a retry or delay, dead): this holder's
+    own earlier try landed, typically a retried call whose first reply was lost in a
+    restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
+    the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.
+    """
+    row, _active = _held(queue, job_id, token)
+
+    def decode(reply: Any) -> str:
+        state, attempts = reply
+        if state is None:
+            return "gone"
+        if text(state) in _SETTLED and attempts is not None and int(attempts) == token:
+            return "settled"
+        return "moved"
+
+    return single(Command(("HMGET", row, "state", "attempts")), decode)
+
+
+#: the states ``counts`` and ``page`` read (each on its set, ``states.SET_OF``)
+STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
+_SET_OF = states.SET_OF
+
+
+@verb
+def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
+    """The job's row as a dict (``payload`` as bytes, other fields as str), or ``None``."""
+    key = keyspace.job_key(queue, job_id)
+
+    def decode(reply: Any) -> dict[str, Any] | None:
+        if not reply:
+            return None
+        row = {text(k): v for k, v in reply.items()}
+        return {k: (v if k == "payload" else text(v)) for k, v in row.items()}
+
+    return single(Command(("HGETALL", key)), decode)
+
+
+@verb
+def counts(queue: str) -> Verb[dict[str, int]]:
+    """How many jobs sit in each state set of ``queue`` (one round trip)."""
+    keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in STATE_SETS]
+
+    def calls() -> Verb[dict[str, int]]:
+        replies = yield Batch(tuple(Command(("ZCARD", k)) for k in keys))
+        return {s: int(n) for s, n in zip(STATE_SETS, replies, strict=True)}
+
+    return calls()
+
+
+@verb
+def server_now_ms() -> Verb[int]:
+    """The SERVER clock in ms (``TIME``), the clock the schedule and leases are priced on."""
+
+    def decode(reply: Any) -> int:
+        secs, micros = reply
+        return int(secs) * 1000 + int(micros) // 1000
+
+    return single(Command(("TIME",)), decode)
+
+
+@verb
+def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
+    """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
+
+    The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
+    of completion, death or cancel for ``completed``/``dead``/``cancelled`` (newest first for
+    those three); ``pending``
+    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``.
+    """
+    if state not in STATE_SETS:
+        raise ValueError(f"state must be one of {', '.join(STATE_SETS)}, not {state!r}")
+    guard.non_negative("start", start)
+    guard.positive("count", count)
+    key = keyspace.queue_key(queue, _SET_OF.get(state, state))
+    newest_first = state in ("completed", "dead", "cancelled")
+    read = "ZREVRANGE" if newest_first else "ZRANGE"
+
+    def calls() -> Verb[list[dict[str, Any]]]:
+        members = yield Command((read, key, start, start + count - 1, "WITHSCORES"))
+        pairs_ = [(text(m), sc) for m, sc in scored(members)]
+        if not pairs_:
+            return []
+        rows = yield Batch(tuple(
+            Command(("HMGET", keyspace.job_key(queue, i), "state", "attempts", "error"))
+            for i, _ in pairs_
+        ))
+        out = []
+        for (job_id, score), row in zip(pairs_, rows, strict=True):
+            st, att, err = row if isinstance(row, list) else (None, None, None)
+            out.append({
+                "id": job_id,
+                "score": int(float(score)),
+                "state": text(st) if st is not None else None,
+                "attempts": int(att) if att is not None else None,
+                "error": text(err) if err is not None else None,
+            })
+        return out
+
+    return calls()
+
+
+@verb
+def next_due_ms(queue: str) -> Verb[int | None]:
+    """Milliseconds from SERVER now until the next instant something becomes claimable by
+    time alone (``<= 0`` when it already is), or ``None`` when nothing waits on time.
+
+    The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
+    reopening (a rate window or a ``rate_limited``), a queue-level ``rate_limited`` block
+    ending, and a full queue rate window reopening. One round trip (the reads and ``TIME``
+    pipelined): what a beat loop reads to wake at the next due instant instead of polling.
+    """
+    base = keyspace.base(queue)
+
+    def calls() -> Verb[int | None]:
+        sched, gwait, blocked, rate, log, size, (secs, micros) = yield Batch((
+            Command(("ZRANGE", base + "schedule", 0, 0, "WITHSCORES")),
+            Command(("ZRANGE", base + "gwait", 0, 0, "WITHSCORES")),
+            Command(("PTTL", base + "blocked_until")),
+            Command(("HMGET", base + "rate", "max", "ms")),
+            Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
+            Command(("HGET", base + "starts:n", "total")),
+            Command(("TIME",)),
+        ))
+        now = int(secs) * 1000 + int(micros) // 1000
+        due = [int(float(head[0][1])) - now for head in (scored(sched), scored(gwait)) if head]
+        if int(blocked) > 0:
+            due.append(int(blocked))
+        oldest = scored(log)
+        if rate[0] is not None and oldest and int(size or 0) >= int(rate[0]):
+            due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
+        return min(due) if due else None
+
+    return calls()

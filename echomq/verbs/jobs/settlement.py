@@ -1,0 +1,246 @@
+"""Settling a job in hand, fenced on its token: ack (one, many, with the next claims),
+retry, delay (and its ``delays`` count), reschedule, rate_limited. SERVER clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from echomq.core import errors, keyspace
+from echomq.core import guards as guard
+from echomq.core.outcomes import Outcome
+from echomq.core.steps import Batch, Command, Eval, Native, Verb, single, text, verb
+from echomq.verbs.jobs.bulk import _chunks
+from echomq.verbs.jobs.claims import Claim, _claim_step, _claims, _held
+
+
+def _result(result: bytes | str | None, keep_result_ms: int | None) -> tuple[bytes | str, ...]:
+    """The ack scripts' result pair, checked: ``()`` for none."""
+    if result is None:
+        if keep_result_ms is not None:
+            raise ValueError("keep_result_ms needs a result")
+        return ()
+    guard.payload(result, "result")
+    if keep_result_ms is None:
+        raise ValueError("a result needs keep_result_ms (how long to keep it)")
+    guard.span("keep_result_ms", keep_result_ms, minimum=1)
+    return (result, str(keep_result_ms))
+
+
+def _ack_step(
+    queue: str, job_id: str, token: int, keep: bool, result: tuple[bytes | str, ...] = ()
+) -> Eval:
+    row, active = _held(queue, job_id, token)
+    return Eval(
+        "ack",
+        (row, active, keyspace.queue_key(queue, "completed")),
+        (job_id, str(token), "1" if keep else "0", *result),
+    )
+
+
+@verb
+def ack(
+    queue: str,
+    job_id: str,
+    token: int,
+    keep: bool = True,
+    *,
+    result: bytes | str | None = None,
+    keep_result_ms: int | None = None,
+) -> Verb[None]:
+    """Complete a job in hand, fenced on ``token``.
+
+    ``keep=True`` writes ``state=completed`` (and ``completed_at``, SERVER ms) and indexes
+    it for retention; ``keep=False`` deletes the row. ``result`` (the JSON text of the
+    return value) is written to ``emq:{q}:result:<id>`` for ``keep_result_ms`` (SERVER
+    clock, PX) in the same script, so it outlives a deleted row (``jobs.result``).
+    """
+    step = _ack_step(queue, job_id, token, keep, _result(result, keep_result_ms))
+    return single(step, lambda _: None)
+
+
+Held = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
+
+
+def _ack_many_steps(queue: str, held: Iterable[Held], keep: bool) -> tuple[Eval, ...]:
+    plain: list[Any] = []
+    rich: list[Any] = []
+    with_results = False
+    for item in held:
+        job_id, token = item[0], item[1]
+        guard.string("job_id", job_id)
+        pair = (job_id, str(guard.integer("token", token)))
+        got = _result(item[2], item[3]) if len(item) == 4 else ()
+        with_results = with_results or bool(got)
+        plain += pair
+        rich += (*pair, *(got or ("", "")))
+    base = keyspace.base(queue)
+    keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
+    flag = "1" if keep else "0"
+    if with_results:  # the result-carrying form: id, token, result, keep ms per job
+        return tuple(Eval("ack_many", keys, (base, flag + "r", *c)) for c in _chunks(rich, 4))
+    return tuple(Eval("ack_many", keys, (base, flag, *c)) for c in _chunks(plain, 2))
+
+
+def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
+    out: list[errors.ServerError | None] = []
+    for reply in replies:
+        if isinstance(reply, errors.ServerError):
+            raise reply
+        out.extend(None if r == 1 else errors.from_server(text(r)) for r in reply)
+    return out
+
+
+@verb
+def ack_many(
+    queue: str, held: Iterable[Held], keep: bool = True
+) -> Verb[list[errors.ServerError | None]]:
+    """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
+    the refusal ``ack`` would have raised, in its slot (that job is left as it was).
+
+    An item may be ``(job_id, token, result, keep_result_ms)`` to keep its result, as
+    ``ack(..., result=, keep_result_ms=)``."""
+    steps = _ack_many_steps(queue, held, keep)
+
+    def calls() -> Verb[list[errors.ServerError | None]]:
+        if not steps:
+            return []
+        return _ack_replies((yield Batch(steps)))
+
+    return calls()
+
+
+@verb
+def ack_and_claim(
+    queue: str, held: Iterable[Held], lease_ms: int, count: int, keep: bool = True
+) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
+    """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
+    transition): a worker settles what finished and takes the next jobs at once.
+
+    ``count`` 0 claims nothing. Returns (the ack refusals in order, the claims).
+    """
+    acks = _ack_many_steps(queue, held, keep)
+    guard.non_negative("count", count)
+    claim = (_claim_step(queue, lease_ms, count),) if count else ()
+
+    def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
+        if not acks and not claim:
+            return [], []
+        replies = yield Batch(acks + claim)
+        got = replies[len(acks):]
+        if got and isinstance(got[0], errors.ServerError):
+            raise got[0]
+        return _ack_replies(replies[: len(acks)]), (_claims(got[0]) if got else [])
+
+    return calls()
+
+
+@verb
+def retry(
+    queue: str,
+    job_id: str,
+    token: int,
+    delay_ms: int,
+    max_attempts: int,
+    error: str,
+) -> Verb[Outcome]:
+    """Fail a job in hand, fenced on ``token``: ``"retrying"`` or ``"dead"``.
+
+    Parks it at SERVER now + ``delay_ms`` as scheduled, or dead-letters it once its attempts
+    reach ``max_attempts``. The error text is kept on the row either way. A job whose
+    cancel was requested while it ran ends ``"cancelled"`` instead (never retried).
+    """
+    row, active = _held(queue, job_id, token)
+    guard.span("delay_ms", delay_ms)
+    guard.positive("max_attempts", max_attempts)
+    guard.string("error", error)
+    step = Eval(
+        "retry",
+        (row, active, keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "dead")),
+        (job_id, str(token), str(delay_ms), str(max_attempts), error),
+    )
+    return single(step, lambda r: _RETRY_OUTCOMES[int(r)])
+
+
+_RETRY_OUTCOMES = {1: Outcome.RETRYING, 2: Outcome.DEAD, 3: Outcome.CANCELLED}
+
+
+@verb
+def delay(
+    queue: str, job_id: str, token: int, delay_ms: int, mode: str = "in", native: bool = True
+) -> Verb[None]:
+    """Send a job in hand back to the schedule without touching its attempts.
+
+    ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
+    absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
+    that the run-at it makes lies within year 9999. At wire 6 this sends ``EMQ.DELAY``,
+    which refuses a grouped row (``EMQSTATE delay lane not native``, nothing written): the
+    verb then runs the script, so a grouped job delays on both wires. ``native=False``
+    sends the script at once.
+    """
+    row, active = _held(queue, job_id, token)
+    guard.mode(mode)
+    guard.at_mode("delay_ms", mode, delay_ms)
+    keys = (row, active, keyspace.queue_key(queue, "schedule"))
+    args = (job_id, str(token), mode, str(delay_ms))
+
+    def calls() -> Verb[None]:
+        if native:
+            try:
+                yield Eval("delay", keys, args, native="EMQ.DELAY")
+                return None
+            except errors.StateError as exc:
+                if str(exc) != "EMQSTATE delay lane not native":
+                    raise
+        yield Eval("delay", keys, args)
+        return None
+
+    return calls()
+
+
+@verb
+def count_delay(queue: str, job_id: str) -> Verb[int]:
+    """Count one self-delay on the job's row (``delays``); the new count.
+
+    The seed's delay leaves attempts alone and the next claim increments them; the
+    consumer counts delays so that ``retry`` can keep them out of the retry budget (as
+    Oban's snooze does), and a delay never spends an attempt.
+    """
+    guard.string("job_id", job_id)
+    return single(Command(("HINCRBY", keyspace.job_key(queue, job_id), "delays", 1)), int)
+
+
+@verb
+def delays(queue: str, job_id: str) -> Verb[int]:
+    """How many self-delays the job's row counts (0 for none or no row)."""
+    guard.string("job_id", job_id)
+    return single(Command(("HGET", keyspace.job_key(queue, job_id), "delays")),
+                  lambda r: int(r or 0))
+
+
+@verb
+def reschedule(queue: str, job_id: str, mode: str, due: int) -> Verb[int]:
+    """Rescore a job already on the schedule set (native only, wire 6): 1, or -1 for no row.
+
+    Writes only ``ZADD ... XX``; a job that is not scheduled raises ``StateError``.
+    """
+    guard.string("job_id", job_id)
+    guard.mode(mode)
+    guard.at_mode("due", mode, due)
+    step = Native(
+        "EMQ.RESCHEDULE",
+        (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
+        (job_id, mode, str(due)),
+    )
+    return single(step, int)
+
+
+@verb
+def rate_limited(queue: str, job_id: str, token: int, ms: int) -> Verb[None]:
+    """A job in hand met an upstream limit (an HTTP 429): it goes back to wait at its
+    priority without spending an attempt, and its group (or, for a flat job, the whole
+    queue) claims nothing for ``ms`` (SERVER clock). Token-fenced."""
+    row, active = _held(queue, job_id, token)
+    guard.span("ms", ms, minimum=1)
+    step = Eval("rate_limited", (row, active), (job_id, str(token), str(ms)))
+    return single(step, lambda _: None)

@@ -1,0 +1,102 @@
+"""A job's status as the friendly layer shows it: ``JobInfo`` (``app.job(id)``, ``echomq job``).
+
+Read from the job's row (``jobs.get``), its schedule score and its kept result by one verb
+(``read``) that serves both connectors; nothing here does I/O itself. Times are ms: SERVER
+ms for what the transitions stamp (``died_at``, ``completed_at``, a run-at priced by
+``enqueue_in``), the caller's for an ``enqueue_at``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from echomq.core import keyspace
+from echomq.core.payload import decode
+from echomq.core.steps import Command, Verb, verb
+from echomq.verbs import jobs, results
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's status. ``attempts`` counts claims (``failures`` the failed ones, ``delays``
+    the self-delays, ``stalled`` the reaped leases). ``run_at_ms``: when a scheduled job is
+    due (the schedule score: SERVER ms for ``enqueue_in``/retries/delays, caller ms for
+    ``enqueue_at``)."""
+
+    id: str
+    queue: str
+    state: str
+    attempts: int
+    error: str | None
+    run_at_ms: int | None
+    task: str | None
+    args: list[Any]
+    kwargs: dict[str, Any]
+    failures: int = 0
+    stalled: int = 0
+    delays: int = 0
+    died_at_ms: int | None = None
+    completed_at_ms: int | None = None
+    row: dict[str, Any] = field(default_factory=dict, repr=False)
+    priority: int = 0
+    group: str | None = None
+    progress: Any = None  # the last ``job.progress(value)``, decoded
+    result: Any = None  # the kept return value (``keep_result``), decoded; None if none
+    cancel_requested: bool = False  # a cancel was requested while it ran
+
+    @property
+    def run_at(self) -> dt.datetime | None:
+        """``run_at_ms`` as an aware UTC ``datetime``."""
+        if self.run_at_ms is None:
+            return None
+        return dt.datetime.fromtimestamp(self.run_at_ms / 1000, tz=dt.UTC)
+
+
+def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
+          result: bytes | None = None) -> JobInfo:
+    if not row:  # the row was deleted on ack; the kept result says it completed
+        row = {"state": "completed"}
+    try:
+        task, args, kwargs = decode(row.get("payload", b""))
+    except ValueError:
+        task, args, kwargs = None, [], {}
+
+    def num(name: str) -> int | None:
+        v = row.get(name)
+        return int(v) if v not in (None, "") else None
+
+    return JobInfo(
+        id=job_id, queue=queue, state=row.get("state", "?"), attempts=num("attempts") or 0,
+        error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
+        task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
+        stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=num("died_at"),
+        completed_at_ms=num("completed_at"), row=row, priority=num("priority") or 0,
+        group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
+        result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
+    )
+
+
+def _json_or_text(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+@verb
+def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
+    """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
+    ``None`` when none does. Reads only (the row, the kept result, the schedule score)."""
+    for queue in queues:
+        row = yield from jobs.get.steps(queue, job_id)
+        result = yield from jobs.result.steps(queue, job_id)
+        if row or result is not None:
+            score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
+            return info_of(queue, job_id, row or {}, score, result)
+    return None

@@ -354,7 +354,7 @@ class EmbeddedServer:
             if self.process and self.process.poll() is None:
                 self.process.kill()
 
-    # -- the implicit server of a data dir (``embedded.recorded``) ----------------------------------
+    # -- the implicit server of a data dir (``embedded.recorded``) ---------------------------------
 
     @classmethod
     def find(cls, data_dir: str | os.PathLike[str] | None = None) -> Record | None:

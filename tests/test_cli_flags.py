@@ -81,4 +81,4 @@ def test_log_level_after_the_subcommand(tmp_path, url, queue):
     assert done.returncode == 0, done.stderr
     assert " INFO " not in done.stderr
     quiet = echomq("worker", "app_mod:app", "--burst", url=url, cwd=tmp_path, timeout=60)
-    assert " INFO echomq.tasks.worker: worker " in quiet.stderr  # INFO is the worker's default
+    assert " INFO echomq.worker: worker " in quiet.stderr  # INFO is the worker's default

@@ -6,7 +6,7 @@ Its script steps are auto-pipelined on a single server (``echomq.connectors.auto
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import valkey.asyncio as avalkey
 import valkey.asyncio.cluster as avcluster
@@ -39,7 +39,7 @@ class AsyncConnector(Base):
     and ``Batch`` steps are sent as before. A cluster connector does not auto-pipeline
     (the steps of one iteration may belong to different nodes)."""
 
-    is_async: ClassVar[bool] = True
+    is_async: ClassVar[Literal[True]] = True
 
     def __init__(self, client: Any, wire: int = 4, *, cluster: bool = False,
                  max_payload_bytes: int = MAX_PAYLOAD_BYTES,

@@ -26,7 +26,7 @@ connection reset.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import valkey
 import valkey.cluster as vcluster
@@ -58,6 +58,8 @@ __all__ = ["MAX_COMMAND_BYTES", "MAX_PAYLOAD_BYTES", "NATIVE_MODULE", "WIRES",
 
 class Connector(Base):
     """A synchronous connector over a ``valkey.Valkey`` client (thread safe: it pools)."""
+
+    is_async: ClassVar[Literal[False]] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

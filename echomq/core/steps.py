@@ -15,12 +15,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
+from typing import (
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
 from echomq.core import errors
-
-if TYPE_CHECKING:
-    from echomq.connectors.connector import AsyncConnector, Connector
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -88,6 +95,24 @@ Verb: TypeAlias = Generator[Step, Any, T]
 Maybe: TypeAlias = T | Awaitable[T]
 
 
+class Connector(Protocol):
+    """What a sync connector offers a verb (``echomq.Connector`` is one): ``execute`` sends
+    one step and returns its reply, or raises the ``ServerError`` for a refusal."""
+
+    is_async: ClassVar[Literal[False]]
+
+    def execute(self, step: Step) -> Any: ...
+
+
+class AsyncConnector(Protocol):
+    """What an asyncio connector offers a verb (``echomq.AsyncConnector`` is one): the same
+    ``execute``, awaited."""
+
+    is_async: ClassVar[Literal[True]]
+
+    def execute(self, step: Step) -> Awaitable[Any]: ...
+
+
 def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
     """The generator for a one-step verb: send ``step``, decode its reply."""
     return decode((yield step))
@@ -95,9 +120,9 @@ def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
 
 def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
     """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
-    if getattr(conn, "is_async", False):
-        return _drive_async(conn, verb)  # type: ignore[arg-type]
-    return _drive_sync(conn, verb)  # type: ignore[arg-type]
+    if conn.is_async:
+        return _drive_async(conn, verb)
+    return _drive_sync(conn, verb)
 
 
 class VerbFn(Generic[P, T]):

@@ -35,7 +35,7 @@ from echomq.runtime.beat import (
 )
 from echomq.verbs import repeat
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("echomq.pump")
 
 # The degraded-tick curve ceiling (the beat's): a Pump that cannot reach the server retries
 # at most this far apart, whatever its tick.

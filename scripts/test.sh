@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the package with its test extras into .venv, then lint, type-check and test.
+# Install the package with its test extras into .venv, then lint, type-check, check the
+# layers contract and test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,4 +9,5 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q -e '.[test]'
 .venv/bin/ruff check echomq tests bench examples
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache   # the layers contract: imports flow down the folders
 .venv/bin/python -m pytest -q "$@"

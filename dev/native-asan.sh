@@ -11,7 +11,7 @@
 # writes none). Checked once by injecting a leak into a copy of emq.c: LSan reported it
 # under ValkeyModuleCommandDispatcher and the script failed.
 #
-#   bash scripts/native-asan.sh [extra pytest args]
+#   bash dev/native-asan.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python

@@ -24,6 +24,7 @@ from echomq.embedded.cluster import LocalCluster
 from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
 from echomq.runtime.handler import Delay, Job, RateLimited, current_job
+from echomq.runtime.pump import Pump
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
 from echomq.tasks.worker import Worker
@@ -49,6 +50,7 @@ __all__ = [
     "Job",
     "LocalCluster",
     "Outcome",
+    "Pump",
     "RateLimited",
     "Worker",
     "backoff",

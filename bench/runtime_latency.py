@@ -24,7 +24,8 @@ import time
 from echomq import AsyncConnector
 from echomq.core import ids, keyspace
 from echomq.embedded.server import EmbeddedServer
-from echomq.runtime.consumer import Consumer, Job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.handler import Job
 from echomq.verbs import jobs
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from echomq import Connector
 from echomq.core import errors, ids, keyspace
-from echomq.runtime.consumer import Delay
+from echomq.runtime.handler import Delay
 from echomq.tasks.app import App
 from echomq.verbs import jobs, repeat
 

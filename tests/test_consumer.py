@@ -16,7 +16,9 @@ from conftest import server_ms
 from echomq import AsyncConnector
 from echomq.core import backoff, ids, keyspace
 from echomq.embedded.server import EmbeddedServer, free_port
-from echomq.runtime.consumer import Consumer, Delay, Event, Job, current_job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.events import Event
+from echomq.runtime.handler import Delay, Job, current_job
 from echomq.runtime.metronome import Metronome
 from echomq.verbs import jobs
 

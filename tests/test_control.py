@@ -21,8 +21,7 @@ from runtime_helpers import Recorder, serving, wait_for
 
 from echomq import native
 from echomq.core import errors, keyspace
-from echomq.runtime.consumer import Job, current_job
-from echomq.runtime.handler import NoCurrentJob
+from echomq.runtime.handler import Job, NoCurrentJob, current_job
 from echomq.tasks.app import App
 from echomq.verbs import jobs
 

@@ -15,7 +15,8 @@ from conftest import WIRES
 from echomq import App, AsyncConnector, Delay, RateLimited, current_job
 from echomq.core import ids
 from echomq.core import keyspace as ks
-from echomq.runtime.consumer import Consumer, Event
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.events import Event
 from echomq.verbs import groups, jobs
 
 LONG_BEAT_MS = 3_000  # far longer than any span below: a wake by the beat would show

@@ -19,7 +19,8 @@ from runtime_helpers import serving, wait_for
 
 from echomq import AsyncConnector
 from echomq.core import ids, keyspace
-from echomq.runtime.consumer import Consumer, Job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
 from echomq.tasks.app import App
 from echomq.verbs import jobs

@@ -10,7 +10,8 @@ import pytest
 
 from echomq import AsyncConnector, native
 from echomq.core import ids, keyspace
-from echomq.runtime.consumer import Consumer, Job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome, hold
 from echomq.verbs import jobs
 
@@ -150,7 +151,7 @@ def test_metronome_wakes_at_a_run_at_between_beats(url, raw, queue):
 def test_legs_promote_past_a_grouped_row_on_either_wire(url, raw, queue, wire):
     """EMQ.PROMOTE refuses a due grouped row (the seed's divergence); the legs fall back to
     the script for that pass, so the grouped row reaches its lane and flat jobs still flow."""
-    from echomq.runtime.metronome import Legs, run_legs
+    from echomq.runtime.beat import Legs, run_legs
 
     grouped, flat = ids.mint(), ids.mint()
 

@@ -94,7 +94,7 @@ def test_a_worker_drains_every_partition_fairly(cluster, app):
     ran: list[tuple[str, float]] = []
 
     async def work(n: int) -> None:
-        from echomq.runtime.consumer import current_job
+        from echomq.runtime.handler import current_job
 
         job = current_job()
         assert job is not None

@@ -12,7 +12,8 @@ from conftest import server_ms
 
 from echomq import App, AsyncConnector
 from echomq.core import ids, keyspace
-from echomq.runtime.consumer import Consumer, Job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.handler import Job
 from echomq.verbs import jobs, retention
 from echomq.verbs.retention import Retention
 

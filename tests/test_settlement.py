@@ -17,7 +17,9 @@ import pytest
 
 from echomq import AsyncConnector
 from echomq.core import errors, ids, keyspace
-from echomq.runtime.consumer import Consumer, Event, Job
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.events import Event
+from echomq.runtime.handler import Job
 from echomq.verbs import jobs
 
 

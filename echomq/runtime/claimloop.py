@@ -21,11 +21,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from echomq.core import errors
+from echomq.core import errors, keyspace
 from echomq.runtime.beat import degraded_ms
-from echomq.runtime.settling import ConsumerStats
+from echomq.runtime.events import Observer, emit
+from echomq.runtime.slots import Slots
+from echomq.runtime.stats import ConsumerStats
 from echomq.verbs import jobs, metrics
 
 log = logging.getLogger("echomq.consumer")
@@ -34,65 +36,91 @@ KICK_SLACK_S = 0.1
 
 
 class ClaimLoop:
-    """The claim loop of a ``Consumer`` (a mixin: the consumer holds the state)."""
+    """Claims ``queue``'s jobs into ``slots`` and hands them to ``start`` (the consumer's).
 
-    conn: Any
-    queue: str
-    concurrency: int
-    lease_ms: int
-    beat_ms: int
-    stats: ConsumerStats
-    meter: metrics.Meter
-    inflight: dict[str, asyncio.Task[None]]
-    _reserved: int
-    _slot_waiter: asyncio.Future[None] | None
-    _settling: int
-    _stop: asyncio.Event | None
-    _streak: int
-    _degrading: asyncio.Event | None
-    _wake_key: str
-    _due_key: str
-    _led: asyncio.Event
-    pooled: bool
-    on_lead: Callable[[str], None] | None
-    _due_at: float | None
-    _idle_until: float | None
-    _kick: asyncio.Event
+    ``led`` is set when a due token came and no ``on_lead`` takes it (a lone consumer: its
+    legs wait on it); ``degraded`` and ``healthy`` are the consumer's legs' reports too.
+    """
 
-    if TYPE_CHECKING:  # the consumer's own, used here
-        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
-        def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
+    def __init__(
+        self,
+        conn: Any,
+        queue: str,
+        *,
+        lease_ms: int,
+        beat_ms: int,
+        pooled: bool,
+        slots: Slots,
+        stats: ConsumerStats,
+        meter: metrics.Meter,
+        on_event: Observer | None,
+        start: Callable[[list[jobs.Claim]], None],
+    ) -> None:
+        self.conn = conn
+        self.queue = queue
+        self.lease_ms = lease_ms
+        self.beat_ms = beat_ms
+        self.pooled = pooled
+        self.slots = slots
+        self.stats = stats
+        self.meter = meter
+        self.on_event = on_event
+        self.start = start
+        #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
+        #: with none, a pooled consumer leaves the due list alone
+        self.on_lead: Callable[[str], None] | None = None
+        # a run-at now leads the schedule (a due token): the legs re-plan their wake
+        self.led = asyncio.Event()
+        self.streak = 0  # consecutive degraded beats
+        self._degrading: asyncio.Event | None = None
+        self._stop: asyncio.Event | None = None
+        self._wake_key = keyspace.queue_key(queue, "wake")
+        self._due_key = keyspace.queue_key(queue, "due")
+        self._due_at: float | None = None  # the next noted due instant (loop clock)
+        self._idle_until: float | None = None  # when the wait ends, if waiting
+        self._kick = asyncio.Event()
 
-    async def _claims(self, stop: asyncio.Event) -> None:
+    def arm(self, stop: asyncio.Event) -> None:
+        """A new run until ``stop``: its waits end at ``stop``, its streak starts at 0."""
+        self._stop = stop
+        self.streak = 0
+        self._degrading = None
+
+    async def run(self) -> None:
+        """Claim up to the free slots and wait for more work, until the ``stop`` that
+        ``arm`` set."""
+        stop = self._stop
+        assert stop is not None
         beat_s = self.beat_ms / 1000
+        slots = self.slots
         led = False
         while not stop.is_set():
             try:
                 if self.meter.due():  # at most once a second, busy or idle, in the background
-                    self.meter.flush_soon(self.conn, self.queue, self._streak)
-                free = self._free()
+                    self.meter.flush_soon(self.conn, self.queue, self.streak)
+                free = slots.free()
                 got = 0
                 # a due token says a run-at leads the schedule, not that a job is ready:
                 # no claim for it, straight back to the wait
                 if free > 0 and not led:
-                    self._reserved += free
+                    slots.reserved += free
                     try:
                         claims = await jobs.claim_many(
                             self.conn, self.queue, self.lease_ms, free)
                     finally:
-                        self._reserved -= free
-                    self._start_all(claims)
+                        slots.reserved -= free
+                    self.start(claims)
                     got = len(claims)
-                    self._healthy()
+                    self.healthy()
                 led = False
                 if free <= 0:
-                    await self._wait_slot(beat_s)
+                    await slots.wait(beat_s, stop)
                 elif got < free:
                     led = await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
-                await self._degraded(exc)
+                await self.degraded(exc)
 
     def note_due(self, ms: int | None, *, kick: bool = False) -> None:
         """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
@@ -125,24 +153,7 @@ class ClaimLoop:
             return beat_s
         return min(beat_s, left + 0.002)
 
-    def _free(self) -> int:
-        """Slots neither running, nor waiting for their ack, nor promised to a claim in
-        flight."""
-        return self.concurrency - len(self.inflight) - self._settling - self._reserved
-
-    def _slot_freed(self) -> None:
-        """Wake a claim loop waiting for a slot, if one is free now."""
-        waiter = self._slot_waiter
-        if waiter is not None and not waiter.done() and self._free() > 0:
-            waiter.set_result(None)
-
-    def _stopping(self) -> None:
-        """``stop`` was set: end a wait for a slot at once."""
-        waiter = self._slot_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def _degraded(self, exc: Exception) -> None:
+    async def degraded(self, exc: Exception) -> None:
         """One degraded beat: sleep on the exponential curve over the beat, indexed by the
         streak. Both loops report here; while one sleeps, the other waits for that sleep
         instead of adding its own, so the streak counts beats, not failed calls."""
@@ -151,23 +162,25 @@ class ClaimLoop:
             return
         self._degrading = asyncio.Event()
         try:
-            self._streak += 1
-            ms = degraded_ms(self.beat_ms, self._streak)
+            self.streak += 1
+            ms = degraded_ms(self.beat_ms, self.streak)
             self.stats.degraded_sleeps.append(ms)
             log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
-                        self.queue, self._streak, ms, exc)
-            self._emit("degraded", None, 0, streak=self._streak, sleep_ms=ms, error=str(exc))
+                        self.queue, self.streak, ms, exc)
+            emit(self.on_event, "degraded", self.queue, None, 0,
+                 {"streak": self.streak, "sleep_ms": ms, "error": str(exc)})
             await self._sleep(ms / 1000)
         finally:
             done, self._degrading = self._degrading, None
             done.set()
 
-    def _healthy(self) -> None:
-        if self._streak:
+    def healthy(self) -> None:
+        """A leg answered: end a degraded streak, if one runs."""
+        if self.streak:
             log.warning("consumer %s recovered after %d degraded beats", self.queue,
-                        self._streak)
-            self._emit("recovered", None, 0, streak=self._streak)
-            self._streak = 0
+                        self.streak)
+            emit(self.on_event, "recovered", self.queue, None, 0, {"streak": self.streak})
+            self.streak = 0
 
     async def _idle(self, timeout: float) -> bool:
         """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop.
@@ -199,38 +212,15 @@ class ClaimLoop:
         if not got or _text(got[0]) != self._due_key:
             return False
         if not self.pooled:
-            self._led.set()
+            self.led.set()
         elif self.on_lead is not None:
             self.on_lead(self.queue)
         return True
-
-    async def _wait_slot(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for a free slot (or stop). A bare future: this runs
-        once per batch of jobs, so it spends no task on the wait."""
-        assert self._stop is not None
-        if self._free() > 0 or self._stop.is_set():
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._slot_waiter = waiter
-        timer = loop.call_later(max(timeout, 0.001), _wake, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._slot_waiter = None
 
     async def _sleep(self, seconds: float) -> None:
         assert self._stop is not None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
-
-    # -- a job in hand -------------------------------------------------------------------
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def _text(value: Any) -> str:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,6 @@ from typing import Any
 
 from echomq.core import backoff, errors, keyspace
 from echomq.core import guards as guard
-from echomq.core.times import to_epoch_ms, to_ms
 from echomq.runtime.beat import (
     DEFAULT_BATCH,
     DEFAULT_BEAT_MS,
@@ -57,31 +57,27 @@ from echomq.runtime.beat import (
 )
 from echomq.runtime.claimloop import ClaimLoop
 from echomq.runtime.events import Event, emit
-from echomq.runtime.handler import Delay, Job, RateLimited, current_job
+from echomq.runtime.handler import Job
 from echomq.runtime.leases import Checkpoints, Held, tick_for
-from echomq.runtime.runner import Runner
-from echomq.runtime.settling import (
+from echomq.runtime.route import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY_MS,
-    ConsumerStats,
     Route,
-    Settling,
     no_handler,
 )
+from echomq.runtime.runner import Runner
+from echomq.runtime.settling import Settler
+from echomq.runtime.slots import Slots
+from echomq.runtime.stats import ConsumerStats
 from echomq.verbs import jobs, metrics
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 
 DEFAULT_CONCURRENCY = 10
 
-# re-exported: handlers and the acceptance tests import these from here
-__all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_LEASE_MS", "DEFAULT_MAX_ATTEMPTS",
-           "DEFAULT_RETRY_DELAY_MS", "Consumer", "ConsumerStats", "Delay", "Event", "Job",
-           "RateLimited", "Route", "current_job", "to_epoch_ms", "to_ms"]
 
-
-class Consumer(ClaimLoop, Settling):
+class Consumer:
     """Claims and runs ``queue``'s jobs on ``conn`` (an ``AsyncConnector``).
 
     Pass ``handler`` (called with a ``Job``; async or sync) with the retry settings, or a
@@ -148,36 +144,45 @@ class Consumer(ClaimLoop, Settling):
         self.on_event = on_event
         self.stats = ConsumerStats()
         self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
-        self.inflight: dict[str, asyncio.Task[None]] = {}
+        self.slots = Slots(concurrency)
+        self.claims = ClaimLoop(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms, pooled=pooled,
+                                slots=self.slots, stats=self.stats, meter=self.meter,
+                                on_event=on_event, start=self._start_all)
+        self.settler = Settler(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms,
+                               retention=self.retention, slots=self.slots, stats=self.stats,
+                               on_event=on_event, start=self._start_all, spawn=self._spawn,
+                               claiming=self._claiming,
+                               reopens=functools.partial(self.claims.note_due, kick=True))
         self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
                                    self._runner.cancel_requested)
         self._runner.held = self._leases.held
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
-        self._beat_no = 0
-        self._acks: list[tuple[Any, ...]] = []
-        self._acking: list[tuple[Any, ...]] = []
-        self._ack_flush: asyncio.Task[None] | None = None
-        self._settling = 0
-        # slots promised to a claim in flight (the claim loop's or one riding an ack flush),
-        # so the two never claim the same free slot twice
-        self._reserved = 0
-        self._slot_waiter: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._streak = 0
-        self._degrading: asyncio.Event | None = None
-        self._wake_key = keyspace.queue_key(queue, "wake")
-        self._due_key = keyspace.queue_key(queue, "due")
-        # a run-at now leads the schedule (a due token): the legs re-plan their wake
-        self._led = asyncio.Event()
-        #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
-        #: with none, a pooled consumer leaves the due list alone
-        self.on_lead: Callable[[str], None] | None = None
-        self._due_at: float | None = None  # the next noted due instant (loop clock)
-        self._idle_until: float | None = None  # when the claim loop's wait ends, if waiting
-        self._kick = asyncio.Event()
+        self._beat_no = 0
         self.abandoned: list[str] = []  # ids the last drain left to the reaper
+
+    @property
+    def inflight(self) -> dict[str, asyncio.Task[None]]:
+        """The tasks of the jobs in hand, by job id (a handler running, or a patient
+        settlement)."""
+        return self.slots.inflight
+
+    @property
+    def on_lead(self) -> Callable[[str], None] | None:
+        """Pooled: who re-plans for a due token this consumer pops (the worker sets its
+        Metronome's ``lead``); with none, a pooled consumer leaves the due list alone."""
+        return self.claims.on_lead
+
+    @on_lead.setter
+    def on_lead(self, lead: Callable[[str], None] | None) -> None:
+        self.claims.on_lead = lead
+
+    def note_due(self, ms: int | None, *, kick: bool = False) -> None:
+        """Something becomes claimable by time alone ``ms`` from now (SERVER clock): an
+        idle claim loop wakes then (see ``ClaimLoop.note_due``)."""
+        self.claims.note_due(ms, kick=kick)
 
     # -- the beat ------------------------------------------------------------------------
 
@@ -185,19 +190,18 @@ class Consumer(ClaimLoop, Settling):
         """Beat until ``stop`` is set, then return without waiting for in-flight jobs
         (``drain`` waits for them). Claims stop the moment ``stop`` is set."""
         self._stop = stop
-        self._streak = 0
-        self._degrading = None
+        self.claims.arm(stop)
         legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
         self._running = True
         self._ensure_checkpointer()
         watch = asyncio.ensure_future(self._watch(stop))
         try:
-            await self._claims(stop)
+            await self.claims.run()
         finally:
             self._running = False
             watch.cancel()
             if self.meter.durations:
-                await self.meter.flush(self.conn, self.queue, self._streak)
+                await self.meter.flush(self.conn, self.queue, self.claims.streak)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -205,7 +209,7 @@ class Consumer(ClaimLoop, Settling):
 
     async def _watch(self, stop: asyncio.Event) -> None:
         await stop.wait()
-        self._stopping()
+        self.slots.stopping()
 
     async def beat(self) -> int:
         """One beat by hand, in the seed's order: the recovery leg (reap) and promote
@@ -217,7 +221,7 @@ class Consumer(ClaimLoop, Settling):
             counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
-        free = self._free()
+        free = self.slots.free()
         if free <= 0:
             return 0
         claims = await jobs.claim_many(self.conn, self.queue, self.lease_ms, free)
@@ -248,13 +252,13 @@ class Consumer(ClaimLoop, Settling):
                     counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
                     self.meter.beat_s = time.monotonic() - began
             except (errors.WireError, errors.CommandError) as exc:
-                await self._degraded(exc)
+                await self.claims.degraded(exc)
                 next_at, due_wake = loop.time(), False
                 continue
-            self._healthy()
+            self.claims.healthy()
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
-            self.note_due(counts.next_due_ms)
+            self.claims.note_due(counts.next_due_ms)
             if not due_wake:
                 next_at += beat_s
                 if next_at < loop.time():  # a slow beat: do not catch up with a burst
@@ -263,7 +267,7 @@ class Consumer(ClaimLoop, Settling):
             try:
                 due_wake = await self._sleep_replanning(next_at, delay, due_wake)
             except (errors.WireError, errors.CommandError) as exc:
-                await self._degraded(exc)
+                await self.claims.degraded(exc)
                 next_at, due_wake = loop.time(), False
 
     async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
@@ -274,7 +278,7 @@ class Consumer(ClaimLoop, Settling):
         loop = asyncio.get_running_loop()
         while await self._sleep_unless_led(delay):
             ms = await jobs.next_due_ms(self.conn, self.queue)
-            self.note_due(ms)
+            self.claims.note_due(ms)
             delay, due_wake = wake_delay(next_at - loop.time(), ms)
         return due_wake
 
@@ -282,22 +286,23 @@ class Consumer(ClaimLoop, Settling):
         """Sleep ``seconds`` or until stop; True (and the signal consumed) when a due token
         came first."""
         assert self._stop is not None
-        if not self._led.is_set() and seconds > 0:
+        led = self.claims.led
+        if not led.is_set() and seconds > 0:
             waits = {asyncio.ensure_future(self._stop.wait()),
-                     asyncio.ensure_future(self._led.wait())}
+                     asyncio.ensure_future(led.wait())}
             _done, pending = await asyncio.wait(waits, timeout=seconds,
                                                 return_when=asyncio.FIRST_COMPLETED)
             for w in pending:
                 w.cancel()
-        if self._led.is_set() and not self._stop.is_set():
-            self._led.clear()
+        if led.is_set() and not self._stop.is_set():
+            led.clear()
             return True
         return False
 
     def _start_all(self, claims: list[jobs.Claim]) -> None:
         """Start a task per claimed job (its handler runs there, then its settlement)."""
         loop = asyncio.get_running_loop()
-        queue, conn, inflight = self.queue, self.conn, self.inflight
+        queue, conn, inflight = self.queue, self.conn, self.slots.inflight
         for claim in claims:
             job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
             inflight[claim.id] = loop.create_task(self._process(job))
@@ -312,12 +317,13 @@ class Consumer(ClaimLoop, Settling):
             finally:
                 self._ended(job.id)
 
-        self.inflight[job.id] = asyncio.get_running_loop().create_task(holding())
+        self.slots.inflight[job.id] = asyncio.get_running_loop().create_task(holding())
 
     def _ended(self, job_id: str) -> None:
-        self.inflight.pop(job_id, None)
-        if self._slot_waiter is not None:
-            self._slot_freed()
+        slots = self.slots
+        slots.inflight.pop(job_id, None)
+        if slots.waiter is not None:
+            slots.freed()
 
     async def _process(self, job: Job) -> None:
         try:
@@ -336,7 +342,7 @@ class Consumer(ClaimLoop, Settling):
                 # a job no route fits (an unknown task, a payload that is not a task's)
                 # fails the same way on every attempt: dead-letter it at once instead of
                 # retrying it 25 times
-                await self._settle(job, Route(no_handler, max_attempts=1), outcome, held)
+                await self.settler.settle(job, Route(no_handler, max_attempts=1), outcome, held)
                 return
             started = time.monotonic()
             outcome = await self._runner.run(route.handler, job, held,
@@ -345,16 +351,21 @@ class Consumer(ClaimLoop, Settling):
             kind = outcome[0]
             self.meter.handled(time.monotonic() - started, kind != "fail")
             if kind == "ok":  # the hot path: the ack rides the next batch; the task ends
-                self._queue_ack(job, route, outcome[1], held)
+                self.settler.queue_ack(job, route, outcome[1], held)
                 return
-            await self._settle(job, route, outcome, held)
+            await self.settler.settle(job, route, outcome, held)
         finally:
             self._ended(job.id)
 
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
             self._checkpointer = asyncio.ensure_future(
-                self._leases.run(lambda: self._running or bool(self.inflight)))
+                self._leases.run(lambda: self._running or bool(self.slots.inflight)))
+
+    def _claiming(self) -> bool:
+        """Whether an ack flush may claim: the consumer runs and is not stopping."""
+        return self._running and not (self._stop is not None and self._stop.is_set())
+
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)
 
@@ -365,20 +376,22 @@ class Consumer(ClaimLoop, Settling):
         the rest (their leases lapse and the reaper returns them). Returns how many were
         left unfinished."""
         loop = asyncio.get_running_loop()
+        inflight = self.slots.inflight
         until = loop.time() + grace_s
         while True:  # a batched ack refused or lost starts a patient task: wait for it too
-            pending = set(self.inflight.values())
-            if self._ack_flush is not None and not self._ack_flush.done():
-                pending.add(self._ack_flush)
+            pending = set(inflight.values())
+            flush = self.settler.flushing
+            if flush is not None and not flush.done():
+                pending.add(flush)
             if not pending or loop.time() >= until:
                 break
             await asyncio.wait(pending, timeout=until - loop.time())
-        left = {task for task in self.inflight.values() if not task.done()}
+        left = {task for task in inflight.values() if not task.done()}
         # named before the cancel, whose ends drop them from inflight; with them the jobs
         # whose ack never went out or never came back
-        self.abandoned = [jid for jid, task in self.inflight.items() if task in left]
-        self.abandoned += [e[2].id for e in (*self._acking, *self._acks) if e[1] is None]
-        flush = self._ack_flush
+        self.abandoned = [jid for jid, task in inflight.items() if task in left]
+        self.abandoned += self.settler.unacked()
+        flush = self.settler.flushing
         if flush is not None and not flush.done():
             flush.cancel()
             left.add(flush)
@@ -387,7 +400,7 @@ class Consumer(ClaimLoop, Settling):
         if left:
             await asyncio.wait(left, timeout=1.0)
         unfinished = len(self.abandoned)
-        self._acks, self._acking, self._settling = [], [], 0
+        self.settler.forget()
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None

@@ -34,14 +34,17 @@ from typing import Any
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.steps import Eval, Verb, single, verb
-from echomq.runtime.beat import DEFAULT_BATCH as DEFAULT_BATCH
-from echomq.runtime.beat import DEFAULT_BEAT_MS as DEFAULT_BEAT_MS
-from echomq.runtime.beat import LegCounts as LegCounts
-from echomq.runtime.beat import Legs as Legs
-from echomq.runtime.beat import default_owner as default_owner
-from echomq.runtime.beat import degraded_ms, promote_due, run_legs, sleep_unless
-from echomq.runtime.beat import promote_once as promote_once
-from echomq.runtime.beat import wake_delay as wake_delay
+from echomq.runtime.beat import (
+    DEFAULT_BEAT_MS,
+    LegCounts,
+    Legs,
+    default_owner,
+    degraded_ms,
+    promote_due,
+    run_legs,
+    sleep_unless,
+    wake_delay,
+)
 from echomq.verbs import jobs, metrics
 
 log = logging.getLogger("echomq.metronome")

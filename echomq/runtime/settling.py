@@ -27,104 +27,88 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from echomq.core import backoff, errors
-from echomq.runtime.events import Event
+from echomq.core import errors
+from echomq.runtime.events import Observer, emit
 from echomq.runtime.handler import Job
 from echomq.runtime.leases import Held
-from echomq.verbs import jobs, metrics
+from echomq.runtime.route import Route
+from echomq.runtime.slots import Slots
+from echomq.runtime.stats import ConsumerStats
+from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
 
 log = logging.getLogger("echomq.consumer")
 
-DEFAULT_LEASE_MS = 30_000
-DEFAULT_RETRY_DELAY_MS = 1_000
-DEFAULT_MAX_ATTEMPTS = 25
 MAX_ERROR_CHARS = 2_000
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """How to run one job: the handler and its retry and lease settings."""
+class Settler:
+    """Settles the outcomes of ``queue``'s jobs, holding their ``slots`` until they land.
 
-    handler: Callable[[Job], Any]
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    backoff: backoff.Policy | None = None
-    retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
-    lease_ms: int | None = None
-    timeout_ms: int | None = None  # None: the consumer's default (off unless set)
-    keep_result_ms: int | None = None  # keep the JSON return value this long
-    name: str | None = None  # the task's name, for logs and the started event
+    The consumer hands it what it cannot know: ``start`` (run the jobs a flush claimed),
+    ``spawn`` (run a patient settlement in a task that holds the job's slot), ``claiming``
+    (whether a flush may claim: the consumer runs and is not stopping) and ``reopens``
+    (a ``rate_limited`` span this consumer set ends ``ms`` from now: the claim loop wakes
+    then).
+    """
 
-    def retry_delay(self, attempts: int) -> int:
-        """The delay before the next run after failed attempt number ``attempts``."""
-        if self.backoff is not None:
-            return backoff.delay_ms(self.backoff, max(1, attempts))
-        return self.retry_delay_ms
+    def __init__(
+        self,
+        conn: Any,
+        queue: str,
+        *,
+        lease_ms: int,
+        beat_ms: int,
+        retention: Retention,
+        slots: Slots,
+        stats: ConsumerStats,
+        on_event: Observer | None,
+        start: Callable[[list[jobs.Claim]], None],
+        spawn: Callable[[Job, Awaitable[None]], None],
+        claiming: Callable[[], bool],
+        reopens: Callable[[int], None],
+    ) -> None:
+        self.conn = conn
+        self.queue = queue
+        self.lease_ms = lease_ms
+        self.beat_ms = beat_ms
+        self.retention = retention
+        self.slots = slots
+        self.stats = stats
+        self.on_event = on_event
+        self.start = start
+        self.spawn = spawn
+        self.claiming = claiming
+        self.reopens = reopens
+        #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
+        #: hot path's entries (no future) carry what the patient fallback needs
+        self._acks: list[tuple[Any, ...]] = []
+        self._acking: list[tuple[Any, ...]] = []  # the batch in flight
+        #: the task sending the queued acks, while one runs
+        self.flushing: asyncio.Task[None] | None = None
 
+    def unacked(self) -> list[str]:
+        """The hot-path successes whose ack never went out or never came back."""
+        return [e[2].id for e in (*self._acking, *self._acks) if e[1] is None]
 
-@dataclass(slots=True)
-class ConsumerStats:
-    claimed: int = 0
-    completed: int = 0
-    retried: int = 0
-    dead: int = 0
-    delayed: int = 0
-    rate_limited: int = 0
-    cancelled: int = 0
-    timed_out: int = 0
-    abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
-    lost: int = 0
-    # a refused outcome whose own earlier try had landed (its reply lost, e.g. in a
-    # restart): not lost, and counted in completed/retried/... as well when known
-    already_settled: int = 0
-    reaped: int = 0
-    promoted: int = 0
-    degraded_sleeps: list[int] = field(default_factory=list)
+    def forget(self) -> None:
+        """Drop the queued acks (a drain gave up on them: the reaper owns their jobs)."""
+        self._acks, self._acking = [], []
+        self.slots.settling = 0
 
-
-class Settling:
-    """The settlement half of a ``Consumer`` (a mixin: the consumer holds the state)."""
-
-    conn: Any
-    queue: str
-    lease_ms: int
-    beat_ms: int
-    retention: Retention
-    stats: ConsumerStats
-    meter: metrics.Meter
-    _running: bool
-    _stop: asyncio.Event | None
-    _reserved: int
-    on_event: Callable[[Event], None] | None
-    #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
-    #: hot path's entries (no future) carry what the patient fallback needs
-    _acks: list[tuple[Any, ...]]
-    _acking: list[tuple[Any, ...]]  # the batch in flight
-    _ack_flush: asyncio.Task[None] | None
-    _settling: int  # hot-path successes whose ack has not landed (their slots are taken)
-
-    if TYPE_CHECKING:  # the consumer's own, used here
-        def _free(self) -> int: ...
-        def _start_all(self, claims: list[jobs.Claim]) -> None: ...
-        def _spawn(self, job: Job, work: Awaitable[None]) -> None: ...
-        def _slot_freed(self) -> None: ...
-        def note_due(self, ms: int | None, *, kick: bool = False) -> None: ...
-        def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None: ...
-
-    def _queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held) -> None:
+    def queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held) -> None:
         """The hot path of a success: queue ``job``'s ack for the next pipelined
         ``ack_many`` and return at once (its task ends; its slot stays taken, counted in
-        ``_settling``, until the ack lands). The flusher counts it completed, or hands a
-        refused or failed ack to the patient ``_settle``."""
+        ``slots.settling``, until the ack lands). The flusher counts it completed, or hands
+        a refused or failed ack to the patient ``settle``."""
         held: tuple[Any, ...] = ((job.id, job.token) if result is None else
                                  (job.id, job.token, result, route.keep_result_ms))
-        self._settling += 1
+        self.slots.settling += 1
         self._acks.append((held, None, job, route, deadline))
-        if self._ack_flush is None or self._ack_flush.done():
-            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
+        if self.flushing is None or self.flushing.done():
+            self.flushing = asyncio.get_running_loop().create_task(self._flush_acks())
 
     async def _ack(self, job: Job, result: str | None = None,
                    keep_result_ms: int | None = None) -> None:
@@ -135,8 +119,8 @@ class Settling:
         held: tuple[Any, ...] = ((job.id, job.token) if result is None else
                                  (job.id, job.token, result, keep_result_ms))
         self._acks.append((held, fut, job, None, None))
-        if self._ack_flush is None or self._ack_flush.done():
-            self._ack_flush = asyncio.get_running_loop().create_task(self._flush_acks())
+        if self.flushing is None or self.flushing.done():
+            self.flushing = asyncio.get_running_loop().create_task(self._flush_acks())
         refused = await fut
         if refused is not None:
             raise refused
@@ -144,14 +128,15 @@ class Settling:
     async def _flush_acks(self) -> None:
         # Started by the first ack of a loop turn: it runs after every job task that turn
         # already scheduled, so the acks of one claim's jobs go out together.
+        slots = self.slots
         while self._acks:
             batch, self._acks = self._acks, []
             # the slots these acks free (and any idle ones) are refilled in the same round
             # trip: ack_many and claim_many pipelined, each its own atomic transition
             want = 0
-            if self._running and not (self._stop is not None and self._stop.is_set()):
-                want = max(0, self._free() + len(batch))
-            self._reserved += want
+            if self.claiming():
+                want = max(0, slots.free() + len(batch))
+            slots.reserved += want
             self._acking = batch
             try:
                 replies, claims = await (jobs.ack_and_claim(
@@ -162,13 +147,13 @@ class Settling:
                     self._acked(entry, exc, failed=True)
                 continue
             finally:
-                self._reserved -= want
+                slots.reserved -= want
                 self._acking = []
             for entry, reply in zip(batch, replies, strict=True):
                 self._acked(entry, reply)
             if claims:
-                self._start_all(claims)
-            self._slot_freed()
+                self.start(claims)
+            slots.freed()
 
     def _acked(self, entry: tuple[Any, ...], reply: Exception | None, *,
                failed: bool = False) -> None:
@@ -182,7 +167,7 @@ class Settling:
                 else:
                     fut.set_result(reply)
             return
-        self._settling -= 1
+        self.slots.settling -= 1
         if reply is None:
             self.stats.completed += 1
             if self.on_event is not None:
@@ -191,10 +176,10 @@ class Settling:
         # refused (another holder, or an earlier try that landed) or weather: the patient
         # loop settles it, holding the slot in its own task
         result = _held[2] if len(_held) > 2 else None
-        self._spawn(job, self._settle(job, route, ("ok", result), deadline, tried=True))
+        self.spawn(job, self.settle(job, route, ("ok", result), deadline, tried=True))
 
-    async def _settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                      deadline: Held, *, tried: bool = False) -> None:
+    async def settle(self, job: Job, route: Route, outcome: tuple[str, Any],
+                     deadline: Held, *, tried: bool = False) -> None:
         """Record ``outcome``, patiently: retried through weather until the lease would
         have lapsed. ``tried``: a success whose batched ack already failed once."""
         kind, value = outcome
@@ -275,7 +260,7 @@ class Settling:
         elif kind == "rate_limited":
             self.stats.rate_limited += 1
             # its group (or the queue) reopens then, with no wake token: claim again then
-            self.note_due(value.ms, kick=True)
+            self.reopens(value.ms)
             self._emit("rate_limited", job.id, job.token, ms=value.ms)
         elif kind == "delay":
             self.stats.delayed += 1
@@ -314,6 +299,5 @@ class Settling:
         self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
         return True
 
-
-def no_handler(job: Job) -> None:  # pragma: no cover - never called
-    raise LookupError(f"no handler for job {job.id}")
+    def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
+        emit(self.on_event, kind, self.queue, job_id, attempts, info)

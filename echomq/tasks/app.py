@@ -48,8 +48,9 @@ from echomq.core.payload import decode, encode
 from echomq.core.steps import VerbFn
 from echomq.embedded.server import check_durability
 from echomq.runtime import tracing
-from echomq.runtime.consumer import DEFAULT_LEASE_MS, Job, Route
 from echomq.runtime.events import Observer
+from echomq.runtime.handler import Job
+from echomq.runtime.route import DEFAULT_LEASE_MS, Route
 from echomq.tasks import canvas
 from echomq.tasks.declare import Declarations, Recurrence
 from echomq.tasks.task import Task

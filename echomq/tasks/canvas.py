@@ -43,7 +43,7 @@ from echomq.verbs import flows, registry
 from echomq.verbs.flows import Node
 
 if TYPE_CHECKING:
-    from echomq.runtime.consumer import Route
+    from echomq.runtime.route import Route
 
 #: how long a flow child's return value is kept on its own queue (it is carried to the
 #: parent when the child ends; this only bounds the copy app.result reads)

@@ -15,7 +15,7 @@ from echomq.core import partitions as parts
 from echomq.core.options import Group, check_group
 from echomq.core.payload import encode
 from echomq.core.times import seconds_to_ms, to_ms
-from echomq.runtime.consumer import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
+from echomq.runtime.route import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
 from echomq.tasks.task import Task
 
 P = ParamSpec("P")

@@ -40,9 +40,9 @@ from echomq.core.options import check_unique as check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
-from echomq.runtime.consumer import Route
 from echomq.runtime.handler import Job
 from echomq.runtime.isolation import isolated, reference
+from echomq.runtime.route import Route
 from echomq.verbs import jobs
 
 if TYPE_CHECKING:

@@ -32,7 +32,8 @@ from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.times import seconds_to_ms
 from echomq.runtime.beat import DEFAULT_BEAT_MS, Legs
-from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer, Event
+from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer
+from echomq.runtime.events import Event
 from echomq.runtime.metronome import Metronome
 from echomq.verbs import backlog, groups, registry
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 from echomq import App, current_job
 from echomq.core.outcomes import Outcome
-from echomq.runtime.consumer import Job
+from echomq.runtime.handler import Job
 
 app = App("valkey://127.0.0.1:6379/0")
 

@@ -1,0 +1,42 @@
+"""How to run one job: the handler a router picks, with its retry, lease and timeout settings.
+
+A setting a route leaves unset falls back to the consumer's (``lease_ms``, ``timeout_ms``);
+the retry settings default to the seed's (1000 ms between attempts, 25 attempts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.core import backoff
+from echomq.runtime.handler import Job
+
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_RETRY_DELAY_MS = 1_000
+DEFAULT_MAX_ATTEMPTS = 25
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How to run one job: the handler and its retry and lease settings."""
+
+    handler: Callable[[Job], Any]
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: backoff.Policy | None = None
+    retry_delay_ms: int = DEFAULT_RETRY_DELAY_MS
+    lease_ms: int | None = None
+    timeout_ms: int | None = None  # None: the consumer's default (off unless set)
+    keep_result_ms: int | None = None  # keep the JSON return value this long
+    name: str | None = None  # the task's name, for logs and the started event
+
+    def retry_delay(self, attempts: int) -> int:
+        """The delay before the next run after failed attempt number ``attempts``."""
+        if self.backoff is not None:
+            return backoff.delay_ms(self.backoff, max(1, attempts))
+        return self.retry_delay_ms
+
+
+def no_handler(job: Job) -> None:  # pragma: no cover - never called
+    raise LookupError(f"no handler for job {job.id}")

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def tour(url: str, timeout: float) -> int:
-    from echomq.runtime.consumer import Delay, Event, current_job
+    from echomq.runtime.events import Event
+    from echomq.runtime.handler import Delay, current_job
     from echomq.tasks.app import App
     from echomq.tasks.worker import Worker
 

@@ -114,7 +114,7 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
 
 def run_enqueue(args: argparse.Namespace) -> int:
     from echomq.core import ids, keyspace
-    from echomq.tasks.app import encode
+    from echomq.core.payload import encode
     from echomq.verbs import jobs, registry
 
     kwargs = parse_kwargs(args.kwargs)

@@ -163,7 +163,7 @@ def run_add(args: argparse.Namespace) -> int:
     if args.task is not None:
         from echomq.cli.jobcmds import _value as _word
         from echomq.cli.jobcmds import parse_kwargs
-        from echomq.tasks.app import encode
+        from echomq.core.payload import encode
 
         kwargs = parse_kwargs(args.kwargs)
         task, *words = args.task

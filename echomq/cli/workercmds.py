@@ -15,8 +15,8 @@ import threading
 from typing import Any
 
 from echomq.cli.main import DefaultsFormatter, default_url
+from echomq.runtime.beat import DEFAULT_BEAT_MS
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY
-from echomq.runtime.metronome import DEFAULT_BEAT_MS
 from echomq.tasks.worker import DEFAULT_GRACE_S
 
 ABANDONED = 3  # the exit code of a worker that left running jobs to the reaper

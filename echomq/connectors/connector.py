@@ -33,13 +33,9 @@ import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
 from echomq.connectors import urls
-from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.kept import Held
 from echomq.connectors.plan import (
-    MAX_COMMAND_BYTES,
     MAX_PAYLOAD_BYTES,
-    NATIVE_MODULE,
-    WIRES,
     Base,
     Call,
     Pipe,
@@ -51,9 +47,7 @@ from echomq.connectors.plan import (
 from echomq.connectors.replies import WIRE_FAULTS, server_error, wire_error
 from echomq.core.steps import Arg, Command, Eval, Step
 
-# re-exported: the connectors and their limits are imported from here
-__all__ = ["MAX_COMMAND_BYTES", "MAX_PAYLOAD_BYTES", "NATIVE_MODULE", "WIRES",
-           "AsyncConnector", "Connector", "check_payload_limit"]
+__all__ = ["Connector"]
 
 
 class Connector(Base):

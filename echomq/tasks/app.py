@@ -34,22 +34,20 @@ import pathlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from echomq.connectors.connector import (
-    MAX_PAYLOAD_BYTES,
-    AsyncConnector,
-    Connector,
-    check_payload_limit,
-)
+from echomq.connectors.aconnector import AsyncConnector
+from echomq.connectors.connector import Connector
+from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.payload import decode, encode
+from echomq.core.payload import decode
 from echomq.core.steps import VerbFn
-from echomq.embedded.server import check_durability
+from echomq.embedded.launch import check_durability
 from echomq.runtime import tracing
-from echomq.runtime.consumer import DEFAULT_LEASE_MS, Job, Route
+from echomq.runtime.consumer import DEFAULT_LEASE_MS, Route
 from echomq.runtime.events import Observer
+from echomq.runtime.handler import Job
 from echomq.tasks import canvas
 from echomq.tasks.declare import Declarations, Recurrence
 from echomq.tasks.task import Task
@@ -59,7 +57,7 @@ from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 from echomq.verbs.status import JobInfo
 
-__all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
+__all__ = ["App"]
 
 log = logging.getLogger("echomq.app")
 

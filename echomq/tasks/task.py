@@ -31,12 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from echomq.core import backoff, ids, keyspace
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
-from echomq.core.options import MAX_PRIORITY as MAX_PRIORITY
-from echomq.core.options import MAX_UNIQUE_CHARS as MAX_UNIQUE_CHARS
-from echomq.core.options import Group as Group
-from echomq.core.options import check_group as check_group
-from echomq.core.options import check_priority as check_priority
-from echomq.core.options import check_unique as check_unique
+from echomq.core.options import Group, check_group, check_priority, check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing

@@ -40,39 +40,30 @@ from echomq.core.recurrence import (
     plan,
 )
 from echomq.verbs.repeat.definitions import (
-    _WRITTEN,
     CATCHUP,
     DEFINITION,
     MAX_CAP,
     MAX_WINDOW_MS,
     OVERLAP,
-    _first_at,
-    _write,
     definition,
     register_cron,
     upsert,
 )
 from echomq.verbs.repeat.entries import (
-    _INT_FIELDS,
     Registration,
-    _entries,
-    _entry,
-    _keys,
-    _scored,
     get,
     next_runs,
     now_ms,
     occurrences,
     records,
 )
-from echomq.verbs.repeat.firing import Fired, _fired, fire, fire_step, sweep
+from echomq.verbs.repeat.firing import Fired, fire, fire_step, sweep
 from echomq.verbs.repeat.seed import advance, cancel, count, due, due_verb, pause, register, resume
 
 __all__ = [
-    "CATCHUP", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS", "DEFINITION",
-    "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "_INT_FIELDS", "_WRITTEN", "Fired", "Plan",
-    "Registration", "_entries", "_entry", "_fired", "_first_at", "_keys", "_scored", "_write",
-    "advance", "cancel", "count", "definition", "due", "due_verb", "fire", "fire_step", "get",
-    "next_runs", "next_slot", "now_ms", "occurrences", "pause", "plan", "records", "register",
-    "register_cron", "resume", "sweep", "upsert",
+    "CATCHUP", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS",
+    "DEFINITION", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Fired", "Plan", "Registration",
+    "advance", "cancel", "count", "definition", "due", "due_verb", "fire", "fire_step",
+    "get", "next_runs", "next_slot", "now_ms", "occurrences", "pause", "plan", "records",
+    "register", "register_cron", "resume", "sweep", "upsert",
 ]

@@ -140,9 +140,9 @@ def run_enqueue(args: argparse.Namespace) -> int:
                          "(leave --id out for a fresh one)")
     opts: dict[str, Any] = {}  # a bad option raises ValueError here: exit 2, nothing sent
     if args.priority:
-        from echomq.core.options import check_priority
+        from echomq.core import guards
 
-        opts["priority"] = check_priority(args.priority)
+        opts["priority"] = guards.priority(args.priority)
     if args.group is not None:
         opts["group"] = keyspace.validate_queue(args.group)
     if args.unique is not None:

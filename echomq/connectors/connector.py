@@ -44,8 +44,14 @@ from echomq.connectors.plan import (
     check_wire,
     startup,
 )
-from echomq.connectors.replies import WIRE_FAULTS, server_error, wire_error
-from echomq.core.steps import Arg, Command, Eval, Step
+from echomq.connectors.replies import (
+    CLIENT_FAULTS,
+    WIRE_FAULTS,
+    mapped,
+    server_error,
+    wire_error,
+)
+from echomq.core.steps import Arg, Command, Eval, Step, run_sync
 
 __all__ = ["Connector"]
 
@@ -99,21 +105,7 @@ class Connector(Base):
         return conn
 
     def _run(self, plan: Plan) -> Any:
-        try:
-            op = next(plan)
-            while True:
-                try:
-                    reply = self._issue(op)
-                except vexc.ResponseError as exc:
-                    op = plan.throw(exc)
-                else:
-                    op = plan.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
-            raise server_error(exc) from None
-        except WIRE_FAULTS as exc:
-            raise wire_error(exc) from exc
+        return run_sync(self._issue, plan, vexc.ResponseError, CLIENT_FAULTS, mapped)
 
     def execute(self, step: Step) -> Any:
         """Perform one step and return its raw reply (errors mapped)."""

@@ -104,5 +104,5 @@ MAX_PRIORITY = 1_000_000
 def priority(value: object) -> int:
     """A job priority: an int 0..1_000_000 (lower runs first)."""
     if integer("priority", value) < 0 or value > MAX_PRIORITY:  # type: ignore[operator]
-        raise ValueError(f"priority must be 0..{MAX_PRIORITY}, got {value}")
+        raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), got {value}")
     return value  # type: ignore[return-value]

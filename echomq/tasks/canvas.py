@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from echomq.core import backoff as backoff_mod
 from echomq.core import guards as guard
 from echomq.core import ids, keyspace
-from echomq.core.options import check_priority, check_unique
+from echomq.core.options import check_unique
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.verbs import flows, registry
 from echomq.verbs.flows import Node
@@ -105,7 +105,7 @@ class Signature:
         ``set`` is the same method, in Celery's spelling."""
         out = replace(self, retry=dict(self.retry))
         if priority is not None:
-            out = replace(out, priority=check_priority(priority))
+            out = replace(out, priority=guard.priority(priority))
         if group is not None:
             if not isinstance(group, str):
                 raise TypeError(f"a node's group is a name, not {type(group).__name__}")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from echomq.core import backoff, ids, keyspace
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
-from echomq.core.options import Group, check_group, check_priority, check_unique
+from echomq.core.options import Group, check_group, check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
@@ -162,7 +162,7 @@ class Task(Generic[P, R]):
         if partition_key is not None:
             bound._partition_key = partition_key
         if priority is not None:
-            bound.priority = check_priority(priority)
+            bound.priority = guard.priority(priority)
         if group is not None:
             bound.group = check_group(group)
         if unique is not None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from echomq.core import errors, keyspace
 from echomq.verbs.jobs.admission import (
-    MAX_UNIQUE_BYTES,
     PLAIN,
     Admitted,
     Options,
@@ -87,7 +86,7 @@ from echomq.verbs.jobs.settlement import (
 )
 
 __all__ = [
-    "CHUNK", "DEFAULT_MAX_STALLED", "MAX_UNIQUE_BYTES", "PLAIN", "STATE_SETS",
+    "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "STATE_SETS",
     "STAT_NAMES", "Admitted", "Checkpoint", "Claim", "Held", "Options", "ack",
     "ack_and_claim", "ack_many", "admit", "admit_many", "cancel", "cancel_many",
     "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts", "delay",

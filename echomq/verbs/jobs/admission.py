@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace
+from echomq.core.options import check_unique
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Eval, Verb, single, text, verb
 
@@ -32,9 +33,6 @@ class Admitted(NamedTuple):
 
     outcome: Outcome
     id: str
-
-
-MAX_UNIQUE_BYTES = 1000
 
 
 class Options(NamedTuple):
@@ -62,9 +60,7 @@ class Options(NamedTuple):
         if group is not None:
             keyspace.validate_group(group)
         if unique is not None:
-            guard.string("unique", unique)
-            if not unique or len(unique.encode()) > MAX_UNIQUE_BYTES:
-                raise ValueError(f"unique must be 1..{MAX_UNIQUE_BYTES} bytes, got {unique!r:.40}")
+            check_unique(unique)
         if unique_for_ms is not None:
             if unique is None:
                 raise ValueError("unique_for_ms needs a unique key")

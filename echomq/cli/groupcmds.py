@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from echomq.cli.jobcmds import _common, _connect, discover_queues
+from echomq.cli.jobcmds import _common, _connect, scan_queues
 from echomq.core.times import parse_duration
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
@@ -139,7 +139,7 @@ def run_list(args: argparse.Namespace) -> int:
         keyspace.validate_queue(q)
     conn, app = _connect(args)
     try:
-        queues = args.queue or discover_queues(conn)
+        queues = args.queue or scan_queues(conn)
         rows = _stats_rows(conn, queues)
     finally:
         app.close()

@@ -178,7 +178,7 @@ def find_queue(conn: Any, job_id: str, declared: list[str] | None = None) -> str
     known: list[str] = registry.queues(conn, scan=False, declared=declared or [])
     found: str | None = registry.locate(conn, job_id, known)
     if found is None:
-        rest = [q for q in discover_queues(conn) if q not in known]
+        rest = [q for q in scan_queues(conn) if q not in known]
         found = registry.locate(conn, job_id, rest)
     return found
 
@@ -231,7 +231,7 @@ def _flow_lines(conn: Any, queue: str, job_id: str, state: str) -> list[str]:
     return show(conn, queue, job_id, jobs.get(conn, queue, job_id), state)
 
 
-def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
+def scan_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
                     ) -> list[str]:
     """Every queue: registered (``registry``) and found by scanning for EchoMQ sorted sets
     on every primary (a progress line on stderr when the scan runs longer than a second)."""
@@ -264,7 +264,7 @@ def run_stats(args: argparse.Namespace) -> int:
         declared = load_app(args.app).queues()
     conn, app = _connect(args)
     try:
-        queues = args.queue or discover_queues(conn, declared=declared)
+        queues = args.queue or scan_queues(conn, declared=declared)
         table: dict[str, dict[str, Any]] = {}
         grouped: dict[str, dict[str, int]] = {}
         paused: set[str] = set()
@@ -313,7 +313,7 @@ def run_dead_list(args: argparse.Namespace) -> int:
     from echomq.verbs import dead
     conn, app = _connect(args)
     try:
-        queues = [args.queue] if args.queue else discover_queues(conn)
+        queues = [args.queue] if args.queue else scan_queues(conn)
         rows = [{"queue": q, **row} for q in queues
                 for row in dead.list_dead(conn, q, 0, args.limit)]
     finally:
@@ -349,7 +349,7 @@ def run_dead_retry(args: argparse.Namespace) -> int:
     failed = 0
     try:
         if args.all:
-            queues = [args.queue] if args.queue else discover_queues(conn)
+            queues = [args.queue] if args.queue else scan_queues(conn)
             grand = 0
             for q in queues:
                 total = 0

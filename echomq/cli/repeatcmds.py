@@ -124,12 +124,12 @@ def _plain(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from echomq.cli.jobcmds import discover_queues
+    from echomq.cli.jobcmds import scan_queues
     from echomq.verbs import repeat
 
     conn, app = _connect(args)
     try:
-        queues = [args.queue] if args.queue else discover_queues(conn)
+        queues = [args.queue] if args.queue else scan_queues(conn)
         entries = [{"queue": q, **e} for q in queues for e in repeat.records(conn, q)]
     finally:
         _close(app)

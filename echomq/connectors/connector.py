@@ -33,7 +33,7 @@ import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
 from echomq.connectors import urls
-from echomq.connectors.kept import Held
+from echomq.connectors.kept import KeptConnection
 from echomq.connectors.plan import (
     MAX_PAYLOAD_BYTES,
     Base,
@@ -65,7 +65,7 @@ class Connector(Base):
         super().__init__(*args, **kwargs)
         # single calls ride one kept connection, skipping the pool's per-call checkout
         # (echomq.connectors.kept); a cluster client picks a node per call
-        self._held = None if self.cluster else Held(self.client)
+        self._kept = None if self.cluster else KeptConnection(self.client)
 
     @classmethod
     def connect(
@@ -119,7 +119,7 @@ class Connector(Base):
         """``_plan`` for one script step, unrolled: the per-job path (every enqueue) runs
         here, without a plan generator to start and step through."""
         args = self._command(step)
-        execute = self._held.execute_command if self._held else self.client.execute_command
+        execute = self._kept.execute_command if self._kept else self.client.execute_command
         try:
             try:
                 return execute(*args)
@@ -133,8 +133,8 @@ class Connector(Base):
             raise wire_error(exc) from exc
 
     def _issue(self, op: Call | Pipe) -> Any:
-        if self._held is not None and type(op) is Call and not op.kwargs:
-            return self._held.execute_command(*op.args)
+        if self._kept is not None and type(op) is Call and not op.kwargs:
+            return self._kept.execute_command(*op.args)
         return super()._issue(op)
 
     def ping(self) -> None:
@@ -155,8 +155,8 @@ class Connector(Base):
         return self.execute(Eval(script, tuple(keys), tuple(args)))
 
     def close(self) -> None:
-        if self._held is not None:
-            self._held.close()
+        if self._kept is not None:
+            self._kept.close()
         self.client.close()
 
     def __enter__(self) -> Connector:

@@ -15,7 +15,7 @@ times are HOST ms (the registry's clock). Pages show UTC, and the browser's zone
 from __future__ import annotations
 
 from echomq.dashboard.access import Access
-from echomq.dashboard.routes import Dashboard, discover_queues
+from echomq.dashboard.routes import Dashboard, queues_to_show
 from echomq.dashboard.stdlib import DashboardServer, serve
 
-__all__ = ["Access", "Dashboard", "DashboardServer", "discover_queues", "serve"]
+__all__ = ["Access", "Dashboard", "DashboardServer", "queues_to_show", "serve"]

@@ -49,7 +49,7 @@ EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by it
 FLOW_DEPTH, FLOW_WIDTH = 4, 25  # a job page draws at most this much of its flow
 
 
-def discover_queues(conn: Connector) -> list[str]:
+def queues_to_show(conn: Connector) -> list[str]:
     """Queue names: the registry (``registry.names``: one ``SMEMBERS``, empty queues
     included), or, while it is empty (queues written only through the low-level verbs), a
     bounded scan for the queues' sorted sets (``discovery.queues``, ``SCAN_BUDGET`` keys
@@ -96,7 +96,7 @@ class Dashboard:
             if time.monotonic() - at < 5.0:
                 return known
         # the app's own queues first (always shown), then the registry's
-        found = declared + [x for x in discover_queues(self.conn) if x not in declared]
+        found = declared + [x for x in queues_to_show(self.conn) if x not in declared]
         found = found[:MAX_QUEUES]
         with self._lock:
             self._known = (time.monotonic(), found)

@@ -258,7 +258,7 @@ def chain(*steps: Signature | Flow) -> Flow:
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
+class Fanout:
     """Signatures (or flows) run in parallel; ``.then(callback)`` is called with the list
     of their results once every one has ended."""
 
@@ -270,13 +270,13 @@ class Group:
         return Flow(_sig(callback), self.members, feed="all")
 
 
-def group(*members: Signature | Flow) -> Group:
+def group(*members: Signature | Flow) -> Fanout:
     """``group(a.s(1), a.s(2)).then(total.s())``: a fan-out with a fan-in callback."""
     if len(members) == 1 and isinstance(members[0], (list, tuple)):
         members = tuple(members[0])
     if not members:
         raise ValueError("a group needs at least one member")
-    return Group(tuple(_member(m) for m in members))
+    return Fanout(tuple(_member(m) for m in members))
 
 
 def _sig(value: Any) -> Signature:

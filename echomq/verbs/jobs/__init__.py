@@ -73,7 +73,7 @@ from echomq.verbs.jobs.reads import (
     wait_done,
 )
 from echomq.verbs.jobs.settlement import (
-    Held,
+    AckEntry,
     ack,
     ack_and_claim,
     ack_many,
@@ -87,7 +87,7 @@ from echomq.verbs.jobs.settlement import (
 
 __all__ = [
     "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "STATE_SETS",
-    "STAT_NAMES", "Admitted", "Checkpoint", "Claim", "Held", "Options", "ack",
+    "STAT_NAMES", "AckEntry", "Admitted", "Checkpoint", "Claim", "Options", "ack",
     "ack_and_claim", "ack_many", "admit", "admit_many", "cancel", "cancel_many",
     "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts", "delay",
     "delays", "enqueue", "enqueue_at", "enqueue_in", "enqueue_many", "errors", "extend",

@@ -59,10 +59,10 @@ def ack(
     return single(step, lambda _: None)
 
 
-Held = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
+AckEntry = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
 
 
-def _ack_many_steps(queue: str, held: Iterable[Held], keep: bool) -> tuple[Eval, ...]:
+def _ack_many_steps(queue: str, held: Iterable[AckEntry], keep: bool) -> tuple[Eval, ...]:
     plain: list[Any] = []
     rich: list[Any] = []
     with_results = False
@@ -93,7 +93,7 @@ def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
 
 @verb
 def ack_many(
-    queue: str, held: Iterable[Held], keep: bool = True
+    queue: str, held: Iterable[AckEntry], keep: bool = True
 ) -> Verb[list[errors.ServerError | None]]:
     """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
     the refusal ``ack`` would have raised, in its slot (that job is left as it was).
@@ -112,7 +112,7 @@ def ack_many(
 
 @verb
 def ack_and_claim(
-    queue: str, held: Iterable[Held], lease_ms: int, count: int, keep: bool = True
+    queue: str, held: Iterable[AckEntry], lease_ms: int, count: int, keep: bool = True
 ) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
     """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
     transition): a worker settles what finished and takes the next jobs at once.

@@ -41,7 +41,8 @@ class Eval:
 
     ``native`` names the module command with the same tail (``numkeys keys... args...``).
     ``via``, when set, is an object with ``eval(conn, script, keys, args)`` the call is
-    dispatched through instead of the connector (the seed's ``:via`` option).
+    dispatched through instead of the connector (``enqueue_at``/``enqueue_in``'s
+    ``via``: a caller's own dispatcher wraps or replaces the script call).
     """
 
     script: str

@@ -203,7 +203,7 @@ class App(Declarations):
     def aconnector_ready(self, queue: str) -> AsyncConnector | None:
         """What ``aconnector(queue)`` would return when it has nothing to await (the running
         loop's connector is made and ``queue`` already noted on it), else ``None``: the
-        per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
+        per-call enqueue path skips a coroutine and the registry's await."""
         conn = self._loop_conn()
         return conn if conn is not None and registry.noted(conn, queue) else None
 

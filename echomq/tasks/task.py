@@ -256,7 +256,7 @@ class Task(Generic[P, R]):
         """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
         if self._plain():
             # the per-job call most producers make: the same verb, id and bytes as
-            # _enqueue, without assembling the general admission on the way (issue 16)
+            # _enqueue, without assembling the general admission on the way
             body, job_id = self._sent(*args, **kwargs), ids.mint()
             jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
             return job_id
@@ -301,7 +301,7 @@ class Task(Generic[P, R]):
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         if self._plain():  # as in enqueue: a bare jobs.enqueue
             body, job_id = self._sent(*args, **kwargs), ids.mint()
-            # the loop's connector with this queue noted needs no await (issue 16)
+            # the loop's connector with this queue noted needs no await
             conn = (self.app.aconnector_ready(self.queue)
                     or await self.app.aconnector(self.queue))
             await jobs.enqueue(conn, self.queue, job_id, body)

@@ -126,7 +126,8 @@ def _schedule_step(
     guard.string("job_id", job_id)
     guard.payload(payload)
     args: tuple[str | bytes, ...] = (job_id, payload, mode, str(value))
-    # EMQ.SCHEDULE takes the seed's four arguments; options ride the script at wire 6 too
+    # EMQ.SCHEDULE takes four arguments (id, payload, mode, value) and no options: a job
+    # with options rides the script at wire 6 too
     return Eval(
         "schedule",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
@@ -218,7 +219,7 @@ def enqueue_at(
 ) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
-    Guards that ``run_at_ms`` is an int (as the seed) within year 9999 (``ValueError``
+    Guards that ``run_at_ms`` is an int (not a float) within year 9999 (``ValueError``
     beyond ``guard.MAX_TIME_MS``): a past or negative run-at is due at the next promote.
     ``"scheduled"`` or ``"duplicate"``. ``priority`` and ``group`` ride on the row and take
     effect when promote releases it.

@@ -172,7 +172,7 @@ def delay(
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
-    absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
+    absolute run-at. Never dead-letters. Guards that the value is an int (not a float) and
     that the run-at it makes lies within year 9999. At wire 6 this sends ``EMQ.DELAY``,
     which refuses a grouped row (``EMQSTATE delay lane not native``, nothing written): the
     verb then runs the script, so a grouped job delays on both wires. ``native=False``
@@ -202,7 +202,7 @@ def delay(
 def count_delay(queue: str, job_id: str) -> Verb[int]:
     """Count one self-delay on the job's row (``delays``); the new count.
 
-    The seed's delay leaves attempts alone and the next claim increments them; the
+    ``delay`` leaves attempts alone and the next claim increments them; the
     consumer counts delays so that ``retry`` can keep them out of the retry budget (as
     Oban's snooze does), and a delay never spends an attempt.
     """

@@ -4,7 +4,7 @@
 the schedule set and promote read the server's ``TIME``. A late tick does not pile up a
 backlog: ``advance`` measures the next run from the host's now, not from the old score.
 
-Beyond the seed (which is at least once per due period, by ``due`` then ``advance``):
+Beyond the base verbs (at least once per due period, by ``due`` then ``advance``):
 
 - ``fire`` is one atomic transition (the ``fire`` script): it checks that the name's score
   is still the one the caller read, enqueues the occurrence under a HOST-minted id as a
@@ -23,10 +23,11 @@ the last occurrence stands for), ``done`` (``limit`` | ``ended``: no further run
 member is parked at ``+inf`` on the repeat set, where no due read reaches it) and
 ``paused`` (``pause``: the score is kept but ``fire`` refuses the name until ``resume``).
 
-By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (register, cancel,
-due, advance, count, pause/resume), ``entries`` (the entry a read returns, ``records``,
-``get``, ``next_runs``), ``definitions`` (``register_cron``, ``upsert``, ``definition``)
-and ``firing`` (``fire``, ``sweep``); the pure slot planner is ``echomq.core.recurrence``.
+By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (the base verbs:
+register, cancel, due, advance, count, pause/resume), ``entries`` (the entry a read returns,
+``records``, ``get``, ``next_runs``), ``definitions`` (``register_cron``, ``upsert``,
+``definition``) and ``firing`` (``fire``, ``sweep``); the pure slot planner is
+``echomq.core.recurrence``.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ import time
 
 from echomq import Connector
 from echomq.core import ids, keyspace, partitions
+from echomq.core.payload import encode
 from echomq.embedded.cluster import LocalCluster
-from echomq.tasks.app import encode
 from echomq.verbs import jobs
 
 APP = textwrap.dedent("""

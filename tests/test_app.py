@@ -14,8 +14,10 @@ from runtime_helpers import run_until
 
 from echomq import AsyncConnector
 from echomq.core import keyspace
+from echomq.core.payload import decode, encode
 from echomq.runtime.consumer import Consumer
-from echomq.tasks.app import App, Recurrence, decode, encode
+from echomq.tasks.app import App
+from echomq.tasks.declare import Recurrence
 from echomq.tasks.worker import Worker
 from echomq.verbs import jobs, repeat
 

@@ -159,7 +159,7 @@ def test_deeply_nested_argument_is_the_encoders_type_error(app, queue, snap):
 
 
 def test_payload_over_the_default_limit_is_refused_before_sending(run, queue, snap):
-    from echomq.connectors.connector import MAX_PAYLOAD_BYTES
+    from echomq.connectors.plan import MAX_PAYLOAD_BYTES
 
     assert MAX_PAYLOAD_BYTES == 64 * 1024 * 1024
     before = snap(queue)

@@ -12,10 +12,10 @@ import sys
 import pytest
 from conftest import server_ms
 
-from echomq.cli.jobcmds import parse_duration, parse_instant
 from echomq.cli.main import main
 from echomq.core import ids, keyspace
-from echomq.tasks.app import encode
+from echomq.core.payload import encode
+from echomq.core.times import parse_duration, parse_instant
 from echomq.verbs import jobs
 
 

@@ -12,7 +12,7 @@ from cli_support import echomq
 
 from echomq import App
 from echomq.core import ids, keyspace
-from echomq.tasks.app import encode
+from echomq.core.payload import encode
 from echomq.verbs import jobs, registry, repeat
 
 

@@ -340,7 +340,7 @@ def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
     import http.client
     import json
 
-    from echomq.embedded.server import free_port
+    from echomq.embedded.launch import free_port
 
     conn = Connector.connect(cluster.url)
     queues = [f"board-{i}" for i in range(6)]

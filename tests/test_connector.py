@@ -10,7 +10,8 @@ import valkey
 
 from echomq import AsyncConnector, Connector, scripts
 from echomq.core import errors, ids
-from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.embedded.launch import free_port
+from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 
 

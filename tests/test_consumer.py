@@ -15,7 +15,8 @@ from conftest import server_ms
 
 from echomq import AsyncConnector
 from echomq.core import backoff, ids, keyspace
-from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.embedded.launch import free_port
+from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
 from echomq.runtime.events import Event
 from echomq.runtime.handler import Delay, Job, current_job

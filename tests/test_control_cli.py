@@ -118,7 +118,7 @@ def test_worker_events_and_timeout_flags(tmp_path, url, conn, queue):
     (tmp_path / "ctl_hooks.py").write_text(HOOKS)
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "ECHOMQ_URL": url, "T_QUEUE": queue, "T_EVENTS": str(events)}
-    from echomq.tasks.app import encode
+    from echomq.core.payload import encode
 
     fine, hang = ids.mint(), ids.mint()
     jobs.enqueue(conn, queue, fine, encode("fine"))

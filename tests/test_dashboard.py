@@ -18,8 +18,8 @@ import pytest
 
 from echomq import dashboard
 from echomq.core import ids
+from echomq.core.payload import encode
 from echomq.dashboard import insight
-from echomq.tasks.app import encode
 from echomq.verbs import dead, jobs, metrics, repeat
 
 

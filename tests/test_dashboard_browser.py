@@ -21,7 +21,7 @@ import pytest
 
 from echomq import dashboard
 from echomq.core import ids, keyspace
-from echomq.tasks.app import encode
+from echomq.core.payload import encode
 from echomq.verbs import flows, groups, jobs, metrics, repeat
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")

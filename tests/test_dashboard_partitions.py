@@ -13,7 +13,7 @@ from test_dashboard import Client
 
 from echomq import App, dashboard
 from echomq.core import ids
-from echomq.tasks.app import encode
+from echomq.core.payload import encode
 from echomq.verbs import jobs
 
 

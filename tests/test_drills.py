@@ -30,7 +30,8 @@ import valkey
 
 from echomq import AsyncConnector, Connector
 from echomq.core import errors, ids, keyspace
-from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.embedded.launch import free_port
+from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
 from echomq.runtime.handler import Job
 from echomq.verbs import jobs

@@ -17,8 +17,8 @@ import time
 
 from echomq import Connector
 from echomq.core import errors, ids, keyspace
+from echomq.core.payload import encode
 from echomq.embedded.cluster import LocalCluster
-from echomq.tasks.app import encode
 from echomq.verbs import jobs
 
 QUEUES = [f"drill{i}" for i in range(6)]

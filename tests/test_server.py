@@ -9,7 +9,8 @@ import pytest
 
 from echomq import Connector
 from echomq.core import ids
-from echomq.embedded.server import EmbeddedServer, ServerError
+from echomq.embedded.launch import ServerError
+from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 
 

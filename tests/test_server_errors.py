@@ -20,7 +20,8 @@ import valkey
 
 from echomq import AsyncConnector, Connector
 from echomq.core import errors, ids, keyspace
-from echomq.embedded.server import EmbeddedServer, free_port
+from echomq.embedded.launch import free_port
+from echomq.embedded.server import EmbeddedServer
 from echomq.tasks.app import App
 from echomq.verbs import jobs
 

@@ -25,7 +25,8 @@ import valkey
 from echomq import App
 from echomq.core.errors import ConfigError
 from echomq.embedded import datadir
-from echomq.embedded.server import EmbeddedServer, ServerError, free_port
+from echomq.embedded.launch import ServerError, free_port
+from echomq.embedded.server import EmbeddedServer
 
 TASKS = '''
 import os

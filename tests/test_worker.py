@@ -19,7 +19,7 @@ from cli_support import kill_all
 
 from echomq import scripts
 from echomq.core import ids, keyspace
-from echomq.tasks.app import encode
+from echomq.core.payload import encode
 from echomq.verbs import jobs
 
 APP = '''

@@ -18,7 +18,7 @@ from typing import Any
 
 
 def _default_dir() -> pathlib.Path:
-    from echomq.embedded.server import default_data_dir
+    from echomq.embedded.launch import default_data_dir
 
     return default_data_dir() / "cluster"
 
@@ -54,7 +54,7 @@ def _dir(p: argparse.ArgumentParser) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     from echomq.embedded.cluster import LocalCluster, read_state
-    from echomq.embedded.server import ServerError
+    from echomq.embedded.launch import ServerError
 
     if args.masters < 1 or args.replicas < 0:
         print("echomq: a cluster needs --masters >= 1 and --replicas >= 0", file=sys.stderr)

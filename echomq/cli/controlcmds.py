@@ -16,11 +16,8 @@ import argparse
 import sys
 from typing import Any
 
+from echomq.cli.common import connect, find_queue, url_flag
 from echomq.core import keyspace
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
 
 
 def register(sub: Any) -> None:
@@ -30,14 +27,14 @@ def register(sub: Any) -> None:
     p.add_argument("--queue", action="append", default=None,
                    help="the job's queue (repeatable; default: the app's queues, else all)")
     p.add_argument("--app", default=None, help="module:attribute of the App (its queues)")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_cancel)
 
     for verb, text in (("pause", "stop claims on queues (admission and promote go on)"),
                        ("resume", "resume claims on paused queues")):
         p = sub.add_parser(verb, help=text)
         p.add_argument("queues", nargs="+", metavar="QUEUE")
-        _common(p)
+        url_flag(p)
         p.set_defaults(func=run_pause if verb == "pause" else run_resume)
 
 
@@ -47,7 +44,6 @@ def _fail(message: str) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    from echomq.cli.jobcmds import _connect, find_queue
     from echomq.core.outcomes import Outcome
     from echomq.verbs import flows
 
@@ -63,7 +59,7 @@ def run_cancel(args: argparse.Namespace) -> int:
         from echomq.cli.workercmds import load_app
 
         declared = load_app(args.app).queues()
-    conn, app = _connect(args)
+    conn, app = connect(args)
     missing = 0
     try:
         for job_id in args.ids:
@@ -87,14 +83,13 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 def _pause(args: argparse.Namespace, pause: bool) -> int:
-    from echomq.cli.jobcmds import _connect
     from echomq.verbs import jobs
 
     try:
         queues = [keyspace.validate_queue(q) for q in args.queues]
     except ValueError as exc:
         return _fail(str(exc))
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         for queue in queues:
             (jobs.pause if pause else jobs.resume)(conn, queue)

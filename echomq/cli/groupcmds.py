@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from echomq.cli.jobcmds import _common, _connect, discover_queues
+from echomq.cli.common import connect, scan_queues, url_flag
 from echomq.core.times import parse_duration
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
@@ -74,7 +74,7 @@ def show_rate(rate: tuple[int, int] | None) -> str:
 def _queue_group(p: argparse.ArgumentParser) -> None:
     p.add_argument("queue", help="the queue")
     p.add_argument("group", help="the group (e.g. a tenant id)")
-    _common(p)
+    url_flag(p)
 
 
 def register(sub: Any) -> None:
@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
     p.add_argument("--queue", action="append", default=None,
                    help="only this queue (repeatable; default: every queue)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_list)
 
     p = gsub.add_parser("pause", help="release none of a group's jobs until resumed")
@@ -109,7 +109,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("rate", help="a queue-wide rate: at most MAX starts per DURATION")
     p.add_argument("queue", help="the queue")
     p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_queue_rate)
 
 
@@ -137,9 +137,9 @@ def run_list(args: argparse.Namespace) -> int:
     from echomq.core import keyspace
     for q in args.queue or []:
         keyspace.validate_queue(q)
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
-        queues = args.queue or discover_queues(conn)
+        queues = args.queue or scan_queues(conn)
         rows = _stats_rows(conn, queues)
     finally:
         app.close()
@@ -164,7 +164,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def _one(args: argparse.Namespace, act: Any) -> None:
     _checked(args)
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         act(conn)
     finally:

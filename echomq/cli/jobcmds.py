@@ -11,23 +11,10 @@ import argparse
 import datetime as dt
 import json
 import sys
-import time
 from typing import Any
 
-from echomq.cli.main import default_url
-from echomq.core.times import parse_duration as parse_duration
-from echomq.core.times import parse_instant as parse_instant
-
-
-def _value(word: str) -> Any:
-    try:
-        return json.loads(word)
-    except ValueError:
-        return word
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+from echomq.cli.common import connect, find_queue, parse_kwargs, scan_queues, url_flag, word_value
+from echomq.core.times import parse_duration, parse_instant
 
 
 def _task_args(p: argparse.ArgumentParser) -> None:
@@ -43,7 +30,7 @@ def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unique", default=None, metavar="KEY",
                    help="a unique key: while its owner waits or runs, print the owner's id "
                         "and write nothing")
-    _common(p)
+    url_flag(p)
 
 
 def register(sub: Any) -> None:
@@ -61,7 +48,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("job", help="show a job's status (found on any queue)")
     p.add_argument("id")
     p.add_argument("--queue", default=None, help="only look on this queue")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_job)
 
     p = sub.add_parser("stats", help="job counts per state per queue")
@@ -69,7 +56,7 @@ def register(sub: Any) -> None:
     p.add_argument("--app", default=None,
                    help="module:attribute of an App: list its queues even when empty")
     p.add_argument("--json", action="store_true", help="print JSON")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_stats)
 
     dead = sub.add_parser("dead", help="the dead-letter set: list, retry")
@@ -78,43 +65,20 @@ def register(sub: Any) -> None:
     p.add_argument("--queue", default=None, help="only this queue")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true", help="print JSON lines")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_dead_list)
     p = dsub.add_parser("retry", help="send dead jobs back to pending (fresh attempts)")
     p.add_argument("ids", nargs="*", help="job ids (or --all)")
     p.add_argument("--all", action="store_true",
                    help="every dead job (of --queue, else of every queue)")
     p.add_argument("--queue", default=None, help="the queue (default: found per id)")
-    _common(p)
+    url_flag(p)
     p.set_defaults(func=run_dead_retry)
-
-
-def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
-    """``(connector, app)``: the app owns the embedded server when no URL is given."""
-    from echomq.tasks.app import App
-
-    app = App(default_url(args.url))
-    return app.connector(), app
-
-
-def parse_kwargs(text: str | None) -> dict[str, Any]:
-    """``--kwargs`` as a dict: a JSON object, refused in words otherwise."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--kwargs is not JSON ({exc.msg} at character {exc.pos}): "
-                         f"write an object with double-quoted keys, e.g. "
-                         "'{\"y\": 2}'") from None
-    if not isinstance(value, dict):
-        raise ValueError("--kwargs must be a JSON object, e.g. '{\"y\": 2}'")
-    return value
 
 
 def run_enqueue(args: argparse.Namespace) -> int:
     from echomq.core import ids, keyspace
-    from echomq.tasks.app import encode
+    from echomq.core.payload import encode
     from echomq.verbs import jobs, registry
 
     kwargs = parse_kwargs(args.kwargs)
@@ -133,23 +97,23 @@ def run_enqueue(args: argparse.Namespace) -> int:
         name, queue = task.name, queue or task.target_queue()
     queue = queue or "default"
     keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
-    payload = encode(name, [_value(a) for a in args.args], kwargs)
+    payload = encode(name, [word_value(a) for a in args.args], kwargs)
     job_id = args.id or ids.mint()
     if not job_id.startswith("JOB"):
         raise ValueError(f"--id {job_id!r} is not a job id: ids start with JOB "
                          "(leave --id out for a fresh one)")
     opts: dict[str, Any] = {}  # a bad option raises ValueError here: exit 2, nothing sent
     if args.priority:
-        from echomq.core.options import check_priority
+        from echomq.core import guards
 
-        opts["priority"] = check_priority(args.priority)
+        opts["priority"] = guards.priority(args.priority)
     if args.group is not None:
         opts["group"] = keyspace.validate_queue(args.group)
     if args.unique is not None:
         from echomq.core.options import check_unique
 
         check_unique(args.unique)
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         registry.note(conn, queue)
         if args.unique is not None:
@@ -171,18 +135,6 @@ def run_enqueue(args: argparse.Namespace) -> int:
     return 0 if outcome != "duplicate" else 1
 
 
-def find_queue(conn: Any, job_id: str, declared: list[str] | None = None) -> str | None:
-    """The queue holding ``job_id``'s row: the registered (and ``declared``) queues first,
-    in one round trip; a scan for the others only when they miss."""
-    from echomq.verbs import registry
-    known: list[str] = registry.queues(conn, scan=False, declared=declared or [])
-    found: str | None = registry.locate(conn, job_id, known)
-    if found is None:
-        rest = [q for q in discover_queues(conn) if q not in known]
-        found = registry.locate(conn, job_id, rest)
-    return found
-
-
 def _job_id(text: str) -> str:
     if not text.startswith("JOB"):
         raise ValueError(f"{text!r} is not a job id (ids look like JOB01H...)")
@@ -191,7 +143,7 @@ def _job_id(text: str) -> str:
 
 def run_job(args: argparse.Namespace) -> int:
     job_id = _job_id(args.id)
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
@@ -231,27 +183,6 @@ def _flow_lines(conn: Any, queue: str, job_id: str, state: str) -> list[str]:
     return show(conn, queue, job_id, jobs.get(conn, queue, job_id), state)
 
 
-def discover_queues(conn: Any, progress: bool = True, declared: list[str] | None = None
-                    ) -> list[str]:
-    """Every queue: registered (``registry``) and found by scanning for EchoMQ sorted sets
-    on every primary (a progress line on stderr when the scan runs longer than a second)."""
-    from echomq.verbs import registry
-    started, shown = time.monotonic(), False
-
-    def report(scanned: int, found: int) -> None:
-        nonlocal shown
-        if progress and time.monotonic() - started > 1.0:
-            print(f"\rscanning... {scanned} sets, {found} queues", end="",
-                  file=sys.stderr, flush=True)
-            shown = True
-
-    names: list[str] = registry.queues(conn, scan=True, declared=declared or [],
-                                       budget=10**12, progress=report)
-    if shown:
-        print(file=sys.stderr)
-    return names
-
-
 def run_stats(args: argparse.Namespace) -> int:
     from echomq.cli.groupcmds import totals as group_totals
     from echomq.core import partitions
@@ -262,9 +193,9 @@ def run_stats(args: argparse.Namespace) -> int:
         from echomq.cli.workercmds import load_app
 
         declared = load_app(args.app).queues()
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
-        queues = args.queue or discover_queues(conn, declared=declared)
+        queues = args.queue or scan_queues(conn, declared=declared)
         table: dict[str, dict[str, Any]] = {}
         grouped: dict[str, dict[str, int]] = {}
         paused: set[str] = set()
@@ -311,9 +242,9 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_dead_list(args: argparse.Namespace) -> int:
     from echomq.verbs import dead
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
-        queues = [args.queue] if args.queue else discover_queues(conn)
+        queues = [args.queue] if args.queue else scan_queues(conn)
         rows = [{"queue": q, **row} for q in queues
                 for row in dead.list_dead(conn, q, 0, args.limit)]
     finally:
@@ -345,11 +276,11 @@ def run_dead_retry(args: argparse.Namespace) -> int:
         raise ValueError("give job ids, or --all for every dead job")
     for job_id in args.ids:
         _job_id(job_id)
-    conn, app = _connect(args)
+    conn, app = connect(args)
     failed = 0
     try:
         if args.all:
-            queues = [args.queue] if args.queue else discover_queues(conn)
+            queues = [args.queue] if args.queue else scan_queues(conn)
             grand = 0
             for q in queues:
                 total = 0

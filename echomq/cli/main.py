@@ -106,7 +106,7 @@ def default_url(explicit: str | None) -> str | None:
 
 
 def where(url: str | None) -> str:
-    """A server URL as a person reads it in an error: host:port (every seed of a cluster
+    """A server URL as a person reads it in an error: host:port (every startup node of a cluster
     URL, the path of a socket) and the db when not 0; never the password."""
     if not url:
         return "the embedded server"

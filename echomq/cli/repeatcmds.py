@@ -13,14 +13,15 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from echomq.cli.common import connect, parse_kwargs, scan_queues, url_flag, word_value
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("repeat", help="recurring registrations: list, add, cancel, pause, next")
     verbs = p.add_subparsers(dest="repeat_command", metavar="VERB")
 
     ls = verbs.add_parser("list", help="every registration (of every queue), soonest first")
-    ls.add_argument("--url", default=None,
-                    help="server URL (default: $ECHOMQ_URL, else embedded)")
+    url_flag(ls)
     ls.add_argument("--queue", default=None, help="only this queue (default: every queue)")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     ls.set_defaults(func=run_list)
@@ -76,14 +77,8 @@ def register(sub: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+    url_flag(p)
     p.add_argument("--queue", default="default", help="the queue (default: default)")
-
-
-def _connect(args: argparse.Namespace) -> tuple[Any, Any]:
-    from echomq.cli.jobcmds import _connect as connect
-
-    return connect(args)
 
 
 def _close(app: Any) -> None:
@@ -124,12 +119,11 @@ def _plain(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from echomq.cli.jobcmds import discover_queues
     from echomq.verbs import repeat
 
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
-        queues = [args.queue] if args.queue else discover_queues(conn)
+        queues = [args.queue] if args.queue else scan_queues(conn)
         entries = [{"queue": q, **e} for q in queues for e in repeat.records(conn, q)]
     finally:
         _close(app)
@@ -161,13 +155,11 @@ def run_add(args: argparse.Namespace) -> int:
     from echomq.verbs import repeat
 
     if args.task is not None:
-        from echomq.cli.jobcmds import _value as _word
-        from echomq.cli.jobcmds import parse_kwargs
-        from echomq.tasks.app import encode
+        from echomq.core.payload import encode
 
         kwargs = parse_kwargs(args.kwargs)
         task, *words = args.task
-        template: bytes | str = encode(task, [_word(a) for a in words], kwargs)
+        template: bytes | str = encode(task, [word_value(a) for a in words], kwargs)
     else:
         template = args.payload
     how: dict[str, Any] = {}
@@ -202,7 +194,7 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
                        opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
                        opts["window_ms"], opts["cap"], opts["overlap"])
     from echomq.verbs import registry
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         registry.note(conn, args.queue)
         return repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
@@ -212,7 +204,7 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
 
 def run_cancel(args: argparse.Namespace) -> int:
     from echomq.verbs import repeat
-    conn, app = _connect(args)
+    conn, app = connect(args)
     try:
         removed = repeat.cancel(conn, args.queue, args.name)
     finally:
@@ -229,7 +221,7 @@ def run_hold(args: argparse.Namespace) -> int:
     from echomq.verbs import repeat
     verb = repeat.pause if args.hold == "pause" else repeat.resume
     try:
-        conn, app = _connect(args)
+        conn, app = connect(args)
         try:
             outcome = verb(conn, args.queue, args.name)
         finally:
@@ -251,7 +243,7 @@ def run_next(args: argparse.Namespace) -> int:
         raise SystemExit("echomq: --count must be at least 1")
     entry = None
     if not args.name.startswith("@") and len(args.name.split()) != 5:
-        conn, app = _connect(args)
+        conn, app = connect(args)
         try:
             entry = repeat.get(conn, args.queue, args.name)
         finally:

@@ -53,7 +53,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from echomq.core.errors import ConfigError
-    from echomq.embedded.server import ServerError
+    from echomq.embedded.launch import ServerError
 
     try:
         return int(globals()[f"_{args.action}"](args))
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _data_dir(args: argparse.Namespace) -> Any:
-    from echomq.embedded.server import default_data_dir
+    from echomq.embedded.launch import default_data_dir
 
     return args.data_dir or default_data_dir()
 
@@ -95,7 +95,8 @@ def _duration(seconds: int) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from echomq.embedded.server import EmbeddedServer, server_info
+    from echomq.embedded.recorded import server_info
+    from echomq.embedded.server import EmbeddedServer
 
     path = _data_dir(args)
     found = EmbeddedServer.find(path)
@@ -137,7 +138,8 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from echomq.embedded.server import EmbeddedServer, server_info
+    from echomq.embedded.recorded import server_info
+    from echomq.embedded.server import EmbeddedServer
 
     _only_run_flags(args)
     before = EmbeddedServer.find(_data_dir(args))
@@ -174,7 +176,7 @@ def _run(args: argparse.Namespace) -> int:
         last = datadir.read(datadir.secure(path))
     port = args.port
     if port is None and last is not None and not args.unix_socket and last.port:
-        from echomq.embedded.server import port_in_use
+        from echomq.embedded.launch import port_in_use
 
         port = None if port_in_use(last.host, last.port) else last.port
     srv = EmbeddedServer(

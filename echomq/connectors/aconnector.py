@@ -5,7 +5,7 @@ Its script steps are auto-pipelined on a single server (``echomq.connectors.auto
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any, ClassVar, Literal
 
 import valkey.asyncio as avalkey
@@ -22,8 +22,14 @@ from echomq.connectors.plan import (
     check_wire,
     startup,
 )
-from echomq.connectors.replies import WIRE_FAULTS, server_error, wire_error
-from echomq.core.steps import Arg, Command, Eval, Step
+from echomq.connectors.replies import (
+    CLIENT_FAULTS,
+    WIRE_FAULTS,
+    mapped,
+    server_error,
+    wire_error,
+)
+from echomq.core.steps import Arg, Command, Eval, Step, run_async
 
 
 class AsyncConnector(Base):
@@ -84,22 +90,8 @@ class AsyncConnector(Base):
             raise
         return conn
 
-    async def _run(self, plan: Plan) -> Any:
-        try:
-            op = next(plan)
-            while True:
-                try:
-                    reply = await self._issue(op)
-                except vexc.ResponseError as exc:
-                    op = plan.throw(exc)
-                else:
-                    op = plan.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
-            raise server_error(exc) from None
-        except WIRE_FAULTS as exc:
-            raise wire_error(exc) from exc
+    def _run(self, plan: Plan) -> Awaitable[Any]:
+        return run_async(self._issue, plan, vexc.ResponseError, CLIENT_FAULTS, mapped)
 
     async def execute(self, step: Step) -> Any:
         """Perform one step and return its raw reply (errors mapped)."""

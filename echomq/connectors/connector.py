@@ -33,13 +33,9 @@ import valkey.cluster as vcluster
 from valkey import exceptions as vexc
 
 from echomq.connectors import urls
-from echomq.connectors.aconnector import AsyncConnector
-from echomq.connectors.kept import Held
+from echomq.connectors.kept import KeptConnection
 from echomq.connectors.plan import (
-    MAX_COMMAND_BYTES,
     MAX_PAYLOAD_BYTES,
-    NATIVE_MODULE,
-    WIRES,
     Base,
     Call,
     Pipe,
@@ -48,12 +44,16 @@ from echomq.connectors.plan import (
     check_wire,
     startup,
 )
-from echomq.connectors.replies import WIRE_FAULTS, server_error, wire_error
-from echomq.core.steps import Arg, Command, Eval, Step
+from echomq.connectors.replies import (
+    CLIENT_FAULTS,
+    WIRE_FAULTS,
+    mapped,
+    server_error,
+    wire_error,
+)
+from echomq.core.steps import Arg, Command, Eval, Step, run_sync
 
-# re-exported: the connectors and their limits are imported from here
-__all__ = ["MAX_COMMAND_BYTES", "MAX_PAYLOAD_BYTES", "NATIVE_MODULE", "WIRES",
-           "AsyncConnector", "Connector", "check_payload_limit"]
+__all__ = ["Connector"]
 
 
 class Connector(Base):
@@ -65,7 +65,7 @@ class Connector(Base):
         super().__init__(*args, **kwargs)
         # single calls ride one kept connection, skipping the pool's per-call checkout
         # (echomq.connectors.kept); a cluster client picks a node per call
-        self._held = None if self.cluster else Held(self.client)
+        self._kept = None if self.cluster else KeptConnection(self.client)
 
     @classmethod
     def connect(
@@ -105,21 +105,7 @@ class Connector(Base):
         return conn
 
     def _run(self, plan: Plan) -> Any:
-        try:
-            op = next(plan)
-            while True:
-                try:
-                    reply = self._issue(op)
-                except vexc.ResponseError as exc:
-                    op = plan.throw(exc)
-                else:
-                    op = plan.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
-            raise server_error(exc) from None
-        except WIRE_FAULTS as exc:
-            raise wire_error(exc) from exc
+        return run_sync(self._issue, plan, vexc.ResponseError, CLIENT_FAULTS, mapped)
 
     def execute(self, step: Step) -> Any:
         """Perform one step and return its raw reply (errors mapped)."""
@@ -133,7 +119,7 @@ class Connector(Base):
         """``_plan`` for one script step, unrolled: the per-job path (every enqueue) runs
         here, without a plan generator to start and step through."""
         args = self._command(step)
-        execute = self._held.execute_command if self._held else self.client.execute_command
+        execute = self._kept.execute_command if self._kept else self.client.execute_command
         try:
             try:
                 return execute(*args)
@@ -147,8 +133,8 @@ class Connector(Base):
             raise wire_error(exc) from exc
 
     def _issue(self, op: Call | Pipe) -> Any:
-        if self._held is not None and type(op) is Call and not op.kwargs:
-            return self._held.execute_command(*op.args)
+        if self._kept is not None and type(op) is Call and not op.kwargs:
+            return self._kept.execute_command(*op.args)
         return super()._issue(op)
 
     def ping(self) -> None:
@@ -169,8 +155,8 @@ class Connector(Base):
         return self.execute(Eval(script, tuple(keys), tuple(args)))
 
     def close(self) -> None:
-        if self._held is not None:
-            self._held.close()
+        if self._kept is not None:
+            self._kept.close()
         self.client.close()
 
     def __enter__(self) -> Connector:

@@ -3,8 +3,8 @@
 valkey-py checks a connection out of its pool for every command and, before handing it
 over, probes the socket for stray bytes (a non-blocking read between two timeout changes).
 On loopback that checkout costs ~13 µs of a ~35 µs round trip, and a producer calling
-``task.enqueue`` in a loop pays it on every job. ``Held`` takes one connection out of the
-pool once and keeps it. Before each command it probes that socket with one ``poll``: bytes
+``task.enqueue`` in a loop pays it on every job. ``KeptConnection`` takes one connection out
+of the pool once and keeps it. Before each command it probes that socket with one ``poll``: bytes
 or an EOF waiting before anything was asked is the stale connection the pool's probe
 catches (a server restart, a killed client), and it is reconnected before the command is
 sent, as the pool would.
@@ -39,7 +39,7 @@ def _eligible(client: Any) -> bool:
                                        "cache_enabled", "client_cache"))
 
 
-class Held:
+class KeptConnection:
     """``execute_command(*args)`` on one kept connection (see the module docstring)."""
 
     def __init__(self, client: Any) -> None:

@@ -23,7 +23,6 @@ from echomq.core.steps import Arg, Batch, Command, Eval, Native, Nodes, Step
 WIRES = (4, 6)
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 MAX_COMMAND_BYTES = 512 * 1024 * 1024
-NATIVE_MODULE = "emq"
 
 
 def check_payload_limit(limit: int) -> int:
@@ -229,13 +228,13 @@ class Base:
 
     @staticmethod
     def _native_missing(names: set[str]) -> errors.NativeUnavailable | None:
-        if NATIVE_MODULE in names:
+        if native.MODULE_NAME in names:
             return None
         reason = native.unavailable_reason()
         fix = (f"and this install has none to load: {reason}" if reason else
                "start the server with --loadmodule echomq.native.module_path(), or use wire=4")
         return errors.NativeUnavailable(
-            f"wire=6 needs the {NATIVE_MODULE!r} module loaded on the server "
+            f"wire=6 needs the {native.MODULE_NAME!r} module loaded on the server "
             f"(MODULE LIST shows {sorted(names) or 'none'}); {fix}"
         )
 

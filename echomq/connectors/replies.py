@@ -59,6 +59,26 @@ def server_error(exc: Exception) -> errors.ServerError:
     return errors.from_server(text)
 
 
+# what a connector's plan maps on its way out (``mapped``): a refusal, a LOADING reply, weather
+CLIENT_FAULTS = (vexc.ResponseError, vexc.BusyLoadingError, *WIRE_FAULTS)
+
+
+def mapped(exc: BaseException) -> BaseException:
+    """A client exception as ours, chained the way the connectors raise it: a refusal's
+    ``ServerError`` with no cause (the server's text says it all), a ``WireError`` caused by
+    the lost connection. (``LOADING`` is a refusal, though valkey-py files it under
+    connection errors.)"""
+    err: BaseException
+    if isinstance(exc, (vexc.ResponseError, vexc.BusyLoadingError)):
+        err = server_error(exc)
+        err.__cause__ = None
+    else:
+        err = wire_error(exc)
+        err.__cause__ = exc
+    err.__suppress_context__ = True
+    return err
+
+
 def wire_error(exc: BaseException) -> errors.EchoMQError:
     if isinstance(exc, vexc.ValkeyClusterException) and "same key slot" in str(exc):
         # the cluster client refuses a call whose keys span slots before sending it

@@ -1,10 +1,11 @@
 """Errors. Server refusals keep the server's text exactly (``str(exc)``).
 
-The seed's transitions answer with error replies whose first word is a code:
+The transitions (scripts and native commands) answer with error replies whose first word
+is a code:
 ``EMQKIND`` (a foreign id), ``EMQSTALE`` (a fenced-out holder; ``EMQSTALE job gone`` when
 the row is missing), ``EMQSTATE`` (the job is not in the state the verb needs) and, for the
 native commands' own argument checks, ``ERR EMQ.<VERB> ...``. ``from_server`` maps a text
-to its class; the most specific text is matched first, as the seed's handles do.
+to its class; the most specific text is matched first.
 
 The server's own codes are kept too (``str(exc)`` starts with the code the server sent:
 ``OOM``, ``READONLY``, ``LOADING``, ``BUSY``, ``MISCONF``, ``NOPERM``, ``NOSCRIPT``, ...),

@@ -1,4 +1,4 @@
-"""Argument guards that run before any I/O (the seed's function-head guards).
+"""Argument guards that run before any I/O: a bad argument raises before a byte is sent.
 
 Time arguments are bounded too: a score past ~1e308 turns into ``inf`` in the server (a job
 that silently never runs), and one past year 9999 breaks every ``datetime`` that reads it
@@ -93,8 +93,8 @@ def span(name: str, value: object, minimum: int | None = 0) -> int:
 
 
 def at_mode(name: str, mode: str, value: object) -> int:
-    """A (mode, value) time pair: ``"at"`` an instant, ``"in"`` a span (any sign, as the
-    seed's ``delay`` allows a past offset)."""
+    """A (mode, value) time pair: ``"at"`` an instant, ``"in"`` a span (any sign: a
+    negative offset prices a run-at already past, due at the next promote)."""
     return instant(name, value) if mode == "at" else span(name, value, minimum=None)
 
 
@@ -104,5 +104,5 @@ MAX_PRIORITY = 1_000_000
 def priority(value: object) -> int:
     """A job priority: an int 0..1_000_000 (lower runs first)."""
     if integer("priority", value) < 0 or value > MAX_PRIORITY:  # type: ignore[operator]
-        raise ValueError(f"priority must be 0..{MAX_PRIORITY}, got {value}")
+        raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), got {value}")
     return value  # type: ignore[return-value]

@@ -3,7 +3,7 @@
 One tag per queue puts every key a transition touches in one cluster slot, so each
 script or native command runs on a single node with all its keys declared or derived
 from the queue base (the base itself rides in ARGV where a script derives row and lane
-keys, as the seed's ``promote`` does).
+keys, as ``promote`` does).
 
 | key                         | type | content                                            |
 |-----------------------------|------|----------------------------------------------------|

@@ -1,5 +1,5 @@
-"""Admission options a task and a flow node take (``priority``, ``group``, ``unique``),
-checked at declaration or call time, before any I/O."""
+"""Admission options a task and a flow node take (``group``, ``unique``; ``priority`` is
+``core.guards.priority``), checked at declaration or call time, before any I/O."""
 
 from __future__ import annotations
 
@@ -7,17 +7,9 @@ from collections.abc import Callable
 
 from echomq.core import keyspace
 
-MAX_PRIORITY = 1_000_000
-MAX_UNIQUE_CHARS = 512
-
-
-def check_priority(priority: object) -> int:
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-    if not 0 <= priority <= MAX_PRIORITY:
-        raise ValueError(f"priority must be 0..{MAX_PRIORITY} (lower runs first), "
-                         f"got {priority}")
-    return priority
+# a unique key is part of a server key name (emq:{q}:unique:<key>), so it is bounded in the
+# bytes the server stores, not in characters
+MAX_UNIQUE_BYTES = 1000
 
 
 Group = str | Callable[..., str | None]
@@ -35,8 +27,9 @@ def check_group(group: object) -> Group:
 
 
 def check_unique(key: object) -> str:
+    """A unique key: a non-empty str of at most ``MAX_UNIQUE_BYTES`` bytes in UTF-8."""
     if not isinstance(key, str):
         raise TypeError(f"unique must be a str key, not {type(key).__name__}")
-    if not key or len(key) > MAX_UNIQUE_CHARS:
-        raise ValueError(f"unique must be 1..{MAX_UNIQUE_CHARS} characters")
+    if not key or len(key.encode()) > MAX_UNIQUE_BYTES:
+        raise ValueError(f"unique must be 1..{MAX_UNIQUE_BYTES} bytes (UTF-8), got {key!r:.40}")
     return key

@@ -60,7 +60,7 @@ def encode_call(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> byt
     """``encode(task, args, kwargs)`` for one call's own ``args`` tuple and ``kwargs`` dict
     (``f(*args, **kwargs)``: nobody else holds them, so they are not copied): the same bytes
     (JSON writes a tuple as a list) and, through ``encode``, the same errors. The per-call
-    enqueue path (issue 16)."""
+    enqueue path: it skips the defensive copy ``encode`` makes."""
     if isinstance(task, str) and _C_JSON is not None:
         try:
             return "".join(_C_JSON({"task": task, "args": args, "kwargs": kwargs}, 0)).encode()

@@ -30,6 +30,7 @@ from typing import (
 from echomq.core import errors
 
 T = TypeVar("T")
+S = TypeVar("S")
 P = ParamSpec("P")
 Arg: TypeAlias = str | bytes | int
 
@@ -40,7 +41,8 @@ class Eval:
 
     ``native`` names the module command with the same tail (``numkeys keys... args...``).
     ``via``, when set, is an object with ``eval(conn, script, keys, args)`` the call is
-    dispatched through instead of the connector (the seed's ``:via`` option).
+    dispatched through instead of the connector (``enqueue_at``/``enqueue_in``'s
+    ``via``: a caller's own dispatcher wraps or replaces the script call).
     """
 
     script: str
@@ -121,8 +123,8 @@ def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
 def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
     """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
     if conn.is_async:
-        return _drive_async(conn, verb)
-    return _drive_sync(conn, verb)
+        return run_async(conn.execute, verb, errors.ServerError)
+    return run_sync(conn.execute, verb, errors.ServerError)
 
 
 class VerbFn(Generic[P, T]):
@@ -175,32 +177,53 @@ def verb(build: Callable[P, Verb[T]]) -> VerbFn[P, T]:
     return VerbFn(build)
 
 
-def _drive_sync(conn: Connector, verb: Verb[T]) -> T:
-    try:
-        step = next(verb)
-        while True:
-            try:
-                reply = conn.execute(step)
-            except errors.ServerError as exc:
-                step = verb.throw(exc)
-            else:
-                step = verb.send(reply)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+Faults: TypeAlias = tuple[type[BaseException], ...]
 
 
-async def _drive_async(conn: AsyncConnector, verb: Verb[T]) -> T:
+def _same(exc: BaseException) -> BaseException:
+    return exc
+
+
+def run_sync(issue: Callable[[S], Any], gen: Generator[S, Any, T],
+             refused: type[BaseException], faults: Faults = (),
+             fault: Callable[[BaseException], BaseException] = _same) -> T:
+    """The driver loop, written once for a verb on a connector (``drive``) and for a
+    connector's plan of client calls: each item ``gen`` yields goes to ``issue``, its reply
+    goes back in; a ``refused`` exception is thrown back in at the ``yield`` that caused it
+    (the generator may translate it). An exception of ``faults`` that leaves the loop is
+    raised as ``fault(exc)`` (which sets its own chaining)."""
     try:
-        step = next(verb)
+        item = next(gen)
         while True:
             try:
-                reply = await conn.execute(step)
-            except errors.ServerError as exc:
-                step = verb.throw(exc)
+                reply = issue(item)
+            except refused as exc:
+                item = gen.throw(exc)
             else:
-                step = verb.send(reply)
+                item = gen.send(reply)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+    except faults as exc:
+        raise fault(exc)  # noqa: B904 - fault() sets the chaining
+
+
+async def run_async(issue: Callable[[S], Awaitable[Any]], gen: Generator[S, Any, T],
+                    refused: type[BaseException], faults: Faults = (),
+                    fault: Callable[[BaseException], BaseException] = _same) -> T:
+    """``run_sync`` with each call awaited."""
+    try:
+        item = next(gen)
+        while True:
+            try:
+                reply = await issue(item)
+            except refused as exc:
+                item = gen.throw(exc)
+            else:
+                item = gen.send(reply)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    except faults as exc:
+        raise fault(exc)  # noqa: B904 - fault() sets the chaining
 
 
 def text(value: Any) -> str:

@@ -3,10 +3,13 @@
 Server-rendered pages with a little plain script (no build step; readable with scripts
 off), live counts over Server-Sent Events, ``/metrics`` for Prometheus. Standalone with
 ``echomq dashboard`` (the standard library's ``http.server``), or mounted in an ASGI site
-(``echomq.dashboard.asgi.dashboard_app``). Modules: ``app`` (routes, the access gate,
-actions), ``pages`` (HTML), ``charts`` (SVG), ``access`` (Host/Origin/token rules),
-``prometheus`` (``/metrics``), ``stdlib`` and ``asgi`` (the two servers), ``web``
-(request/response).
+(``echomq.dashboard.asgi.dashboard_app``). Modules: ``routes`` (the routes and the access
+gate), ``actions`` (what a POST does), ``pages`` (the queue, job, flow, group, repeat and
+clock pages), ``layout`` (the frame every page is drawn in, and the small pages),
+``backoff_pages`` (retry policies and the backoff explorer), ``charts`` (SVG), ``insight``
+(the bounded reads the pages show), ``access`` (Host/Origin/token rules), ``prometheus``
+(``/metrics``), ``stdlib`` and ``asgi`` (the two servers), ``web`` (request/response);
+the stylesheet and script are in ``static``.
 
 Clocks: job times are SERVER ms (the schedule, leases, completion and death); registration
 times are HOST ms (the registry's clock). Pages show UTC, and the browser's zone beside it.
@@ -15,7 +18,7 @@ times are HOST ms (the registry's clock). Pages show UTC, and the browser's zone
 from __future__ import annotations
 
 from echomq.dashboard.access import Access
-from echomq.dashboard.routes import Dashboard, discover_queues
+from echomq.dashboard.routes import Dashboard, queues_to_show
 from echomq.dashboard.stdlib import DashboardServer, serve
 
-__all__ = ["Access", "Dashboard", "DashboardServer", "discover_queues", "serve"]
+__all__ = ["Access", "Dashboard", "DashboardServer", "queues_to_show", "serve"]

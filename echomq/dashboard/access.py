@@ -1,6 +1,6 @@
 """Who may read the dashboard and drive it: Host, Origin, the access token, read-only.
 
-Threats (issue 10): a page on another origin that rebinds its DNS name to 127.0.0.1 (DNS
+Threats: a page on another origin that rebinds its DNS name to 127.0.0.1 (DNS
 rebinding) would read every page and POST actions; another site could frame the dashboard
 (clickjacking) or submit a form to it (CSRF); anyone who can reach a non-loopback bind could
 read payloads. The answers, all checked before a page is built or an action runs:

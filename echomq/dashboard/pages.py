@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from echomq.core import ids, partitions
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
-from echomq.dashboard.backoff_pages import backoff_link, backoff_page, task_policy, tasks_page
+from echomq.dashboard.backoff_pages import backoff_link, task_policy
 from echomq.dashboard.charts import NONE, duration
 from echomq.dashboard.layout import (
     PAGE,
@@ -24,23 +24,14 @@ from echomq.dashboard.layout import (
     STATE_LABELS,
     _crumbs,
     _form,
-    login,
-    message,
     shell,
-    unreachable,
-    utc,
     when,
 )
 from echomq.dashboard.web import Request, e, q
 from echomq.verbs import flows, repeat
 
-# the pages, and the frame's and backoff pages' names the app reaches through here
-__all__ = [
-    "PAGE", "SCORE_MEANING", "STATE_LABELS", "backoff_link", "backoff_page", "clock_page",
-    "confirm_bulk", "flow_section", "groups_page", "job_page", "login", "message", "overview",
-    "queue_page", "repeat_page", "shell", "task_policy", "tasks_page", "unreachable", "utc",
-    "when",
-]
+__all__ = ["clock_page", "confirm_bulk", "flow_section", "groups_page", "job_page", "overview",
+           "queue_page", "repeat_page"]
 
 
 # -- overview ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from urllib.parse import unquote, urlencode
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace, partitions
-from echomq.dashboard import actions, insight, pages, prometheus
+from echomq.dashboard import actions, backoff_pages, insight, layout, pages, prometheus
 from echomq.dashboard.access import COOKIE, SECURITY_HEADERS, Access
 from echomq.dashboard.web import Request, Response, html_response, json_response, q, redirect
 from echomq.verbs import discovery, flows, registry, repeat
@@ -49,7 +49,7 @@ EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by it
 FLOW_DEPTH, FLOW_WIDTH = 4, 25  # a job page draws at most this much of its flow
 
 
-def discover_queues(conn: Connector) -> list[str]:
+def queues_to_show(conn: Connector) -> list[str]:
     """Queue names: the registry (``registry.names``: one ``SMEMBERS``, empty queues
     included), or, while it is empty (queues written only through the low-level verbs), a
     bounded scan for the queues' sorted sets (``discovery.queues``, ``SCAN_BUDGET`` keys
@@ -96,7 +96,7 @@ class Dashboard:
             if time.monotonic() - at < 5.0:
                 return known
         # the app's own queues first (always shown), then the registry's
-        found = declared + [x for x in discover_queues(self.conn) if x not in declared]
+        found = declared + [x for x in queues_to_show(self.conn) if x not in declared]
         found = found[:MAX_QUEUES]
         with self._lock:
             self._known = (time.monotonic(), found)
@@ -114,9 +114,9 @@ class Dashboard:
         bounded page after its cursor (``insight.page``), merged (``insight.merge_pages``);
         one overview per partition. At most ``len(members)`` pages read, never a full set."""
         cursors = insight.folded_cursors(after, members)
-        got = {m: insight.page(self.conn, m, state, c or None, pages.PAGE)
+        got = {m: insight.page(self.conn, m, state, c or None, layout.PAGE)
                for m, c in zip(members, cursors, strict=True) if c is not None}
-        page = insight.merge_pages(state, pages.PAGE, members, cursors, got)
+        page = insight.merge_pages(state, layout.PAGE, members, cursors, got)
         view = insight.fold_views(queue, [insight.overview(self.conn, m) for m in members])
         return view, dataclasses.replace(page, total=view.counts.get(state, 0),
                                          now_ms=view.now_ms)
@@ -145,12 +145,12 @@ class Dashboard:
     def _gate(self, req: Request) -> Response:
         a = self.access
         if not a.host_ok(req.headers.get("host")):
-            return html_response(421, pages.message(req, "Unknown host",
+            return html_response(421, layout.message(req, "Unknown host",
                                  "This dashboard does not answer to that host name."))
         if req.method == "POST" and not a.origin_ok(req.headers.get("origin"),
                                                     req.headers.get("referer"),
                                                     req.headers.get("host")):
-            return html_response(403, pages.message(req, "Forbidden",
+            return html_response(403, layout.message(req, "Forbidden",
                                  "Actions are accepted only from the dashboard's own pages."))
         if req.path == "/favicon.ico":
             return self._static("favicon.svg")
@@ -162,7 +162,7 @@ class Dashboard:
             given = req.arg("token")
             if given and req.method == "GET":
                 if not a.matches(given):
-                    return html_response(401, pages.login(req, "That token is not valid."))
+                    return html_response(401, layout.login(req, "That token is not valid."))
                 rest = {k: v for k, v in req.query.items() if k != "token"}
                 target = req.url(req.path) + ("?" + urlencode(rest, doseq=True) if rest else "")
                 return redirect(target, self._cookie(req))
@@ -171,24 +171,24 @@ class Dashboard:
                     return Response(401, b"access token required\n",
                                     [("Content-Type", "text/plain"),
                                      ("WWW-Authenticate", "Bearer")])
-                return html_response(401, pages.login(req, ""))
+                return html_response(401, layout.login(req, ""))
         try:
             if req.method == "POST":
                 if a.read_only:
-                    return html_response(403, pages.message(
+                    return html_response(403, layout.message(
                         req, "Read-only", "This dashboard is read-only: actions are off."))
                 return actions.act(self.conn, req)
             if req.method in ("GET", "HEAD"):
                 return self._get(req)
             return Response(405, b"", [("Allow", "GET, POST")])
         except errors.WireError as exc:
-            return html_response(503, pages.unreachable(req, str(exc)), ("Retry-After", "2"))
+            return html_response(503, layout.unreachable(req, str(exc)), ("Retry-After", "2"))
         except (ValueError, TypeError) as exc:
-            return html_response(400, pages.message(req, "Bad request", str(exc)))
+            return html_response(400, layout.message(req, "Bad request", str(exc)))
         except errors.EchoMQError as exc:
-            return html_response(409, pages.message(req, "Refused", str(exc)))
+            return html_response(409, layout.message(req, "Refused", str(exc)))
         except LookupError:
-            return html_response(404, pages.message(req, "Not found", "Nothing here."))
+            return html_response(404, layout.message(req, "Not found", "Nothing here."))
 
     def _cookie(self, req: Request) -> tuple[str, str]:
         assert self.access.token is not None
@@ -201,8 +201,8 @@ class Dashboard:
             if self.access.token is None or self.access.matches(given):
                 extra = [self._cookie(req)] if self.access.token else []
                 return redirect(req.url("/"), *extra)
-            return html_response(401, pages.login(req, "That token is not valid."))
-        return html_response(200, pages.login(req, ""))
+            return html_response(401, layout.login(req, "That token is not valid."))
+        return html_response(200, layout.login(req, ""))
 
     def _static(self, name: str) -> Response:
         kinds = {"dashboard.css": "text/css; charset=utf-8",
@@ -229,9 +229,9 @@ class Dashboard:
             body = prometheus.render(self.conn, self.queues())
             return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
         if head == "backoff" and len(parts) == 1:
-            return html_response(200, pages.backoff_page(req, self.tasks))
+            return html_response(200, backoff_pages.backoff_page(req, self.tasks))
         if head == "tasks" and len(parts) == 1:
-            return html_response(200, pages.tasks_page(req, self.tasks))
+            return html_response(200, backoff_pages.tasks_page(req, self.tasks))
         if head == "find" and len(parts) == 1:
             return self._find(req, self.queues())
         if head == "api":
@@ -249,7 +249,7 @@ class Dashboard:
                     view, page = self.folded_page(queue, members, state, after)
                     return html_response(200, pages.queue_page(req, view, page, self.access,
                                                                 members))
-                page = insight.page(self.conn, queue, state, after, pages.PAGE)
+                page = insight.page(self.conn, queue, state, after, layout.PAGE)
                 view = insight.overview(self.conn, queue)
                 return html_response(200, pages.queue_page(req, view, page, self.access))
             if rest[0] == "job" and len(rest) == 2:
@@ -273,10 +273,10 @@ class Dashboard:
                 rel = insight.release_at(self.conn, queue, at, 20)
                 return html_response(200, pages.clock_page(req, queue, tl, rel))
             if rest == ["repeat"]:
-                regs = repeat.records(self.conn, queue)[:pages.PAGE]
+                regs = repeat.records(self.conn, queue)[:layout.PAGE]
                 return html_response(200, pages.repeat_page(req, queue, regs, self.access))
             if rest == ["groups"]:
-                gp = insight.group_page(self.conn, queue, req.arg("cursor", "0"), pages.PAGE)
+                gp = insight.group_page(self.conn, queue, req.arg("cursor", "0"), layout.PAGE)
                 return html_response(200, pages.groups_page(req, queue, gp, self.access))
         raise LookupError(req.path)
 
@@ -285,7 +285,7 @@ class Dashboard:
         where = registry.locate(self.conn, job_id, queues) if job_id else None
         if where is not None:
             return redirect(req.url(f"/q/{q(where)}/job/{q(job_id)}"))
-        return html_response(404, pages.message(
+        return html_response(404, layout.message(
             req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
 
     def _api(self, req: Request, parts: list[str]) -> Response:

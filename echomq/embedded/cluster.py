@@ -22,7 +22,8 @@ from typing import Any
 import valkey
 
 from echomq.connectors import urls
-from echomq.embedded.server import EmbeddedServer, ServerError, free_port
+from echomq.embedded.launch import ServerError, free_port
+from echomq.embedded.server import EmbeddedServer
 
 SLOTS = 16384
 STATE_FILE = "cluster.json"

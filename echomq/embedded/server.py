@@ -48,7 +48,6 @@ from echomq.embedded import datadir, recorded
 from echomq.embedded.datadir import Record
 from echomq.embedded.launch import (
     DEFAULT_DURABILITY,
-    DURABILITY,
     ServerError,
     admin,
     binary_path,
@@ -57,15 +56,10 @@ from echomq.embedded.launch import (
     default_data_dir,
     free_port,
     port_in_use,
-    which_redis_server,
 )
-from echomq.embedded.recorded import answers, server_info, still_running, terminate
+from echomq.embedded.recorded import terminate
 
-__all__ = [
-    "DEFAULT_DURABILITY", "DURABILITY", "SERVER_UMASK", "EmbeddedServer", "Record",
-    "ServerError", "answers", "binary_path", "check_durability", "default_data_dir",
-    "free_port", "port_in_use", "server_info", "still_running", "which_redis_server",
-]
+__all__ = ["SERVER_UMASK", "EmbeddedServer"]
 
 # files the server creates (AOF, log, pidfile) are private whatever the caller's umask
 SERVER_UMASK = 0o077

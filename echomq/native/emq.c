@@ -1,8 +1,10 @@
-/* emq.c: the EMQ module, native twins of EchoMQ's schedule, promote and delay scripts,
- * plus EMQ.RESCHEDULE, which has no scripted twin.
+/* emq.c: the EMQ module, native twins of EchoMQ's enqueue (its plain path), schedule,
+ * promote and delay scripts, plus EMQ.RESCHEDULE, which has no scripted twin.
  *
  * Each command takes the scripts' EVALSHA tail: numkeys, the keys, then the arguments.
  *
+ *   EMQ.ENQUEUE    2 <row> <pending> <id> <payload>                  -> 1 | 0
+ *                  (a job with no options: priority, group, unique ride the script)
  *   EMQ.SCHEDULE   2 <row> <schedule> <id> <payload> <in|at> <due>   -> 1 | 0
  *   EMQ.PROMOTE    2 <schedule> <pending> <queue base> <batch>       -> count
  *                  (a flat row rejoins pending scored by its row's priority, as the script)
@@ -15,25 +17,26 @@
  * (Milliseconds(), read inside the command), as TIME is inside the scripts.
  *
  * Where we differ from the scripts (all visible to a caller, all documented in
- * README.md, "Where native and script differ"): a ghost (a scheduled id with no row) is only removed from the schedule
- * set; a grouped row refuses the call (EMQSTATE promote/delay lane not native); a mode
+ * README.md, "Where native and script differ"): a ghost (a scheduled id with no row) is
+ * only removed from the schedule set; a grouped row refuses the call (EMQSTATE promote/delay lane not native); a mode
  * other than in/at, a negative or non-integer due, a due past year 9999 (for 'in', now +
  * due), a non-positive batch, a wrong numkeys
  * and repeated keys are refused (ERR EMQ.<VERB> ...); a delay whose holder is no longer
  * in active is refused (EMQSTATE delay not active); a key of the wrong type is refused
  * with WRONGTYPE before anything is written (a script would fail midway).
  *
- * Like the scripted schedule, EMQ.SCHEDULE bumps the queue's 'enqueued' counter on
- * <base>stats (the base is the schedule key minus 'schedule').
+ * Like the scripted enqueue and schedule, EMQ.ENQUEUE and EMQ.SCHEDULE bump the queue's
+ * 'enqueued' counter on <base>stats (the base is the pending or schedule key minus its
+ * last word).
  *
  * Like the scripts (includes/lead.lua), EMQ.SCHEDULE, EMQ.DELAY and EMQ.RESCHEDULE leave
  * one token on <base>due (RPUSH '1' when the list is empty) when the run-at they write is
  * below the schedule's head (or the schedule was empty), so a beat loop that planned its
  * wake at the old head re-plans it.
  *
- * Like the scripted promote, EMQ.PROMOTE leaves one wake token on <base>wake (RPUSH '1'
- * when the list is empty) when it moved at least one flat job to pending, so a consumer
- * blocked on that list claims at once.
+ * Like the scripted enqueue and promote, EMQ.ENQUEUE and EMQ.PROMOTE leave one wake token
+ * on <base>wake (RPUSH '1' when the list is empty) when they put at least one job on
+ * pending, so a consumer blocked on that list claims at once.
  *
  * Replication: we replicate the EFFECTS, never the command verbatim. A verbatim EMQ.*
  * would be re-run on the replica (and on AOF replay) against that server's clock: an

@@ -10,7 +10,7 @@ beat. What such a loop does on a beat, and how it sleeps, is written here once:
   and now and then trims the terminal sets under the retention policy;
 - the wake: ``wake_delay`` wakes a loop at a due run-at that falls before its next beat,
   rather than a beat later;
-- the degraded curve: ``degraded_ms`` is the seed's exponential sleep over the beat,
+- the degraded curve: ``degraded_ms`` is an exponential sleep over the beat,
   indexed by the streak of degraded beats, capped at 30 s (or the beat, if longer).
 
 Clocks: the beat and every sleep are paced on the HOST monotonic clock; reap, promote, the
@@ -78,7 +78,7 @@ class LegCounts:
 @verb
 def promote_once(queue: str, batch: int) -> Verb[int]:
     """One promote call that never sticks: at wire 6 the native promote refuses a due
-    grouped row (the seed's divergence), and then the script, which routes it to its lane,
+    grouped row (it knows no lanes), and then the script, which routes it to its lane,
     runs that batch instead. SERVER clock."""
     first = jobs.promote.steps(queue, batch)
     try:

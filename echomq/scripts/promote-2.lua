@@ -26,7 +26,8 @@ for _, id in ipairs(due) do
     flat[#flat + 1] = score
     flat[#flat + 1] = id
   end
-  -- the row is written pending, whether or not a row was there (the seed's behaviour)
+  -- the state is written pending whether or not a row was there (a missing row gets a
+  -- row holding the state alone)
   redis.call('HSET', jk, 'state', 'pending')
 end
 in_chunks(due, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)

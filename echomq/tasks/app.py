@@ -34,19 +34,16 @@ import pathlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from echomq.connectors.connector import (
-    MAX_PAYLOAD_BYTES,
-    AsyncConnector,
-    Connector,
-    check_payload_limit,
-)
+from echomq.connectors.aconnector import AsyncConnector
+from echomq.connectors.connector import Connector
+from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.payload import decode, encode
+from echomq.core.payload import decode
 from echomq.core.steps import VerbFn
-from echomq.embedded.server import check_durability
+from echomq.embedded.launch import check_durability
 from echomq.runtime import tracing
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
@@ -60,7 +57,7 @@ from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 from echomq.verbs.status import JobInfo
 
-__all__ = ["App", "JobInfo", "Recurrence", "Task", "decode", "encode"]
+__all__ = ["App"]
 
 log = logging.getLogger("echomq.app")
 
@@ -206,7 +203,7 @@ class App(Declarations):
     def aconnector_ready(self, queue: str) -> AsyncConnector | None:
         """What ``aconnector(queue)`` would return when it has nothing to await (the running
         loop's connector is made and ``queue`` already noted on it), else ``None``: the
-        per-call enqueue path skips a coroutine and the registry's await (issue 16)."""
+        per-call enqueue path skips a coroutine and the registry's await."""
         conn = self._loop_conn()
         return conn if conn is not None and registry.noted(conn, queue) else None
 

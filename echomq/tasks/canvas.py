@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from echomq.core import backoff as backoff_mod
 from echomq.core import guards as guard
 from echomq.core import ids, keyspace
-from echomq.core.options import check_priority, check_unique
+from echomq.core.options import check_unique
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.verbs import flows, registry
 from echomq.verbs.flows import Node
@@ -105,7 +105,7 @@ class Signature:
         ``set`` is the same method, in Celery's spelling."""
         out = replace(self, retry=dict(self.retry))
         if priority is not None:
-            out = replace(out, priority=check_priority(priority))
+            out = replace(out, priority=guard.priority(priority))
         if group is not None:
             if not isinstance(group, str):
                 raise TypeError(f"a node's group is a name, not {type(group).__name__}")
@@ -258,7 +258,7 @@ def chain(*steps: Signature | Flow) -> Flow:
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
+class Fanout:
     """Signatures (or flows) run in parallel; ``.then(callback)`` is called with the list
     of their results once every one has ended."""
 
@@ -270,13 +270,13 @@ class Group:
         return Flow(_sig(callback), self.members, feed="all")
 
 
-def group(*members: Signature | Flow) -> Group:
+def group(*members: Signature | Flow) -> Fanout:
     """``group(a.s(1), a.s(2)).then(total.s())``: a fan-out with a fan-in callback."""
     if len(members) == 1 and isinstance(members[0], (list, tuple)):
         members = tuple(members[0])
     if not members:
         raise ValueError("a group needs at least one member")
-    return Group(tuple(_member(m) for m in members))
+    return Fanout(tuple(_member(m) for m in members))
 
 
 def _sig(value: Any) -> Signature:

@@ -31,12 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from echomq.core import backoff, ids, keyspace
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
-from echomq.core.options import MAX_PRIORITY as MAX_PRIORITY
-from echomq.core.options import MAX_UNIQUE_CHARS as MAX_UNIQUE_CHARS
-from echomq.core.options import Group as Group
-from echomq.core.options import check_group as check_group
-from echomq.core.options import check_priority as check_priority
-from echomq.core.options import check_unique as check_unique
+from echomq.core.options import Group, check_group, check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
@@ -167,7 +162,7 @@ class Task(Generic[P, R]):
         if partition_key is not None:
             bound._partition_key = partition_key
         if priority is not None:
-            bound.priority = check_priority(priority)
+            bound.priority = guard.priority(priority)
         if group is not None:
             bound.group = check_group(group)
         if unique is not None:
@@ -261,7 +256,7 @@ class Task(Generic[P, R]):
         """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
         if self._plain():
             # the per-job call most producers make: the same verb, id and bytes as
-            # _enqueue, without assembling the general admission on the way (issue 16)
+            # _enqueue, without assembling the general admission on the way
             body, job_id = self._sent(*args, **kwargs), ids.mint()
             jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
             return job_id
@@ -306,7 +301,7 @@ class Task(Generic[P, R]):
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         if self._plain():  # as in enqueue: a bare jobs.enqueue
             body, job_id = self._sent(*args, **kwargs), ids.mint()
-            # the loop's connector with this queue noted needs no await (issue 16)
+            # the loop's connector with this queue noted needs no await
             conn = (self.app.aconnector_ready(self.queue)
                     or await self.app.aconnector(self.queue))
             await jobs.enqueue(conn, self.queue, job_id, body)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from echomq.connectors import urls
-from echomq.connectors.connector import AsyncConnector
+from echomq.connectors.aconnector import AsyncConnector
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.times import seconds_to_ms

@@ -70,6 +70,7 @@ from echomq.verbs.flowcarry import (
     turn,
 )
 from echomq.verbs.flowtree import Child, Tree, children, parse_ref, tree, waiting
+from echomq.verbs.jobs.bulk import bulk_id
 
 __all__ = ["CARRY_BATCH", "Admitted", "Carried", "Child", "Node", "Tree", "Turn", "admit",
            "cancel", "carry", "children", "hold_carrier", "outbox_size", "parse_ref",
@@ -125,7 +126,7 @@ def _check_node(node: Node, seen: set[str], queues: set[str]) -> None:
     if node.queue not in queues:  # a wide flow names few queues many times
         keyspace.validate_queue(node.queue)
         queues.add(node.queue)
-    jobs._bulk_id(node.id)
+    bulk_id(node.id)
     if node.id in seen:
         raise ValueError(f"job id {node.id} appears twice in the flow")
     seen.add(node.id)

@@ -11,7 +11,7 @@ SERVER now minus a stored SERVER score. The age of the head of ``pending`` is SE
 minus its id's mint time (HOST ms of the producer that minted it).
 
 One module per page family (``insight.page`` etc. stay the way to call them): ``overview``
-(the queue at a glance, folded over partitions), ``pages`` (a state's jobs by cursor),
+(the queue at a glance, folded over partitions), ``listing`` (a state's jobs by cursor),
 ``job`` (one job and its actions), ``schedule`` (the schedule clock), ``group_pages``.
 """
 
@@ -23,18 +23,12 @@ from echomq.dashboard.insight.common import (
     SERIES_SLOTS,
     SET_OF,
     STATES,
-    _dict,
-    _int,
-    _ms,
     set_key,
 )
 from echomq.dashboard.insight.group_pages import GroupPage, group_page
 from echomq.dashboard.insight.job import discard, job, run_now
 from echomq.dashboard.insight.listing import (
-    _ROW_FIELDS,
     Page,
-    _cursor,
-    _cut,
     folded_cursors,
     merge_pages,
     page,
@@ -45,9 +39,8 @@ from echomq.dashboard.insight.overview import QueueView, fold_views, overview, s
 from echomq.dashboard.insight.schedule import Release, Timeline, release_at, timeline
 
 __all__ = [
-    "NEWEST_FIRST", "PAGE_MAX", "SERIES_SLOTS", "SET_OF", "STATES", "_ROW_FIELDS", "GroupPage",
-    "Page", "QueueView", "Release", "Timeline", "_cursor", "_cut", "_dict", "_int", "_ms",
-    "discard", "fold_views", "folded_cursors", "group_page", "job", "merge_pages", "overview",
-    "page", "parse_cursor", "preview", "release_at", "run_now", "series_of", "set_key",
-    "timeline",
+    "NEWEST_FIRST", "PAGE_MAX", "SERIES_SLOTS", "SET_OF", "STATES", "GroupPage", "Page",
+    "QueueView", "Release", "Timeline", "discard", "fold_views", "folded_cursors",
+    "group_page", "job", "merge_pages", "overview", "page", "parse_cursor", "preview",
+    "release_at", "run_now", "series_of", "set_key", "timeline",
 ]

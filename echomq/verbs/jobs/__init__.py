@@ -22,15 +22,9 @@ from __future__ import annotations
 
 from echomq.core import errors, keyspace
 from echomq.verbs.jobs.admission import (
-    MAX_UNIQUE_BYTES,
     PLAIN,
     Admitted,
     Options,
-    _admission,
-    _enqueue_step,
-    _is_admitted,
-    _schedule_step,
-    _when,
     admit,
     enqueue,
     enqueue_at,
@@ -38,10 +32,6 @@ from echomq.verbs.jobs.admission import (
 )
 from echomq.verbs.jobs.bulk import (
     CHUNK,
-    _admit_many,
-    _bulk_admissions,
-    _bulk_id,
-    _chunks,
     admit_many,
     enqueue_many,
     schedule_many,
@@ -50,9 +40,6 @@ from echomq.verbs.jobs.claims import (
     DEFAULT_MAX_STALLED,
     Checkpoint,
     Claim,
-    _claim_step,
-    _claims,
-    _held,
     checkpoint,
     claim,
     claim_many,
@@ -62,9 +49,6 @@ from echomq.verbs.jobs.claims import (
     reap,
 )
 from echomq.verbs.jobs.control import (
-    _CANCEL_OUTCOMES,
-    _cancel_step,
-    _pause_step,
     cancel,
     cancel_many,
     clear_rate,
@@ -76,9 +60,6 @@ from echomq.verbs.jobs.control import (
     set_rate,
 )
 from echomq.verbs.jobs.reads import (
-    _ENDS,
-    _SET_OF,
-    _SETTLED,
     STAT_NAMES,
     STATE_SETS,
     counts,
@@ -92,12 +73,7 @@ from echomq.verbs.jobs.reads import (
     wait_done,
 )
 from echomq.verbs.jobs.settlement import (
-    _RETRY_OUTCOMES,
-    Held,
-    _ack_many_steps,
-    _ack_replies,
-    _ack_step,
-    _result,
+    AckEntry,
     ack,
     ack_and_claim,
     ack_many,
@@ -109,18 +85,14 @@ from echomq.verbs.jobs.settlement import (
     retry,
 )
 
-# every name the single jobs.py module had, private helpers included (flows, tests)
 __all__ = [
-    "CHUNK", "DEFAULT_MAX_STALLED", "MAX_UNIQUE_BYTES", "PLAIN", "STATE_SETS", "STAT_NAMES",
-    "_CANCEL_OUTCOMES", "_ENDS", "_RETRY_OUTCOMES", "_SETTLED", "_SET_OF", "Admitted",
-    "Checkpoint", "Claim", "Held", "Options", "_ack_many_steps", "_ack_replies", "_ack_step",
-    "_admission", "_admit_many", "_bulk_admissions", "_bulk_id", "_cancel_step", "_chunks",
-    "_claim_step", "_claims", "_enqueue_step", "_held", "_is_admitted", "_pause_step",
-    "_result", "_schedule_step", "_when", "ack", "ack_and_claim", "ack_many", "admit",
-    "admit_many", "cancel", "cancel_many", "checkpoint", "claim", "claim_many", "clear_rate",
-    "count_delay", "counts", "delay", "delays", "enqueue", "enqueue_at", "enqueue_in",
-    "enqueue_many", "errors", "extend", "fate", "finish_cancelled", "get", "is_paused",
-    "keyspace", "next_due_ms", "page", "pause", "progress", "promote", "rate_args",
-    "rate_limited", "reap", "reschedule", "result", "resume", "retry", "schedule_many",
-    "server_now_ms", "set_rate", "stats", "wait_done",
+    "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "STATE_SETS",
+    "STAT_NAMES", "AckEntry", "Admitted", "Checkpoint", "Claim", "Options", "ack",
+    "ack_and_claim", "ack_many", "admit", "admit_many", "cancel", "cancel_many",
+    "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts", "delay",
+    "delays", "enqueue", "enqueue_at", "enqueue_in", "enqueue_many", "errors", "extend",
+    "fate", "finish_cancelled", "get", "is_paused", "keyspace", "next_due_ms", "page",
+    "pause", "progress", "promote", "rate_args", "rate_limited", "reap", "reschedule",
+    "result", "resume", "retry", "schedule_many", "server_now_ms", "set_rate", "stats",
+    "wait_done",
 ]

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace
+from echomq.core.options import check_unique
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Eval, Verb, single, text, verb
 
@@ -32,9 +33,6 @@ class Admitted(NamedTuple):
 
     outcome: Outcome
     id: str
-
-
-MAX_UNIQUE_BYTES = 1000
 
 
 class Options(NamedTuple):
@@ -62,9 +60,7 @@ class Options(NamedTuple):
         if group is not None:
             keyspace.validate_group(group)
         if unique is not None:
-            guard.string("unique", unique)
-            if not unique or len(unique.encode()) > MAX_UNIQUE_BYTES:
-                raise ValueError(f"unique must be 1..{MAX_UNIQUE_BYTES} bytes, got {unique!r:.40}")
+            check_unique(unique)
         if unique_for_ms is not None:
             if unique is None:
                 raise ValueError("unique_for_ms needs a unique key")
@@ -130,7 +126,8 @@ def _schedule_step(
     guard.string("job_id", job_id)
     guard.payload(payload)
     args: tuple[str | bytes, ...] = (job_id, payload, mode, str(value))
-    # EMQ.SCHEDULE takes the seed's four arguments; options ride the script at wire 6 too
+    # EMQ.SCHEDULE takes four arguments (id, payload, mode, value) and no options: a job
+    # with options rides the script at wire 6 too
     return Eval(
         "schedule",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
@@ -222,7 +219,7 @@ def enqueue_at(
 ) -> Verb[Outcome]:
     """Admit a job fenced out of pending until ``run_at_ms`` (absolute ms, CALLER's clock).
 
-    Guards that ``run_at_ms`` is an int (as the seed) within year 9999 (``ValueError``
+    Guards that ``run_at_ms`` is an int (not a float) within year 9999 (``ValueError``
     beyond ``guard.MAX_TIME_MS``): a past or negative run-at is due at the next promote.
     ``"scheduled"`` or ``"duplicate"``. ``priority`` and ``group`` ride on the row and take
     effect when promote releases it.

@@ -56,7 +56,7 @@ def _bulk_admissions(
     return out
 
 
-def _bulk_id(job_id: object) -> str:
+def bulk_id(job_id: object) -> str:
     # the bulk scripts refuse a whole chunk for one foreign id; checking here first keeps
     # "a refusal writes nothing" true across chunks too
     guard.string("job_id", job_id)
@@ -129,7 +129,7 @@ def admit_many(queue: str, items: Iterable[tuple[Any, ...]]) -> Verb[list[Admitt
     rows: list[tuple[Any, ...]] = []
     for job_id, payload, mode, value, *extra in items:
         _when(mode, value)
-        rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
+        rows.append((bulk_id(job_id), guard.payload(payload), mode, value,
                      Options.from_item(extra)))
 
     def calls() -> Verb[list[Admitted]]:
@@ -157,7 +157,7 @@ def enqueue_many(
     if flat is None:
         rows: list[tuple[Any, ...]] = []
         for job_id, payload, *extra in items:
-            rows.append((_bulk_id(job_id), guard.payload(payload), "now", 0,
+            rows.append((bulk_id(job_id), guard.payload(payload), "now", 0,
                          Options.from_item(extra)))
         if any(not r[4].plain for r in rows):
             return _admit_many(queue, rows)
@@ -185,7 +185,7 @@ def schedule_many(
         for job_id, payload, mode, value, *extra in items:
             guard.mode(mode)
             guard.span("value", value) if mode == "in" else guard.instant("value", value)
-            rows.append((_bulk_id(job_id), guard.payload(payload), mode, value,
+            rows.append((bulk_id(job_id), guard.payload(payload), mode, value,
                          Options.from_item(extra)))
         if any(not r[4].plain for r in rows):
             return _admit_many(queue, rows)

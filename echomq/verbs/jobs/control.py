@@ -8,7 +8,7 @@ from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
-from echomq.verbs.jobs.bulk import _bulk_id
+from echomq.verbs.jobs.bulk import bulk_id
 from echomq.verbs.jobs.claims import _held
 
 _CANCEL_OUTCOMES = {0: Outcome.ABSENT, 1: Outcome.CANCELLED, 2: Outcome.REQUESTED}
@@ -41,7 +41,7 @@ def _cancel_step(queue: str, job_id: str) -> Eval:
 def cancel_many(queue: str, job_ids: Iterable[str]) -> Verb[list[Outcome]]:
     """``cancel`` for many ids in one round trip (each its own atomic transition):
     outcomes in input order. Every id is checked before anything is sent."""
-    steps = tuple(_cancel_step(queue, _bulk_id(j)) for j in job_ids)
+    steps = tuple(_cancel_step(queue, bulk_id(j)) for j in job_ids)
 
     def calls() -> Verb[list[Outcome]]:
         if not steps:

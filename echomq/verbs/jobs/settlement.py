@@ -59,10 +59,10 @@ def ack(
     return single(step, lambda _: None)
 
 
-Held = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
+AckEntry = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
 
 
-def _ack_many_steps(queue: str, held: Iterable[Held], keep: bool) -> tuple[Eval, ...]:
+def _ack_many_steps(queue: str, held: Iterable[AckEntry], keep: bool) -> tuple[Eval, ...]:
     plain: list[Any] = []
     rich: list[Any] = []
     with_results = False
@@ -93,7 +93,7 @@ def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
 
 @verb
 def ack_many(
-    queue: str, held: Iterable[Held], keep: bool = True
+    queue: str, held: Iterable[AckEntry], keep: bool = True
 ) -> Verb[list[errors.ServerError | None]]:
     """``ack`` many ``(job_id, token)`` in one round trip: ``None`` per completed job, or
     the refusal ``ack`` would have raised, in its slot (that job is left as it was).
@@ -112,7 +112,7 @@ def ack_many(
 
 @verb
 def ack_and_claim(
-    queue: str, held: Iterable[Held], lease_ms: int, count: int, keep: bool = True
+    queue: str, held: Iterable[AckEntry], lease_ms: int, count: int, keep: bool = True
 ) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
     """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
     transition): a worker settles what finished and takes the next jobs at once.
@@ -172,7 +172,7 @@ def delay(
     """Send a job in hand back to the schedule without touching its attempts.
 
     ``mode="in"``: due at SERVER now + ``delay_ms``; ``mode="at"``: ``delay_ms`` is an
-    absolute run-at. Never dead-letters. Guards that the value is an int (the seed) and
+    absolute run-at. Never dead-letters. Guards that the value is an int (not a float) and
     that the run-at it makes lies within year 9999. At wire 6 this sends ``EMQ.DELAY``,
     which refuses a grouped row (``EMQSTATE delay lane not native``, nothing written): the
     verb then runs the script, so a grouped job delays on both wires. ``native=False``
@@ -202,7 +202,7 @@ def delay(
 def count_delay(queue: str, job_id: str) -> Verb[int]:
     """Count one self-delay on the job's row (``delays``); the new count.
 
-    The seed's delay leaves attempts alone and the next claim increments them; the
+    ``delay`` leaves attempts alone and the next claim increments them; the
     consumer counts delays so that ``retry`` can keep them out of the retry budget (as
     Oban's snooze does), and a delay never spends an attempt.
     """

@@ -4,7 +4,7 @@
 the schedule set and promote read the server's ``TIME``. A late tick does not pile up a
 backlog: ``advance`` measures the next run from the host's now, not from the old score.
 
-Beyond the seed (which is at least once per due period, by ``due`` then ``advance``):
+Beyond the base verbs (at least once per due period, by ``due`` then ``advance``):
 
 - ``fire`` is one atomic transition (the ``fire`` script): it checks that the name's score
   is still the one the caller read, enqueues the occurrence under a HOST-minted id as a
@@ -23,10 +23,11 @@ the last occurrence stands for), ``done`` (``limit`` | ``ended``: no further run
 member is parked at ``+inf`` on the repeat set, where no due read reaches it) and
 ``paused`` (``pause``: the score is kept but ``fire`` refuses the name until ``resume``).
 
-By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (register, cancel,
-due, advance, count, pause/resume), ``entries`` (the entry a read returns, ``records``,
-``get``, ``next_runs``), ``definitions`` (``register_cron``, ``upsert``, ``definition``)
-and ``firing`` (``fire``, ``sweep``); the pure slot planner is ``echomq.core.recurrence``.
+By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (the base verbs:
+register, cancel, due, advance, count, pause/resume), ``entries`` (the entry a read returns,
+``records``, ``get``, ``next_runs``), ``definitions`` (``register_cron``, ``upsert``,
+``definition``) and ``firing`` (``fire``, ``sweep``); the pure slot planner is
+``echomq.core.recurrence``.
 """
 
 from __future__ import annotations
@@ -40,39 +41,30 @@ from echomq.core.recurrence import (
     plan,
 )
 from echomq.verbs.repeat.definitions import (
-    _WRITTEN,
     CATCHUP,
     DEFINITION,
     MAX_CAP,
     MAX_WINDOW_MS,
     OVERLAP,
-    _first_at,
-    _write,
     definition,
     register_cron,
     upsert,
 )
 from echomq.verbs.repeat.entries import (
-    _INT_FIELDS,
     Registration,
-    _entries,
-    _entry,
-    _keys,
-    _scored,
     get,
     next_runs,
     now_ms,
     occurrences,
     records,
 )
-from echomq.verbs.repeat.firing import Fired, _fired, fire, fire_step, sweep
+from echomq.verbs.repeat.firing import Fired, fire, fire_step, sweep
 from echomq.verbs.repeat.seed import advance, cancel, count, due, due_verb, pause, register, resume
 
 __all__ = [
-    "CATCHUP", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS", "DEFINITION",
-    "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "_INT_FIELDS", "_WRITTEN", "Fired", "Plan",
-    "Registration", "_entries", "_entry", "_fired", "_first_at", "_keys", "_scored", "_write",
-    "advance", "cancel", "count", "definition", "due", "due_verb", "fire", "fire_step", "get",
-    "next_runs", "next_slot", "now_ms", "occurrences", "pause", "plan", "records", "register",
-    "register_cron", "resume", "sweep", "upsert",
+    "CATCHUP", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS",
+    "DEFINITION", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Fired", "Plan", "Registration",
+    "advance", "cancel", "count", "definition", "due", "due_verb", "fire", "fire_step",
+    "get", "next_runs", "next_slot", "now_ms", "occurrences", "pause", "plan", "records",
+    "register", "register_cron", "resume", "sweep", "upsert",
 ]

@@ -174,13 +174,13 @@ def upsert(
     timing field (cadence, zone, start, end) changed. Two callers racing with the same
     definition both get a non-destructive answer; nothing is ever deleted by an upsert.
 
-    Missed runs (``catchup``): ``None`` (the seed's rule) fires one occurrence for a late
-    due period, then measures the next from now (interval) or the next cron slot; ``"latest"``
-    fires one and stays on the grid; ``"skip"`` fires only if the latest slot is at most
-    ``window_ms`` old (default 60 s); ``"all"`` fires every missed slot within ``window_ms``
-    (default one day), each its own occurrence, at most ``cap`` (default 100, the newest).
-    ``overlap="skip"`` passes a due period while the last occurrence is still pending,
-    scheduled (retrying) or active.
+    Missed runs (``catchup``): ``None`` (the default, as ``advance``) fires one occurrence
+    for a late due period, then measures the next from now (interval) or the next cron slot;
+    ``"latest"`` fires one and stays on the grid; ``"skip"`` fires only if the latest slot
+    is at most ``window_ms`` old (default 60 s); ``"all"`` fires every missed slot within
+    ``window_ms`` (default one day), each its own occurrence, at most ``cap`` (default 100,
+    the newest). ``overlap="skip"`` passes a due period while the last occurrence is still
+    pending, scheduled (retrying) or active.
     """
     _keys(queue, name)
     guard.span("first_in_ms", first_in_ms)

@@ -78,8 +78,8 @@ class _Field(Generic[F]):
 
 
 class Registration(dict[str, Any]):
-    """One registration as a read found it (``due``, ``records``, ``get``): the dict the
-    seed's ``due`` returns, ``{"name", "next_at", ...record fields}``, with typed
+    """One registration as a read found it (``due``, ``records``, ``get``): the dict
+    ``due`` returns, ``{"name", "next_at", ...record fields}``, with typed
     properties over the same fields.
 
     ``next_at`` is the next run (HOST ms; ``None`` once finished: ``limit`` reached or

@@ -1,5 +1,5 @@
-"""The seed's registry verbs: register, cancel, due, advance, count, and pause/resume.
-HOST clock (``now_ms``)."""
+"""The registry's base verbs: register, cancel, due, advance, count, and pause/resume:
+at least once per due period (``due`` then ``advance``). HOST clock (``now_ms``)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
-from echomq.verbs.flowtree import parse_ref
+from echomq.verbs.flows.trees import parse_ref
 
 #: entries carried per outbox read
 CARRY_BATCH = 500

@@ -91,6 +91,59 @@ MOVED: dict[str, str] = {
     "echomq.tracing": "echomq.runtime.tracing",
     "echomq.urls": "echomq.connectors.urls",
     "echomq.worker": "echomq.tasks.worker",}
+# names an old module re-exported, or that were renamed since: old module -> name -> "new:attr"
+FORMERLY: dict[str, dict[str, str]] = {
+    "echomq.app": {"encode": "echomq.core.payload:encode"},
+    "echomq.canvas": {"Group": "echomq.tasks.canvas:Fanout"},
+    "echomq.commands": {"port": "echomq.cli.common:port"},
+    "echomq.commands.groups": {"discover_queues": "echomq.cli.common:scan_queues"},
+    "echomq.commands.jobs": {"default_url": "echomq.cli.main:default_url",
+                             "discover_queues": "echomq.cli.common:scan_queues"},
+    "echomq.connector": {"AsyncConnector": "echomq.connectors.aconnector:AsyncConnector",
+                         "Held": "echomq.connectors.kept:KeptConnection",
+                         "MAX_COMMAND_BYTES": "echomq.connectors.plan:MAX_COMMAND_BYTES",
+                         "NATIVE_MODULE": "echomq.native:MODULE_NAME",
+                         "WIRES": "echomq.connectors.plan:WIRES"},
+    "echomq.consumer": {"Delay": "echomq.runtime.handler:Delay",
+                        "Job": "echomq.runtime.handler:Job",
+                        "RateLimited": "echomq.runtime.handler:RateLimited",
+                        "current_job": "echomq.runtime.handler:current_job",
+                        "Event": "echomq.runtime.events:Event",
+                        "Route": "echomq.runtime.route:Route",
+                        "ConsumerStats": "echomq.runtime.stats:ConsumerStats",
+                        "DEFAULT_LEASE_MS": "echomq.runtime.route:DEFAULT_LEASE_MS",
+                        "DEFAULT_MAX_ATTEMPTS": "echomq.runtime.route:DEFAULT_MAX_ATTEMPTS",
+                        "DEFAULT_RETRY_DELAY_MS": "echomq.runtime.route:DEFAULT_RETRY_DELAY_MS",
+                        "to_epoch_ms": "echomq.core.times:to_epoch_ms",
+                        "to_ms": "echomq.core.times:to_ms"},
+    "echomq.dashboard.app": {"discover_queues": "echomq.dashboard.routes:queues_to_show"},
+    "echomq.held": {"Held": "echomq.connectors.kept:KeptConnection"},
+    "echomq.metronome": {"DEFAULT_BATCH": "echomq.runtime.beat:DEFAULT_BATCH",
+                         "DEFAULT_BEAT_MS": "echomq.runtime.beat:DEFAULT_BEAT_MS",
+                         "LegCounts": "echomq.runtime.beat:LegCounts",
+                         "Legs": "echomq.runtime.beat:Legs",
+                         "default_owner": "echomq.runtime.beat:default_owner",
+                         "promote_once": "echomq.runtime.beat:promote_once",
+                         "wake_delay": "echomq.runtime.beat:wake_delay"},
+    "echomq.options": {"MAX_PRIORITY": "echomq.core.guards:MAX_PRIORITY"},
+    "echomq.plan": {"NATIVE_MODULE": "echomq.native:MODULE_NAME"},
+    "echomq.server": {"DURABILITY": "echomq.embedded.launch:DURABILITY",
+                      "answers": "echomq.embedded.recorded:answers",
+                      "free_port": "echomq.embedded.launch:free_port",
+                      "port_in_use": "echomq.embedded.launch:port_in_use",
+                      "ServerError": "echomq.embedded.launch:ServerError",
+                      "default_data_dir": "echomq.embedded.launch:default_data_dir",
+                      "check_durability": "echomq.embedded.launch:check_durability",
+                      "server_info": "echomq.embedded.recorded:server_info",
+                      "still_running": "echomq.embedded.recorded:still_running",
+                      "which_redis_server": "echomq.embedded.launch:which_redis_server"},
+    "echomq.settling": {"DEFAULT_LEASE_MS": "echomq.runtime.route:DEFAULT_LEASE_MS",
+                        "DEFAULT_MAX_ATTEMPTS": "echomq.runtime.route:DEFAULT_MAX_ATTEMPTS",
+                        "DEFAULT_RETRY_DELAY_MS": "echomq.runtime.route:DEFAULT_RETRY_DELAY_MS",
+                        "no_handler": "echomq.runtime.route:no_handler"},
+    "echomq.task": {"MAX_PRIORITY": "echomq.core.guards:MAX_PRIORITY"},
+}
+
 # the public verb packages' submodules keep their old dotted paths the same way
 PUBLIC_PACKAGES = {"echomq.jobs": "echomq.verbs.jobs", "echomq.repeat": "echomq.verbs.repeat"}
 
@@ -116,10 +169,12 @@ class _Moved(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        new = self.__moved_to__
-        warnings.warn(f"{self.__name__} moved to {new}: import {name} from {new}",
+        new, attr = self.__moved_to__, name
+        if name in FORMERLY.get(self.__name__, {}):
+            new, attr = FORMERLY[self.__name__][name].split(":")
+        warnings.warn(f"{self.__name__}.{name} moved: import {attr} from {new}",
                       DeprecationWarning, stacklevel=2)
-        value = getattr(importlib.import_module(new), name)
+        value = getattr(importlib.import_module(new), attr)
         setattr(self, name, value)
         return value
 

@@ -10,13 +10,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import server_ms
 
 from echomq.cli.jobcmds import parse_duration, parse_instant
 from echomq.cli.main import main
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

@@ -10,11 +10,11 @@ import socket
 import time
 
 import pytest
-from cli_support import echomq, popen
 
 from echomq import App
 from echomq.core import ids, keyspace
 from echomq.verbs import jobs
+from tests.support.cli import echomq, popen
 
 
 def dead_port() -> int:

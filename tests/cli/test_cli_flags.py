@@ -10,9 +10,8 @@ import time
 from importlib import metadata
 from urllib.parse import urlsplit
 
-from cli_support import echomq
-
 from echomq.core import keyspace
+from tests.support.cli import echomq
 
 APP = """
 from echomq import App

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_support import echomq
 
 from echomq import App
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs, registry, repeat
+from tests.support.cli import echomq
 
 
 def scans(raw) -> int:

@@ -10,10 +10,9 @@ import subprocess
 import sys
 import time
 
-from runtime_helpers import wait_for
-
 from echomq.core import ids, keyspace
 from echomq.verbs import jobs
+from tests.support.polling import wait_for
 
 
 def k(queue: str, suffix: str) -> str:

@@ -8,11 +8,11 @@ import argparse
 import json
 
 import pytest
-from cli_support import echomq
 
 from echomq.cli.groupcmds import parse_limit, parse_rate
 from echomq.core import ids
 from echomq.verbs import groups, jobs
+from tests.support.cli import echomq
 
 
 def put(conn, queue: str, group: str, n: int = 1) -> list[str]:

@@ -86,7 +86,7 @@ def test_oom_keeps_its_code_and_writes_nothing(small, snap_of):
 
 @pytest.fixture
 def snap_of():
-    from conftest import snapshot
+    from tests.support.clients import snapshot
 
     return snapshot
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import server_ms
 
 from echomq.core import ids, keyspace, states
 from echomq.verbs import jobs, repeat
+from tests.support.clients import server_ms
+from tests.support.paths import ROOT
 
 VERBS = {t.verb for t in states.TRANSITIONS}
 
@@ -110,9 +111,8 @@ def test_every_state_has_a_set_and_the_markdown_lists_every_verb():
 
 
 def test_readme_table_is_the_generated_one():
-    import pathlib
 
-    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- states-table:begin -->\n", 1)[1]
     block = block.split("\n<!-- states-table:end -->")[0]
     assert block == states.table_markdown()

@@ -10,6 +10,7 @@ import pytest
 
 from echomq import scripts
 from echomq.core import backoff, ids, keyspace
+from tests.support.paths import ROOT
 
 
 def test_keys_share_one_hash_tag():
@@ -123,11 +124,10 @@ def test_unknown_script_name():
 
 
 def test_readme_scripts_table_is_the_generated_one():
-    import pathlib
 
     from echomq import scripts
 
-    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- scripts-table:begin -->\n", 1)[1]
     block = block.split("\n<!-- scripts-table:end -->")[0]
     assert block == scripts.table_markdown()

@@ -21,41 +21,8 @@ from echomq.core import ids
 from echomq.dashboard import insight
 from echomq.tasks.app import encode
 from echomq.verbs import dead, jobs, metrics, repeat
-
-
-class Client:
-    """Plain HTTP to one dashboard, with full control of Host/Origin/cookies."""
-
-    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
-        self.port, self.host = port, host
-        self.origin = f"http://{host}:{port}"
-        self.cookie: str | None = None
-
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        hdrs = {"Host": f"{self.host}:{self.port}"}
-        if self.cookie:
-            hdrs["Cookie"] = self.cookie
-        data = None
-        if method == "POST":
-            hdrs["Origin"] = self.origin
-            hdrs["Content-Type"] = "application/x-www-form-urlencoded"
-            data = urllib.parse.urlencode(body or {}, doseq=True).encode()
-        hdrs.update(headers or {})
-        hdrs = {k: v for k, v in hdrs.items() if v is not None}
-        conn.request(method, path, body=data, headers=hdrs)
-        r = conn.getresponse()
-        text = r.read().decode(errors="replace")
-        conn.close()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, text
-
-    def get(self, path: str, **kw: Any) -> tuple[int, str]:
-        status, _, text = self.request("GET", path, **kw)
-        return status, text
-
-    def post(self, path: str, body: dict[str, Any] | None = None, **kw: Any) -> int:
-        return self.request("POST", path, body, **kw)[0]
+from tests.support.board import Client
+from tests.support.paths import ROOT
 
 
 @pytest.fixture
@@ -513,13 +480,12 @@ def test_consumer_reports_handler_durations(url, queue):
 
 
 def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
-    import pathlib
 
     die(conn, queue)
     metrics.observe(conn, queue, [0.1], completed=1, beat_s=0.01, degraded=0)
     _, text = board.get("/metrics")
     names = set(re.findall(r"^(echomq_\w+?)(?:\{| )", text, re.M))
-    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "grafana-echomq.json"
+    doc = ROOT / "docs" / "grafana-echomq.json"
     dash = json.loads(doc.read_text())
     used = {m for p in dash["panels"] for t in p["targets"]
             for m in re.findall(r"echomq_\w+", t["expr"])}

@@ -23,13 +23,14 @@ from echomq import dashboard
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import flows, groups, jobs, metrics, repeat
+from tests.support.paths import ROOT
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
         "--disable-dev-shm-usage"]
 ARTIFACTS = pathlib.Path(os.environ.get(
-    "ECHOMQ_ARTIFACTS", pathlib.Path(__file__).resolve().parent.parent / "artifacts"
+    "ECHOMQ_ARTIFACTS", ROOT / "artifacts"
 )) / "dashboard"
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
@@ -340,7 +341,7 @@ def test_pages_read_the_same_without_scripts(browser, site, conn, queue):
 def test_readme_images_are_current() -> None:
     """The README's three screenshots exist and are small (after a visual change, copy
     ``overview``, ``clock-dragged`` and ``backoff`` from ``artifacts/dashboard/``)."""
-    root = pathlib.Path(__file__).resolve().parent.parent / "docs" / "img"
+    root = ROOT / "docs" / "img"
     for name in ("dashboard-overview.png", "dashboard-clock.png", "dashboard-backoff.png"):
         f = root / name
         assert f.exists() and f.stat().st_size < 400_000, name

@@ -9,12 +9,12 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from test_dashboard import Client
 
 from echomq import App, dashboard
 from echomq.core import ids
 from echomq.tasks.app import encode
 from echomq.verbs import jobs
+from tests.support.board import Client
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+from tests.support.paths import ROOT
+
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture

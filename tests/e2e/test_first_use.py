@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import valkey
-from cli_support import echomq
 
 from echomq import App
 from echomq.core import keyspace
+from tests.support.cli import echomq
 
 
 def _connections(raw: valkey.Valkey) -> int:

@@ -11,9 +11,10 @@ import shlex
 import subprocess
 import sys
 
-from cli_support import echomq
+from tests.support.cli import echomq
+from tests.support.paths import ROOT
 
-README = pathlib.Path(__file__).parent.parent / "README.md"
+README = ROOT / "README.md"
 
 
 def quickstart() -> tuple[str, list[list[str]]]:

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
-from native_support import REDIS7, fresh_queue, snapshot, start_server
 
 from echomq import Connector, native
 from echomq.core import errors
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
+from tests.support.native import REDIS7, fresh_queue, snapshot, start_server
 
 FAR = 40_000_000_000_000
 IDS = [f"JOB01{c * 24}" for c in "ABCDEFG"]

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
-from conftest import server_ms
 
 from echomq import AsyncConnector
 from echomq.core import backoff, ids, keyspace
@@ -19,6 +18,7 @@ from echomq.embedded.server import EmbeddedServer, free_port
 from echomq.runtime.consumer import Consumer, Delay, Event, Job, current_job
 from echomq.runtime.metronome import Metronome
 from echomq.verbs import jobs
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

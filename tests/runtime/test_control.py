@@ -17,7 +17,6 @@ import threading
 import time
 
 import pytest
-from runtime_helpers import Recorder, serving, wait_for
 
 from echomq import native
 from echomq.core import errors, keyspace
@@ -25,6 +24,8 @@ from echomq.runtime.consumer import Job, current_job
 from echomq.runtime.handler import NoCurrentJob
 from echomq.tasks.app import App
 from echomq.verbs import jobs
+from tests.support.polling import wait_for
+from tests.support.workers import Recorder, serving
 
 WIRES = [4, 6] if native.available() else [4]
 

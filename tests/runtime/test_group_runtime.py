@@ -10,13 +10,13 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from conftest import WIRES
 
 from echomq import App, AsyncConnector, Delay, RateLimited, current_job
 from echomq.core import ids
 from echomq.core import keyspace as ks
 from echomq.runtime.consumer import Consumer, Event
 from echomq.verbs import groups, jobs
+from tests.support.clients import WIRES
 
 LONG_BEAT_MS = 3_000  # far longer than any span below: a wake by the beat would show
 

@@ -14,8 +14,6 @@ import asyncio
 import time
 
 import pytest
-from conftest import WIRES, server_ms
-from runtime_helpers import serving, wait_for
 
 from echomq import AsyncConnector
 from echomq.core import ids, keyspace
@@ -23,6 +21,9 @@ from echomq.runtime.consumer import Consumer, Job
 from echomq.runtime.metronome import Metronome
 from echomq.tasks.app import App
 from echomq.verbs import jobs
+from tests.support.clients import WIRES, server_ms
+from tests.support.polling import wait_for
+from tests.support.workers import serving
 
 
 def due_tokens(raw, queue: str) -> list[bytes]:
@@ -82,7 +83,7 @@ def test_bulk_admissions_lead_with_their_earliest_run_at(run, raw, queue):
 
 @pytest.mark.skipif(6 not in WIRES, reason="the native module was not built")
 def test_native_reschedule_leads_when_it_moves_a_job_ahead(raw, url, queue):
-    from conftest import Runner
+    from tests.support.clients import Runner
 
     run = Runner("sync", url, wire=6)
     try:

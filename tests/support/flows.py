@@ -66,7 +66,7 @@ def tree(queues: list[str], width: int, payload: bytes = b'{"n":1}') -> Any:
 
 
 def main(argv: list[str]) -> None:
-    """``python flow_support.py URL RQ MQ LQ LEVELS GRACE_MS``: admit a depth-2 tree,
+    """``python -m tests.support.flows URL RQ MQ LQ LEVELS GRACE_MS``: admit a depth-2 tree,
     print its ids (JSON) once ``LEVELS`` levels are written, then hang (the test SIGKILLs
     this process there: a client dead between levels)."""
     import json

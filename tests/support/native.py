@@ -96,11 +96,6 @@ def send(client: valkey.Valkey, *args: Any) -> Any:
         return errors.from_server(text)
 
 
-def server_ms(client: valkey.Valkey) -> int:
-    secs, micros = client.time()
-    return int(secs) * 1000 + int(micros) // 1000
-
-
 # -- the raw commands, and the refusal check every refusal test runs --------------------
 
 KIND = "EMQKIND job id must be JOB-namespaced"

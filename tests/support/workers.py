@@ -1,5 +1,5 @@
-"""Helpers for the runtime's job-control tests: a Worker served in a background thread (so
-the test drives the sync App API from the main thread) and polling on the HOST clock."""
+"""A Worker run inside the test's process: served in a background thread (so the test drives
+the sync App API from the main thread) or on the test's own loop, and an event recorder."""
 
 from __future__ import annotations
 
@@ -12,14 +12,7 @@ from typing import Any
 
 from echomq.runtime.events import Event
 from echomq.tasks.worker import Worker
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout} s")
-        time.sleep(0.01)
+from tests.support.polling import wait_for
 
 
 class Recorder:

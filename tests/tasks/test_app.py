@@ -9,8 +9,6 @@ import json
 import time
 
 import pytest
-from conftest import server_ms
-from runtime_helpers import run_until
 
 from echomq import AsyncConnector
 from echomq.core import keyspace
@@ -18,6 +16,8 @@ from echomq.runtime.consumer import Consumer
 from echomq.tasks.app import App, Recurrence, decode, encode
 from echomq.tasks.worker import Worker
 from echomq.verbs import jobs, repeat
+from tests.support.clients import server_ms
+from tests.support.workers import run_until
 
 
 def k(queue: str, suffix: str) -> str:

@@ -11,13 +11,14 @@ import uuid
 from typing import Any
 
 import pytest
-from flow_support import spread_queues
-from runtime_helpers import serving, wait_for
 
 from echomq.runtime.handler import current_job
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
 from echomq.verbs import dead
+from tests.support.flows import spread_queues
+from tests.support.polling import wait_for
+from tests.support.workers import serving
 
 
 def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, list[str]]:

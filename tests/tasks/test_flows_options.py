@@ -11,11 +11,12 @@ import time
 import uuid
 
 import pytest
-from flow_support import spread_queues
-from runtime_helpers import serving, wait_for
 
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, group
+from tests.support.flows import spread_queues
+from tests.support.polling import wait_for
+from tests.support.workers import serving
 
 
 def names(request: pytest.FixtureRequest, topology: str, n: int) -> tuple[str, list[str]]:

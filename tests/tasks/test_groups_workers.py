@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cli_support import kill_all
 
 from echomq import App
 from echomq.verbs import groups
+from tests.support.cli import kill_all
 
 LEASE_MS = 30_000
 

@@ -16,7 +16,6 @@ import sys
 import time
 
 import pytest
-from runtime_helpers import run_until
 
 from echomq import Connector
 from echomq.core import errors, ids, keyspace, partitions
@@ -24,6 +23,7 @@ from echomq.core.steps import Batch, Eval, Native
 from echomq.tasks.app import App
 from echomq.tasks.worker import Worker
 from echomq.verbs import jobs, repeat
+from tests.support.workers import run_until
 
 
 def test_names_keys_and_folding_are_pure_and_stable():

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
-from cli_support import kill_all
 
 from echomq import scripts
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs
+from tests.support.cli import kill_all
 
 APP = '''
 import os, time

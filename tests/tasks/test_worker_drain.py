@@ -9,10 +9,10 @@ import subprocess
 import time
 
 import pytest
-from cli_support import echomq, popen
-from test_worker import wait_for
 
 from echomq.core import keyspace
+from tests.support.cli import echomq, popen
+from tests.support.polling import wait_for
 
 APP = '''
 import os, time

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 import valkey
-from native_support import REDIS7, fresh_queue, snapshot, start_server
 
 from echomq import Connector
 from echomq.core import keyspace
 from echomq.verbs import jobs
+from tests.support.native import REDIS7, fresh_queue, snapshot, start_server
 
 N = jobs.CHUNK + 3  # spans two script calls
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import server_ms
 
 from echomq import Connector
 from echomq.core import errors, ids, keyspace
 from echomq.core.outcomes import Outcome
 from echomq.verbs import jobs, retention
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

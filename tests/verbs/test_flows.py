@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import valkey
-from flow_support import leaf, state
 
 from echomq.core import errors, ids, keyspace
 from echomq.verbs import flows, jobs
 from echomq.verbs.flows import Node
+from tests.support.flows import leaf, state
 
 pytestmark = pytest.mark.topologies
 
@@ -293,7 +293,7 @@ def test_children_results_reach_the_parent(conn, raw):
 
 
 def test_echomq_job_shows_the_tree(server, raw_single):
-    from cli_support import echomq
+    from tests.support.cli import echomq
 
     conn, _raw = raw_single
     qs = [qname() for _ in range(3)]

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import valkey
-from flow_support import pausing, spread_queues
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -25,6 +24,7 @@ from echomq import Connector
 from echomq.core import ids, keyspace, steps
 from echomq.verbs import dead, flows, jobs
 from echomq.verbs.flows import Node
+from tests.support.flows import pausing, spread_queues
 
 
 def big_tree(qs: list[str], width: int) -> Node:

@@ -14,19 +14,20 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import client_for
-from flow_support import pausing, spread_queues, state, tree
-from runtime_helpers import serving, wait_for
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace, steps
 from echomq.tasks.app import App
 from echomq.tasks.canvas import group
 from echomq.verbs import flows, jobs
+from tests.support.clients import client_for
+from tests.support.flows import pausing, spread_queues, state, tree
+from tests.support.paths import ROOT
+from tests.support.polling import wait_for
+from tests.support.workers import serving
 
 
 class Died(Exception):
@@ -137,9 +138,8 @@ def test_a_sigkilled_admission_is_rolled_back_by_a_worker_without_a_pump(
         request, topology, metronome):
     url, qs = urls_and_queues(request, topology)
     rq, mq, lq = qs
-    script = Path(__file__).with_name("flow_support.py")
-    env = {**os.environ, "PYTHONPATH": str(script.parent)}
-    proc = subprocess.Popen([sys.executable, str(script), url, *qs, "2", "800"],
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # so ``-m tests.support.flows`` resolves
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.flows", url, *qs, "2", "800"],
                             stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None

@@ -10,12 +10,12 @@ import uuid
 from typing import Any
 
 import pytest
-from flow_support import leaf, state
 
 from echomq.core import ids, keyspace
 from echomq.dashboard import insight
 from echomq.verbs import dead, flows, jobs
 from echomq.verbs.flows import Node
+from tests.support.flows import leaf, state
 
 pytestmark = pytest.mark.topologies
 
@@ -191,9 +191,8 @@ def test_a_delayed_leaf_waits_and_a_delayed_parent_is_released_no_earlier(conn, 
 
 
 def test_echomq_job_shows_a_linked_node_and_its_owner(server):
-    from cli_support import echomq
-
     from echomq import Connector
+    from tests.support.cli import echomq
 
     conn = Connector.connect(server.url)
     pq, cq = qname(), qname()

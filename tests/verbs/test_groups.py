@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import server_ms
 
 from echomq.core import errors, ids, keyspace
 from echomq.verbs import groups, jobs
 from echomq.verbs.groups import GroupStats
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import server_ms
 
 from echomq.core import errors, ids, keyspace
 from echomq.core.outcomes import Outcome
 from echomq.verbs import jobs
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

@@ -8,11 +8,11 @@ retry via promote, delay via promote, reap, revive) puts the job back at that pr
 from __future__ import annotations
 
 import pytest
-from conftest import server_ms
 
 from echomq.core import errors, ids, keyspace
 from echomq.core.outcomes import Outcome
 from echomq.verbs import dead, jobs
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

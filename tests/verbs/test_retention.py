@@ -8,13 +8,13 @@ import time
 from datetime import timedelta
 
 import pytest
-from conftest import server_ms
 
 from echomq import App, AsyncConnector
 from echomq.core import ids, keyspace
 from echomq.runtime.consumer import Consumer, Job
 from echomq.verbs import jobs, retention
 from echomq.verbs.retention import Retention
+from tests.support.clients import server_ms
 
 
 def k(queue: str, suffix: str) -> str:

@@ -7,8 +7,7 @@ module is built): ``run(jobs.enqueue, queue, id, b"x")`` calls the verb on the s
 ``Connector`` or awaits it on the ``AsyncConnector``, so one test body checks every
 combination (``run.conn`` is the connector, ``run.kind`` "sync"/"async", ``run.wire``;
 the runner itself is ``tests.support.clients.Runner``).
-``run_script`` is the same on wire 4 only, for the scripts' side of the documented native
-divergences (which tests/native/test_native_divergence.py checks from the other side).
+``run_script`` (tests/verbs/conftest.py) is the same on wire 4 only.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import valkey
 
 from echomq import Connector, native
 from echomq.embedded.server import EmbeddedServer
+from echomq.tasks.app import App
 from tests.support.clients import WIRES, Runner, client_for, snapshot
 
 
@@ -103,6 +103,14 @@ def queue() -> str:
 
 
 @pytest.fixture
+def app(url: str) -> Iterator[App]:
+    """A task ``App`` on the test server (a test file with its own ``app`` overrides it)."""
+    a = App(url)
+    yield a
+    a.close()
+
+
+@pytest.fixture
 def conn(url: str) -> Iterator[Connector]:
     c = Connector.connect(url)
     yield c
@@ -115,13 +123,6 @@ COMBOS = [(kind, wire) for wire in WIRES for kind in ("sync", "async")]
 @pytest.fixture(params=COMBOS, ids=[f"{k}-wire{w}" for k, w in COMBOS])
 def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
     r = Runner(*request.param[:1], url, wire=request.param[1])
-    yield r
-    r.close()
-
-
-@pytest.fixture(params=["sync", "async"])
-def run_script(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
-    r = Runner(request.param, url, wire=4)
     yield r
     r.close()
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from echomq import App
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs, registry, repeat
@@ -18,13 +15,6 @@ from tests.support.cli import echomq
 
 def scans(raw) -> int:
     return int(raw.info("commandstats").get("cmdstat_scan", {}).get("calls", 0))
-
-
-@pytest.fixture
-def app(url):
-    a = App(url)
-    yield a
-    a.close()
 
 
 def dead_job(conn, queue: str, error: str) -> str:

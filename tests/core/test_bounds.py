@@ -84,13 +84,6 @@ def test_the_bound_itself_is_accepted(run, raw, queue):
         run(jobs.enqueue_in, queue, ids.mint(), b"x", max_span_ms() + 60_000)
 
 
-@pytest.fixture
-def app(url):
-    a = App(url)
-    yield a
-    a.close()
-
-
 def test_friendly_layer_refuses_huge_times(app, queue, snap):
     @app.task(queue=queue)
     def t() -> None: ...

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from echomq import App, AsyncConnector, Delay, RateLimited, current_job
+from echomq import AsyncConnector, Delay, RateLimited, current_job
 from echomq.core import ids
 from echomq.core import keyspace as ks
 from echomq.runtime.consumer import Consumer, Event
@@ -157,13 +157,6 @@ def test_a_grouped_job_promotes_and_self_delays_at_every_wire(url, conn, raw, qu
 
 
 # -- @app.task(group=...) ------------------------------------------------------------------
-
-
-@pytest.fixture
-def app(url):
-    a = App(url)
-    yield a
-    a.close()
 
 
 def lane(conn: Any, queue: str, group: str) -> list[bytes]:

@@ -24,13 +24,6 @@ def k(queue: str, suffix: str) -> str:
     return keyspace.queue_key(queue, suffix)
 
 
-@pytest.fixture
-def app(url):
-    a = App(url)
-    yield a
-    a.close()
-
-
 def test_payload_is_compact_sorted_json():
     body = encode("mail.send", [1, "x"], {"b": 2, "a": None})
     assert body == b'{"args":[1,"x"],"kwargs":{"a":null,"b":2},"task":"mail.send"}'

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from echomq import App
 from echomq.core import ids, keyspace
 from echomq.verbs import jobs
 from tests.support.cli import echomq, popen
+from tests.support.polling import wait_for
 
 
 def dead_port() -> int:
@@ -136,10 +136,8 @@ def test_a_job_no_task_fits_is_dead_on_its_first_attempt(tmp_path, url, conn, ra
     jobs.enqueue(conn, queue, garbage, b"not a task payload")
     proc = popen("worker", "app_mod:app", url=url, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 15
-        while raw.zcard(keyspace.queue_key(queue, "dead")) < 2:
-            assert time.monotonic() < deadline, "both jobs dead"
-            time.sleep(0.05)
+        wait_for(lambda: raw.zcard(keyspace.queue_key(queue, "dead")) >= 2, 15, "both jobs dead",
+                 every=0.05)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)

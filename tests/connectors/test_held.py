@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 import valkey
@@ -15,6 +14,7 @@ from echomq import Connector
 from echomq.core import errors, ids
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
+from tests.support.polling import wait_for
 
 
 def client_id(conn: Connector) -> int:
@@ -68,10 +68,8 @@ def test_a_thread_finding_it_busy_goes_through_the_pool(url: str, queue: str) ->
         blocked = threading.Thread(target=conn.call, args=("BLPOP", wake, 30))
         blocked.start()
         try:
-            deadline = time.monotonic() + 30
-            while b"cmd=blpop" not in conn.client.execute_command("CLIENT", "LIST"):
-                assert time.monotonic() < deadline, "the BLPOP never started"
-                time.sleep(0.01)
+            wait_for(lambda: b"cmd=blpop" in conn.client.execute_command("CLIENT", "LIST"), 30,
+                     "the BLPOP to start")
             # the kept connection is held by the BLPOP; this call must not wait behind it
             for _ in range(3):
                 assert jobs.enqueue(conn, queue, ids.mint(), b"x") == "enqueued"

@@ -23,6 +23,7 @@ from echomq.core import errors, ids, keyspace
 from echomq.embedded.server import EmbeddedServer, free_port
 from echomq.tasks.app import App
 from echomq.verbs import jobs
+from tests.support.polling import wait_for
 
 
 @pytest.fixture
@@ -157,10 +158,8 @@ def test_misconf_when_the_server_cannot_persist(tmp_path: pathlib.Path):
         (tmp_path / "dump.rdb" / "keep").write_text("x")
         raw.config_set("save", "3600 1")
         raw.bgsave()
-        deadline = time.monotonic() + 10
-        while raw.info("persistence")["rdb_last_bgsave_status"] != "err":
-            assert time.monotonic() < deadline, "the failing save did not finish"
-            time.sleep(0.05)
+        wait_for(lambda: raw.info("persistence")["rdb_last_bgsave_status"] == "err", 10,
+                 "the failing save to finish", every=0.05)
         with pytest.raises(errors.Misconf) as exc:
             jobs.enqueue(conn, "q", ids.mint(), b"x")
         assert str(exc.value).startswith("MISCONF ")

@@ -26,6 +26,7 @@ from echomq import App
 from echomq.core.errors import ConfigError
 from echomq.embedded import datadir
 from echomq.embedded.server import EmbeddedServer, ServerError, free_port
+from tests.support.polling import wait_for
 
 TASKS = '''
 import os
@@ -98,10 +99,8 @@ class Env:
         return self.out.read_text().split() if self.out.exists() else []
 
     def wait_ran(self, text: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.ran():
-            assert time.monotonic() < deadline, f"{text!r} never ran; ran {self.ran()}"
-            time.sleep(0.05)
+        wait_for(lambda: text in self.ran(), timeout, f"{text!r} to run", every=0.05,
+                 detail=lambda: f"{text!r} never ran; ran {self.ran()}")
 
     def record(self) -> datadir.Record:
         found = datadir.read(self.data)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +20,7 @@ from echomq.core import errors
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 from tests.support.native import REDIS7, fresh_queue, snapshot, start_server
+from tests.support.polling import wait_for
 
 FAR = 40_000_000_000_000
 IDS = [f"JOB01{c * 24}" for c in "ABCDEFG"]
@@ -39,14 +39,6 @@ def workload(url: str, q: str) -> None:
         assert claim is not None
         jobs.delay(c6, q, claim.id, claim.token, 120_000)  # 'in': priced on this clock
         assert jobs.reschedule(c6, q, IDS[5], "in", 7_200_000) == 1
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def aof_text(data_dir: pathlib.Path) -> bytes:

@@ -19,18 +19,11 @@ from echomq.runtime.consumer import Consumer, Delay, Event, Job, current_job
 from echomq.runtime.metronome import Metronome
 from echomq.verbs import jobs
 from tests.support.clients import server_ms
+from tests.support.polling import until
 
 
 def k(queue: str, suffix: str) -> str:
     return keyspace.queue_key(queue, suffix)
-
-
-async def until(pred, timeout: float = 10.0, every: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(every)
 
 
 @contextlib.asynccontextmanager

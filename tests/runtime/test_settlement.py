@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 
@@ -19,13 +18,7 @@ from echomq import AsyncConnector
 from echomq.core import errors, ids, keyspace
 from echomq.runtime.consumer import Consumer, Event, Job
 from echomq.verbs import jobs
-
-
-async def _until(pred, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
+from tests.support.polling import until
 
 
 def _run_one(url: str, queue: str, handler, **opts) -> tuple[Consumer, list[Event]]:
@@ -38,7 +31,7 @@ def _run_one(url: str, queue: str, handler, **opts) -> tuple[Consumer, list[Even
                             on_event=events.append, **opts)
         stop = asyncio.Event()
         task = asyncio.ensure_future(consumer.serve(stop, grace_s=5))
-        await _until(lambda: any(e.kind in ("completed", "lost", "settled", "retrying",
+        await until(lambda: any(e.kind in ("completed", "lost", "settled", "retrying",
                                             "delayed") for e in events))
         await asyncio.sleep(0.05)
         stop.set()
@@ -142,7 +135,7 @@ def test_a_checkpoint_refused_for_now_is_retried_not_given_up(tmp_path):
             consumer = Consumer(conn, "cp", handler, concurrency=2, beat_ms=50, lease_ms=1_500)
             stop = asyncio.Event()
             task = asyncio.ensure_future(consumer.serve(stop, grace_s=5))
-            await _until(lambda: consumer.stats.completed + consumer.stats.lost >= 1, 15)
+            await until(lambda: consumer.stats.completed + consumer.stats.lost >= 1, 15)
             stop.set()
             await task
             await conn.close()

@@ -12,7 +12,6 @@ import itertools
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from echomq import App
 from echomq.verbs import groups
 from tests.support.cli import kill_all
+from tests.support.polling import wait_for
 
 LEASE_MS = 30_000
 
@@ -113,15 +113,6 @@ def spans(raw, queue: str) -> list[Span]:
     return [Span(x) for x in raw.lrange(f"{queue}:spans", 0, -1)]
 
 
-def wait_for(pred, timeout: float, what: str, workers: Workers | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            logs = workers.logs() if workers else ""
-            raise AssertionError(f"timed out waiting for {what}\n{logs}")
-        time.sleep(0.05)
-
-
 def test_small_tenants_finish_long_before_a_large_one(app, workers, raw, queue):
     work = app.tasks["work"]
     # the large tenant is queued FIRST: a FIFO queue would run all of it before the others
@@ -131,7 +122,8 @@ def test_small_tenants_finish_long_before_a_large_one(app, workers, raw, queue):
     assert {g: s.waiting for g, s in groups.stats(app.connector(), queue).items()} == {
         "big": 1000, "mid": 100, "small": 10}
     workers.start(concurrency=4, level="info")
-    wait_for(lambda: raw.llen(f"{queue}:spans") == 1110, 30, "1,110 completions", workers)
+    wait_for(lambda: raw.llen(f"{queue}:spans") == 1110, 30, "1,110 completions",
+             every=0.05, detail=workers.logs)
     order = [s.tenant for s in spans(raw, queue)]
     last = {t: max(i for i, x in enumerate(order) if x == t) for t in ("big", "mid", "small")}
     print(f"position of each tenant's last completion (of 1,110): {last}")
@@ -154,7 +146,8 @@ def test_a_group_limit_of_one_holds_across_two_workers_of_twenty(app, workers, r
     work.enqueue_many([("free", i) for i in range(40)])
     workers.start(concurrency=20, sleep=0.02)
     workers.start(concurrency=20, sleep=0.02)
-    wait_for(lambda: raw.llen(f"{queue}:spans") == 65, 60, "65 completions", workers)
+    wait_for(lambda: raw.llen(f"{queue}:spans") == 65, 60, "65 completions",
+             every=0.05, detail=workers.logs)
     solo = sorted((s for s in spans(raw, queue) if s.tenant == "solo"), key=lambda s: s.began)
     assert len(solo) == 25
     for before, after in itertools.pairwise(solo):
@@ -172,7 +165,8 @@ def test_a_group_rate_of_ten_per_second_holds_and_is_reached(app, workers, raw, 
     app.tasks["work"].enqueue_many([("api", i) for i in range(80)])
     workers.start(concurrency=20)
     workers.start(concurrency=20)
-    wait_for(lambda: raw.llen(f"{queue}:spans") >= 51, 20, "51 starts", workers)
+    wait_for(lambda: raw.llen(f"{queue}:spans") >= 51, 20, "51 starts",
+             every=0.05, detail=workers.logs)
     starts = sorted(s.claimed_ms for s in spans(raw, queue))
     # never 11 starts within 1 s of SERVER time: the 11th is at least 1000 ms after the 1st
     for i in range(len(starts) - 10):

@@ -21,6 +21,7 @@ from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs
 from tests.support.cli import kill_all
+from tests.support.polling import wait_for
 
 APP = '''
 import os, time
@@ -78,14 +79,6 @@ def workers(tmp_path, url, queue) -> Iterator[Workers]:
     w = Workers(tmp_path, url, queue)
     yield w
     w.close()
-
-
-def wait_for(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def put(conn, queue: str, task: str, *args) -> str:

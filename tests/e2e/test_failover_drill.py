@@ -31,7 +31,7 @@ KILL_AT = 400  # busiest-queue completions before the SIGKILL (the other queues 
 APP = textwrap.dedent(f"""
     import asyncio, os
     from echomq.tasks.app import App
-    from echomq.runtime.consumer import current_job
+    from echomq.runtime.handler import current_job
 
     app = App()
     LOG = open(os.environ["DRILL_LOG"] + "." + str(os.getpid()), "a", buffering=1)

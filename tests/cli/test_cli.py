@@ -39,6 +39,7 @@ def test_parse_duration_and_instant():
         parse_instant("tomorrow-ish")
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_enqueue_writes_the_task_payload(url, raw, queue, capsys):
     assert main(["enqueue", "mail.send", "3", "ada@example.com", "--kwargs", '{"urgent": true}',
@@ -143,6 +144,7 @@ def test_worker_refuses_a_bad_app_spec(tmp_path, monkeypatch, url):
         main(["worker", "missing_mod:app", "--url", url])
 
 
+@pytest.mark.slow
 def test_demo_tours_the_lifecycle_and_exits_zero():
     env = {k: v for k, v in os.environ.items() if k != "ECHOMQ_URL"}
     done = subprocess.run([sys.executable, "-m", "echomq.cli", "demo"], capture_output=True,

@@ -16,6 +16,8 @@ from echomq.verbs import jobs
 from tests.support.cli import echomq, popen
 from tests.support.polling import wait_for
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 
 def dead_port() -> int:
     with socket.socket() as s:  # bound then closed: nothing listens there

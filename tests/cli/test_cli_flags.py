@@ -10,6 +10,8 @@ import time
 from importlib import metadata
 from urllib.parse import urlsplit
 
+import pytest
+
 from echomq.core import keyspace
 from tests.support.cli import echomq
 
@@ -41,6 +43,7 @@ def test_worker_help_shows_the_defaults():
         assert needle in done.stdout, needle
 
 
+@pytest.mark.slow
 def test_burst_drains_what_is_due_logs_each_job_and_exits_zero(tmp_path, url, raw, queue):
     (tmp_path / "app_mod.py").write_text(APP.format(q=queue))
     ids = []
@@ -73,6 +76,7 @@ def test_burst_drains_what_is_due_logs_each_job_and_exits_zero(tmp_path, url, ra
     assert raw.zcard(keyspace.queue_key(f"{queue}-a", "pending")) == 0
 
 
+@pytest.mark.slow
 def test_log_level_after_the_subcommand(tmp_path, url, queue):
     (tmp_path / "app_mod.py").write_text(APP.format(q=queue))
     done = echomq("worker", "app_mod:app", "--burst", "--log-level", "warning", url=url,

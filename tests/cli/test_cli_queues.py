@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from echomq.core import ids, keyspace
 from echomq.tasks.app import encode
 from echomq.verbs import jobs, registry, repeat
@@ -46,6 +48,7 @@ def test_an_unregistered_queue_is_found_by_a_scan(conn, url, raw, queue):
     assert done.returncode == 0 and f"queue     {queue}" in done.stdout
 
 
+@pytest.mark.slow
 def test_unknown_and_malformed_ids_are_refused_in_words(url):
     done = echomq("job", ids.mint(), url=url)
     assert done.returncode == 1 and "on any queue" in done.stderr
@@ -54,6 +57,7 @@ def test_unknown_and_malformed_ids_are_refused_in_words(url):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_dead_list_and_retry_across_queues(conn, url, raw, queue):
     a = dead_job(conn, f"{queue}-a", "ValueError: boom a")
     b = dead_job(conn, f"{queue}-b", "ValueError: boom b")

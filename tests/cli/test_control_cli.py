@@ -10,9 +10,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from echomq.core import ids, keyspace
 from echomq.verbs import jobs
 from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
 
 
 def k(queue: str, suffix: str) -> str:

@@ -38,6 +38,7 @@ def test_rates_parse_as_max_per_window():
         parse_limit("lots")
 
 
+@pytest.mark.slow
 def test_group_controls_round_trip_through_the_cli(conn, url, queue):
     put(conn, queue, "acme", 3)
     put(conn, queue, "globex", 1)
@@ -80,6 +81,7 @@ def test_group_controls_round_trip_through_the_cli(conn, url, queue):
     assert table[queue]["groups"] == {"groups": 2, "waiting": 4, "active": 0, "paused": 0}
 
 
+@pytest.mark.slow
 def test_queue_rate_set_and_clear(conn, url, queue, raw):
     done = echomq("rate", queue, "100/1m", url=url)
     assert done.returncode == 0, done.stderr
@@ -97,6 +99,7 @@ def test_queue_rate_set_and_clear(conn, url, queue, raw):
     (["rate", "Q", "ten/1s"], "not a rate"),
     (["group", "pause", "Q", "a{b}"], "group"),
 ])
+@pytest.mark.slow
 def test_bad_arguments_are_refused_in_words_and_write_nothing(argv, words, url, queue,
                                                               snap):
     argv = [queue if a == "Q" else a for a in argv]

@@ -89,6 +89,7 @@ def echomq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_pause_resume_as_a_subprocess(url: str, raw: valkey.Valkey, queue: str) -> None:
     from echomq.connectors.connector import Connector
     from echomq.verbs import repeat

@@ -71,6 +71,7 @@ def test_async_connector_on_a_cluster(cluster, wire):
     assert asyncio.run(main())["completed"] == 1
 
 
+@pytest.mark.slow
 def test_failover_keeps_data_and_scripts_reload():
     with LocalCluster(masters=3, replicas=1) as cl:
         conn = Connector.connect(cl.url, cluster=True)
@@ -176,6 +177,7 @@ def test_discovery_scans_every_primary(cluster):
         conn.close()
 
 
+@pytest.mark.slow
 def test_cli_stats_over_echomq_url_reads_every_shard(cluster):
     conn = Connector.connect(cluster.url)
     queues = [f"cli-{i}" for i in range(6)]
@@ -200,6 +202,7 @@ def echomq(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cluster_up_prints_a_url_and_down_stops_the_nodes_by_pid(tmp_path):
     up = echomq("cluster", "up", "--masters", "3", "--replicas", "1", "--dir", str(tmp_path))
     assert up.returncode == 0, up.stderr
@@ -235,6 +238,7 @@ def _alive(pid: int) -> bool:
     return node_alive(pid)
 
 
+@pytest.mark.slow
 def test_wire_6_on_a_cluster_needs_the_module_on_every_node():
     with LocalCluster(masters=1, replicas=0, native=False) as bare:
         with pytest.raises(errors.NativeUnavailable, match="emq"):
@@ -248,6 +252,7 @@ def test_wire_6_on_a_cluster_needs_the_module_on_every_node():
         Connector.connect(bare.url, wire=4).close()  # scripts need nothing loaded
 
 
+@pytest.mark.slow
 def test_idle_consumers_block_on_each_queues_own_primary(cluster):
     """Each queue's consumer blocks on its wake list at the primary owning the queue's slot
     (one key per BLPOP: never a cross-slot blocking call), about once a beat when idle, and
@@ -336,6 +341,7 @@ def test_app_wait_replicas_rides_the_writes_connection_on_a_cluster(cluster):
         app.close()
 
 
+@pytest.mark.slow
 def test_echomq_dashboard_on_a_cluster_url_lists_every_shards_queues(cluster):
     import http.client
     import json

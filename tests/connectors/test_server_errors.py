@@ -129,6 +129,7 @@ def test_noscript_noperm_wrongtype_and_err(server, url, queue, raw):
     conn.close()
 
 
+@pytest.mark.slow
 def test_busy_server(url, queue):
     raw = valkey.Valkey.from_url(url)
     raw.config_set("busy-reply-threshold", "50")

@@ -242,6 +242,7 @@ def brute_next(c: cron.Cron, after: datetime, tz: str) -> datetime:
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tz", "utc"), TRANSITIONS)
 @pytest.mark.parametrize("expr", ["* * * * *", "*/7 * * * *", "30 2 * * *", "0 0 * * *",
                                   "15,45 1-3 * * *", "0 * * * *"])  # fmt: skip

@@ -420,6 +420,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]
     )
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_wildcard_bind_without_a_token(url):
     p = _cli("--url", url, "--host", "0.0.0.0", "--port", "0",
              env={"ECHOMQ_DASHBOARD_TOKEN": ""})
@@ -428,6 +429,7 @@ def test_cli_refuses_a_wildcard_bind_without_a_token(url):
     assert "without an access token" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_cli_generates_and_prints_a_token(url, queue):
     p = _cli("--url", url, "--port", "0", "--token", "auto", "--queue", queue)
     try:
@@ -445,6 +447,7 @@ def test_cli_generates_and_prints_a_token(url, queue):
 
 # -- the consumer reports its numbers ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_consumer_reports_handler_durations(url, queue):
     import asyncio
 
@@ -561,6 +564,7 @@ def test_valkey_going_away_gives_a_clear_page_and_recovers():
         srv.stop()
 
 
+@pytest.mark.slow
 def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
     """A Worker (consumers pooled under a Metronome): the handler histogram comes from the
     consumers, the beat time from the Metronome."""

@@ -15,6 +15,8 @@ from echomq.core import ids
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 SEED = """
 local base, n, first, kind, at = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3],
   tonumber(ARGV[4])

@@ -35,6 +35,9 @@ ARTIFACTS = pathlib.Path(os.environ.get(
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
+# a real browser: seconds per page, so outside the fast loop (-m 'not slow')
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:

@@ -34,6 +34,8 @@ from echomq.embedded.server import EmbeddedServer, free_port
 from echomq.runtime.consumer import Consumer, Job
 from echomq.verbs import jobs
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 
 def _present(client: valkey.Valkey, queue: str, minted: list[str]) -> set[str]:
     pipe = client.pipeline(transaction=False)

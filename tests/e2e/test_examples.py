@@ -18,6 +18,8 @@ import pytest
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 EXAMPLES = ROOT / "examples"
 
 

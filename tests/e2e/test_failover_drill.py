@@ -15,11 +15,15 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from echomq import Connector
 from echomq.core import errors, ids, keyspace
 from echomq.embedded.cluster import LocalCluster
 from echomq.tasks.app import encode
 from echomq.verbs import jobs
+
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
 
 QUEUES = [f"drill{i}" for i in range(6)]
 BUSIEST = QUEUES[0]

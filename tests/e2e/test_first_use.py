@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import valkey
 
 from echomq import App
@@ -110,6 +111,7 @@ def test_job_shows_a_completed_flow_root_by_its_kept_result(server, queue, tmp_p
     assert any(line.endswith(f"{leaf.id}  {kids}  completed") for line in lines)
 
 
+@pytest.mark.slow
 def test_bad_cli_arguments_exit_2_without_a_python_error(server, tmp_path):
     """A port out of range and a priority out of range are bad arguments: exit 2, one line
     naming the problem, no Python exception name."""
@@ -146,6 +148,7 @@ def test_cli_cancel_of_a_flow_root_cancels_its_waiting_subtree(server, queue, tm
         conn.close()
 
 
+@pytest.mark.slow
 def test_stats_shows_flow_parents_waiting_for_their_children(server, queue, tmp_path):
     """A parent waiting for its children sits on no column of ``echomq stats``: a line
     under the table (and a key in ``--json``) says it is there; a queue without one

@@ -11,8 +11,12 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.cli import echomq
 from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
 
 README = ROOT / "README.md"
 

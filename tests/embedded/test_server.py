@@ -177,6 +177,7 @@ def test_a_password_with_quotes_and_spaces_is_kept_exactly():
         assert valkey.Valkey(host="127.0.0.1", port=srv.port, password=tricky).ping()
 
 
+@pytest.mark.slow
 def test_the_password_is_never_printed(tmp_path):
     import subprocess
     import sys

@@ -146,6 +146,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     e.close()
 
 
+@pytest.mark.slow
 def test_a_job_enqueued_by_an_exited_script_runs_when_a_worker_starts_later(env):
     job_id, pid = env.enqueue("first")
     # the script is gone; the server it started is not: it leads its own session
@@ -167,6 +168,7 @@ def test_a_job_enqueued_by_an_exited_script_runs_when_a_worker_starts_later(env)
     assert job_id != second
 
 
+@pytest.mark.slow
 def test_concurrent_starters_share_one_server(env):
     procs = [subprocess.Popen([sys.executable, "enqueue.py", f"n{i}"], cwd=env.cwd,
                               env=env.env, stdout=subprocess.PIPE, text=True)
@@ -182,6 +184,7 @@ def test_concurrent_starters_share_one_server(env):
     client.close()
 
 
+@pytest.mark.slow
 def test_dashboard_and_worker_restarted_in_any_order_keep_working(env):
     port = free_port()
     env.enqueue("a")
@@ -223,6 +226,7 @@ def test_dashboard_and_worker_restarted_in_any_order_keep_working(env):
     assert stop(worker) is not None and worker.returncode == 0
 
 
+@pytest.mark.slow
 def test_status_stop_and_url_as_commands(env):
     status = env.echomq("server", "status")
     assert status.returncode == 3 and "not running" in status.stdout
@@ -267,6 +271,7 @@ def test_status_stop_and_url_as_commands(env):
     client.close()
 
 
+@pytest.mark.slow
 def test_a_crashed_server_is_replaced_on_the_same_port(env):
     _, pid = env.enqueue("x")
     port = env.record().port
@@ -304,6 +309,7 @@ def test_a_live_pid_that_is_not_the_server_is_not_taken_for_it(env):
         decoy.wait()
 
 
+@pytest.mark.slow
 def test_a_server_that_runs_but_does_not_answer_is_never_doubled(env):
     _, pid = env.enqueue("x")
     os.kill(pid, signal.SIGSTOP)  # busy: a long script, a huge AOF to load
@@ -315,6 +321,7 @@ def test_a_server_that_runs_but_does_not_answer_is_never_doubled(env):
     assert EmbeddedServer.find_or_start(env.data).pid == pid
 
 
+@pytest.mark.slow
 def test_foreground_server_is_found_and_refuses_a_second(env):
     fg = env.spawn("server")
     assert fg.stdout is not None

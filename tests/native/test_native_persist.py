@@ -108,6 +108,7 @@ def test_bgrewriteaof_then_restart_reproduces_the_state(
         again.stop()
 
 
+@pytest.mark.slow
 def test_replica_sees_the_primarys_scores(tmp_path: pathlib.Path) -> None:
     primary = start_server(password="pw")
     replica = None

@@ -92,6 +92,7 @@ def test_sync_handler_runs_in_a_thread_with_current_job(url, queue):
     [(None, 3), (("exponential", 150, 500), 5)],
     ids=["fixed-retry_delay_ms", "exponential"],
 )
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, policy, max_attempts):
     """Every run-at the retry writes is the server's now at the failure plus exactly
@@ -133,6 +134,7 @@ def test_poison_job_retried_on_the_policy_curve_then_dead(url, raw, queue, polic
     assert raw.zcard(k(queue, "schedule")) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_delay_returns_to_schedule_without_a_failure(url, raw, queue):
     runs: list[tuple[int, int]] = []
@@ -173,6 +175,7 @@ def test_delay_refuses_bad_arguments():
     assert (Delay(at=123).mode, Delay(at=123).value) == ("at", 123)
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
     """A 1.2 s handler under a 400 ms lease is extended, never reaped by a second,
@@ -204,6 +207,7 @@ def test_checkpoint_keeps_a_long_job_leased(url, raw, queue):
     assert not raw.exists(keyspace.job_key(queue, jid))
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_idle_consumer_blocks_on_the_wake_list(url, raw, queue):
     """With a 1 s beat, an idle consumer issues about one BLPOP a beat (no hot polling) and
@@ -257,6 +261,7 @@ def test_consumer_guards_before_io():
         Consumer(object(), "q", lambda j: None, backoff=("nope",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooled", [False, True], ids=["lone-consumer", "pooled+metronome"])
 def test_degraded_mode_across_a_server_restart(tmp_path, queue, pooled):
     """The server stops for 3 s and comes back on the same port with its data: the loops
@@ -318,6 +323,7 @@ def test_degraded_mode_across_a_server_restart(tmp_path, queue, pooled):
     assert len(done) == total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beat", [100, 2_000])
 @pytest.mark.topologies
 def test_scheduled_job_starts_at_its_run_at_not_at_the_next_beat(url, raw, queue, beat):

@@ -151,6 +151,7 @@ def test_cancel_of_a_waiting_job_removes_it(app, raw, queue):
 # -- timeouts --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_async_timeout_retries_then_dies_with_a_timeout_error_text(app, raw, queue):
     runs: list[int] = []
 
@@ -298,6 +299,7 @@ def test_unserializable_return_value_fails_the_attempt(app, raw, queue):
 # -- progress ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_progress_sync_and_async_is_stored_and_shown(app, url, raw, queue):
     gate = threading.Event()
 
@@ -412,6 +414,7 @@ def test_enqueue_many_with_options_is_one_admission_per_call(app, raw, queue):
 # -- pause -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paused_queue_idles_without_polling_faster_and_resume_wakes_it(app, raw, queue):
     ran: list[float] = []
 
@@ -504,6 +507,7 @@ def double(x):
 '''
 
 
+@pytest.mark.slow
 def test_process_isolation_kills_a_plain_function_at_its_timeout_and_on_cancel(
         tmp_path, monkeypatch, url, raw, queue):
     (tmp_path / "iso_tasks.py").write_text(ISOLATED)

@@ -55,6 +55,7 @@ def done(n: int) -> Any:
     return lambda events: sum(e.kind == "completed" for e in events) >= n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES)
 def test_rate_limited_group_waits_its_span_and_others_run(url, conn, queue, wire):
     x, y, z = ids.mint(), ids.mint(), ids.mint()
@@ -88,6 +89,7 @@ def test_rate_limited_group_waits_its_span_and_others_run(url, conn, queue, wire
     assert [a for p, a, _ in seen if p == b"x"] == [1, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES)
 def test_rate_limited_flat_job_blocks_the_queue(url, conn, queue, wire):
     x, y = ids.mint(), ids.mint()

@@ -153,6 +153,7 @@ async def _lateness(url: str, queue: str, wire: int, pooled: bool,
     return started[0] - sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES, ids=[f"wire{w}" for w in WIRES])
 @pytest.mark.parametrize("pooled", [False, True], ids=["lone", "pooled+metronome"])
 def test_a_job_due_before_the_planned_beat_starts_at_its_run_at(url, queue, wire, pooled):
@@ -160,6 +161,7 @@ def test_a_job_due_before_the_planned_beat_starts_at_its_run_at(url, queue, wire
     assert AHEAD_MS <= late < BOUND_MS, f"started {late} ms after its admission"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", WIRES, ids=[f"wire{w}" for w in WIRES])
 def test_a_metronome_promotes_a_led_run_at_on_a_queue_held_elsewhere(url, queue, wire):
     late = asyncio.run(_lateness(url, queue, wire, pooled=True, held_elsewhere=True))

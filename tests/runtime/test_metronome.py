@@ -41,6 +41,7 @@ def test_hold_guards_before_io(conn, queue, snap):
     assert snap(queue) == {}
 
 
+@pytest.mark.slow
 def test_one_pass_per_beat_and_takeover_within_two_beats(url, queue):
     beat = 50
     passes: list[tuple[str, float]] = []

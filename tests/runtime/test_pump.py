@@ -48,6 +48,7 @@ async def run_for(pump: Pump, seconds: float) -> None:
     await task
 
 
+@pytest.mark.slow
 def test_a_registration_fires_on_cadence(
     loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, queue: str
 ) -> None:
@@ -267,6 +268,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay_ms", [0, 40, -1])
 def test_a_pump_process_killed_mid_sweep(
     loop: asyncio.Runner, aconn: AsyncConnector, raw: valkey.Valkey, url: str, delay_ms: int

@@ -106,6 +106,7 @@ def test_fate_verb(run, queue):
         run(jobs.ack, queue, jid, c.token)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_refused_for_now_is_retried_not_given_up(tmp_path):
     """A server that is full (OOM) for a moment refuses a lease checkpoint: the consumer
     retries it (it gave the lease up before, so the job was reaped and ran twice)."""

@@ -43,6 +43,7 @@ class Log:
             return [v for w, v in self.runs if w == what]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("topology", ["single", "cluster"])
 def test_fan_out_fan_in_depth_three_width_hundred(request, topology):
     url, (qr, qm, ql) = names(request, topology, 3)
@@ -158,6 +159,7 @@ def test_a_failed_child_fails_the_parent_until_it_is_revived(server):
     app.close()
 
 
+@pytest.mark.slow
 def test_cancel_of_a_parent_mid_flow_cancels_its_waiting_subtree(server):
     q = "fa-" + uuid.uuid4().hex[:8]
     app = App(server.url)
@@ -227,6 +229,7 @@ def report():
 '''
 
 
+@pytest.mark.slow
 def test_two_worker_processes_one_killed_run_every_parent_once(server, tmp_path,
                                                                monkeypatch):
     """The path a user takes: `echomq worker mod:app` twice (two workers whose beats race to carry),

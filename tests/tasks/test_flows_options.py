@@ -71,6 +71,7 @@ def test_options_become_the_nodes_fields_and_bad_ones_raise_before_any_io():
     assert chain(keyed.s(1), step.s()).node().children[0].unique == "same"  # no cycle
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("topology", ["single", "cluster"])
 def test_each_node_runs_with_its_own_options(request, topology):
     url, (qr, ql) = names(request, topology, 2)

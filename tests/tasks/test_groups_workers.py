@@ -22,6 +22,8 @@ from echomq.verbs import groups
 from tests.support.cli import kill_all
 from tests.support.polling import wait_for
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 LEASE_MS = 30_000
 
 APP = f'''

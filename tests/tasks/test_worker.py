@@ -23,6 +23,8 @@ from echomq.verbs import jobs
 from tests.support.cli import kill_all
 from tests.support.polling import wait_for
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 APP = '''
 import os, time
 import valkey

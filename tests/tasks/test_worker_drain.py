@@ -14,6 +14,8 @@ from echomq.core import keyspace
 from tests.support.cli import echomq, popen
 from tests.support.polling import wait_for
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 APP = '''
 import os, time
 import valkey

@@ -147,6 +147,7 @@ def test_a_marked_job_sent_back_to_wait_ends_cancelled_at_its_claim(run, raw, qu
     assert where(raw, queue, jid) == ["cancelled"]
 
 
+@pytest.mark.slow
 def test_cancel_races_ack_and_exactly_one_wins(url, raw, queue):
     n = 300
     minted = [ids.mint() for _ in range(n)]

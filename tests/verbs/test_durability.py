@@ -83,6 +83,7 @@ def _rows(client: valkey.Valkey, queue: str, minted: list[str]) -> int:
     return sum(pipe.execute())
 
 
+@pytest.mark.slow
 def test_waited_enqueues_survive_the_primarys_loss(pair: Pair):
     q = "dur"
     with App(pair.primary.url, wait_replicas=1, wait_timeout_ms=5_000) as app:
@@ -107,6 +108,7 @@ def test_waited_enqueues_survive_the_primarys_loss(pair: Pair):
     assert _rows(promoted, q, minted) == len(minted) == 570
 
 
+@pytest.mark.slow
 def test_without_wait_a_lagging_replica_loses_acknowledged_enqueues(pair: Pair):
     """The contrast: acknowledged by the primary, gone after the failover; and the same
     enqueue with a wait says so instead of returning (NotDurable, the job on the primary)."""
@@ -133,6 +135,7 @@ def test_without_wait_a_lagging_replica_loses_acknowledged_enqueues(pair: Pair):
     assert _rows(promoted, q, plain) == 0  # all 20 acknowledged enqueues lost
 
 
+@pytest.mark.slow
 def test_wait_local_fsyncs_the_primarys_aof(pair: Pair, tmp_path: pathlib.Path):
     conn = Connector.connect(pair.primary.url)
     wait = durability.Wait(local=True, timeout_ms=5_000)
@@ -154,6 +157,7 @@ def test_wait_local_fsyncs_the_primarys_aof(pair: Pair, tmp_path: pathlib.Path):
         c.close()
 
 
+@pytest.mark.slow
 def test_wait_rides_again_behind_a_reloaded_script(pair: Pair):
     """A flushed script cache re-sends the write after SCRIPT LOAD; the WAIT goes with it."""
     conn = Connector.connect(pair.primary.url)

@@ -222,6 +222,7 @@ def test_admission_is_checked_before_anything_is_written(conn, raw):
     assert jobs.counts(conn, cq)["pending"] == 0
 
 
+@pytest.mark.slow
 def test_two_pumps_racing_release_the_parent_once(url, raw):
     from echomq import AsyncConnector
 
@@ -292,6 +293,7 @@ def test_children_results_reach_the_parent(conn, raw):
     assert all(raw.exists(keyspace.job_key(cq, k.id)) == 0 for k in kids)  # rows deleted
 
 
+@pytest.mark.slow
 def test_echomq_job_shows_the_tree(server, raw_single):
     from tests.support.cli import echomq
 

@@ -106,6 +106,7 @@ PUMP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_pump_killed_mid_carry_loses_and_doubles_nothing(server):
     conn = Connector.connect(server.url)
     raw = valkey.Valkey.from_url(server.url)
@@ -306,6 +307,7 @@ class FlowMachine(RuleBasedStateMachine):
 URL: list[str] = []
 
 
+@pytest.mark.slow
 def test_flow_state_machine(server):
     URL[:] = [server.url]
     FlowMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=40,

@@ -48,6 +48,7 @@ def cut_short(conn: Any, root: flows.Node, levels: int, grace_ms: int) -> None:
         steps.drive(conn, pausing(flows.admit.steps(root, grace_ms), levels, die))
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 @pytest.mark.parametrize("levels", [1, 2])
 def test_a_root_left_uncommitted_is_rolled_back_past_its_deadline(conn, raw, levels):
@@ -132,6 +133,7 @@ def urls_and_queues(request: pytest.FixtureRequest, topology: str) -> tuple[str,
     return (cl := request.getfixturevalue("cluster")).url, spread_queues(cl, 3, "fr-")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("topology", "metronome"),
                          [("single", True), ("single", False), ("cluster", True)])
 def test_a_sigkilled_admission_is_rolled_back_by_a_worker_without_a_pump(

@@ -37,6 +37,8 @@ from echomq import Connector
 from echomq.core import ids, keyspace
 from echomq.verbs import groups, jobs
 
+pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
+
 GROUPS = ["ga", "gb", "gc"]
 UNIQUE = ["u1", "u2"]
 LIVE = {"pending", "scheduled", "active"}

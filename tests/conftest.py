@@ -5,14 +5,13 @@ built); ``queue`` is a fresh queue name per test, so tests share the server with
 keys. ``run`` is parametrized over both connectors and both wires (wire 6 when the native
 module is built): ``run(jobs.enqueue, queue, id, b"x")`` calls the verb on the sync
 ``Connector`` or awaits it on the ``AsyncConnector``, so one test body checks every
-combination (``run.conn`` is the connector, ``run.kind`` "sync"/"async", ``run.wire``).
-``run_script`` is the same on wire 4 only, for the scripts' side of the documented native
-divergences (which tests/native/test_native_divergence.py checks from the other side).
+combination (``run.conn`` is the connector, ``run.kind`` "sync"/"async", ``run.wire``;
+the runner itself is ``tests.support.clients.Runner``).
+``run_script`` (tests/verbs/conftest.py) is the same on wire 4 only.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,8 +19,10 @@ from typing import Any
 import pytest
 import valkey
 
-from echomq import AsyncConnector, Connector, native
+from echomq import Connector, native
 from echomq.embedded.server import EmbeddedServer
+from echomq.tasks.app import App
+from tests.support.clients import WIRES, Runner, client_for, snapshot
 
 
 @pytest.fixture(scope="session")
@@ -88,19 +89,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("url", ["single", "cluster"], indirect=True, scope="session")
 
 
-def client_for(url: str) -> Any:
-    """A plain client for ``url``: ``Valkey``, or ``ValkeyCluster`` for a cluster URL
-    (it routes each key to its slot's owner and scans every primary)."""
-    from valkey.cluster import ClusterNode, ValkeyCluster
-
-    from echomq.connectors import urls
-    target = urls.parse(url)
-    if not target.cluster:
-        return valkey.Valkey.from_url(url)
-    nodes = [ClusterNode(h, p) for h, p in target.nodes[1:]]
-    return ValkeyCluster.from_url(target.url, startup_nodes=nodes)
-
-
 @pytest.fixture
 def raw(url: str) -> Iterator[valkey.Valkey]:
     """A plain client for checking writes key by key (bytes in, bytes out)."""
@@ -115,40 +103,20 @@ def queue() -> str:
 
 
 @pytest.fixture
+def app(url: str) -> Iterator[App]:
+    """A task ``App`` on the test server (a test file with its own ``app`` overrides it)."""
+    a = App(url)
+    yield a
+    a.close()
+
+
+@pytest.fixture
 def conn(url: str) -> Iterator[Connector]:
     c = Connector.connect(url)
     yield c
     c.close()
 
 
-class Runner:
-    """Runs a verb on one connector kind; async verbs are awaited on a private loop."""
-
-    def __init__(self, kind: str, url: str, wire: int = 4) -> None:
-        self.kind = kind
-        self.wire = wire
-        self.loop: asyncio.Runner | None = None
-        if kind == "sync":
-            self.conn: Any = Connector.connect(url, wire=wire)
-        else:
-            self.loop = asyncio.Runner()
-            self.conn = self.loop.run(AsyncConnector.connect(url, wire=wire))
-
-    def __call__(self, verb: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        result = verb(self.conn, *args, **kwargs)
-        if self.loop is not None:
-            return self.loop.run(result)
-        return result
-
-    def close(self) -> None:
-        if self.loop is not None:
-            self.loop.run(self.conn.close())
-            self.loop.close()
-        else:
-            self.conn.close()
-
-
-WIRES = [4, 6] if native.available() else [4]
 COMBOS = [(kind, wire) for wire in WIRES for kind in ("sync", "async")]
 
 
@@ -159,38 +127,7 @@ def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
     r.close()
 
 
-@pytest.fixture(params=["sync", "async"])
-def run_script(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
-    r = Runner(request.param, url, wire=4)
-    yield r
-    r.close()
-
-
-def snapshot(client: valkey.Valkey, queue: str) -> dict[bytes, Any]:
-    """Every key of ``queue`` with its type and full content, for "nothing written" checks."""
-    out: dict[bytes, Any] = {}
-    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
-        kind = client.type(key)
-        if kind == b"hash":
-            value: Any = client.hgetall(key)
-        elif kind == b"zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == b"list":
-            value = client.lrange(key, 0, -1)
-        elif kind == b"set":
-            value = client.smembers(key)
-        else:
-            value = client.dump(key)
-        out[key] = (kind, value)
-    return out
-
-
 @pytest.fixture
 def snap(raw: valkey.Valkey) -> Callable[[str], dict[bytes, Any]]:
     """``snap(queue)``: a snapshot of every key of the queue (see ``snapshot``)."""
     return lambda queue: snapshot(raw, queue)
-
-
-def server_ms(client: valkey.Valkey) -> int:
-    secs, micros = client.time()
-    return int(secs) * 1000 + int(micros) // 1000

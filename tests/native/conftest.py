@@ -1,8 +1,8 @@
 """The native tests' fixtures: a server with the EMQ module loaded explicitly (the packaged
 build, or the one ``ECHOMQ_NATIVE_MODULE`` names: an ASan build under
 scripts/native-asan.sh), one per test module so a module's writes stay its own; a plain
-client on it; a fresh queue name. Helpers they share (and tests/test_bulk.py borrows) are
-in tests/native_support.py."""
+client on it; a fresh queue name. Helpers they share (and tests/verbs/test_bulk.py borrows) are
+in tests/support/native.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
-from native_support import fresh_queue, start_server
 
 from echomq.embedded.server import EmbeddedServer
+from tests.support.native import fresh_queue, start_server
 
 
 @pytest.fixture(scope="module")

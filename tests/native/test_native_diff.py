@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from native_support import base, fresh_queue, snapshot
 
 from echomq import Connector
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
+from tests.support.native import base, fresh_queue, snapshot
 
 FAR = 40_000_000_000_000
 CLOCK_LOW = 10**12  # any score/field at or above this (and below FAR) was priced on a clock

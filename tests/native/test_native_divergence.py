@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 import valkey
-from native_support import base, fresh_queue, send, snapshot
 
 from echomq import Connector
 from echomq.core import errors
 from echomq.embedded.server import EmbeddedServer
+from tests.support.native import base, fresh_queue, send, snapshot
 
 J1, J2 = "JOB01AAAAAAAAAAAAAAAAAAAAAAA", "JOB01BBBBBBBBBBBBBBBBBBBBBBB"
 FAR = 40_000_000_000_000

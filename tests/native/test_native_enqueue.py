@@ -12,7 +12,12 @@ import pathlib
 
 import pytest
 import valkey
-from native_support import (
+
+from echomq import Connector, scripts
+from echomq.core import errors
+from echomq.embedded.server import EmbeddedServer
+from echomq.verbs import jobs
+from tests.support.native import (
     J1,
     J2,
     J3,
@@ -25,11 +30,6 @@ from native_support import (
     snapshot,
     start_server,
 )
-
-from echomq import Connector, scripts
-from echomq.core import errors
-from echomq.embedded.server import EmbeddedServer
-from echomq.verbs import jobs
 
 
 def script(r: valkey.Valkey, q: str, job: str, payload: object = b"p") -> object:

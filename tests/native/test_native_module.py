@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 import valkey
-from native_support import (
+
+from echomq.embedded.server import EmbeddedServer
+from tests.support.clients import server_ms
+from tests.support.native import (
     FAR,
     J1,
     J2,
@@ -23,11 +26,8 @@ from native_support import (
     reschedule,
     schedule,
     send,
-    server_ms,
     snapshot,
 )
-
-from echomq.embedded.server import EmbeddedServer
 
 # The refusals every command shares (a foreign id, the mode, the due, the shape, a set of
 # the wrong type, the key positions) are parametrized across the commands in

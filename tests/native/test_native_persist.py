@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import pathlib
-import time
 from collections.abc import Iterator
 
 import pytest
 import valkey
-from native_support import REDIS7, fresh_queue, snapshot, start_server
 
 from echomq import Connector, native
 from echomq.core import errors
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
+from tests.support.native import REDIS7, fresh_queue, snapshot, start_server
+from tests.support.polling import wait_for
 
 FAR = 40_000_000_000_000
 IDS = [f"JOB01{c * 24}" for c in "ABCDEFG"]
@@ -39,14 +39,6 @@ def workload(url: str, q: str) -> None:
         assert claim is not None
         jobs.delay(c6, q, claim.id, claim.token, 120_000)  # 'in': priced on this clock
         assert jobs.reschedule(c6, q, IDS[5], "in", 7_200_000) == 1
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def aof_text(data_dir: pathlib.Path) -> bytes:
@@ -116,6 +108,7 @@ def test_bgrewriteaof_then_restart_reproduces_the_state(
         again.stop()
 
 
+@pytest.mark.slow
 def test_replica_sees_the_primarys_scores(tmp_path: pathlib.Path) -> None:
     primary = start_server(password="pw")
     replica = None

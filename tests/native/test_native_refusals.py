@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import valkey
-from native_support import (
+
+from tests.support.native import (
     J1,
     KIND,
     WRONGTYPE,

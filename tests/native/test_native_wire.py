@@ -13,13 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 import valkey
-from conftest import Runner
-from native_support import fresh_queue, server_ms, start_server
 
 from echomq import AsyncConnector, Connector, native
 from echomq.core import errors
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
+from tests.support.clients import Runner, server_ms
+from tests.support.native import fresh_queue, start_server
 
 FAR = 40_000_000_000_000
 

@@ -1,4 +1,4 @@
-"""Bulk admission and memory per scheduled job (issue 16, targets 3 and 6).
+"""Bulk admission and memory per scheduled job (against the floor Python reaches).
 
 Rate: N jobs admitted ``--chunk`` per round trip (1,000 by default), several ways side by
 side on one embedded Valkey, ids minted before the clock starts (all write branded ids):

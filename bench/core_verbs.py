@@ -1,4 +1,4 @@
-"""Bench seed (issue 2): the scripted transitions on a fresh embedded Valkey.
+"""Bench: the scripted transitions on a fresh embedded Valkey.
 
 Times, for N jobs (default 20,000): scheduling one call at a time, scheduling pipelined in
 batches, promoting them all (batch 1,000), claiming them (one at a time and in batches of

@@ -1,4 +1,4 @@
-"""What durability costs (issue 10, point 9): enqueues/s under each choice.
+"""What durability costs: enqueues/s under each choice.
 
 Every row runs on fresh servers from the embedded binary, persistent (AOF) in a temp dir:
 

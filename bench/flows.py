@@ -1,4 +1,4 @@
-"""Bench (issue 15): a 1 x N fan-out flow against N plain jobs, on a fresh embedded Valkey.
+"""Bench: a 1 x N fan-out flow against N plain jobs, on a fresh embedded Valkey.
 
 Flow: admit one parent (queue ``parents``) with N children (queue ``kids``) in one
 ``flows.admit`` (one round trip per level), run the children (``claim_many`` + ``ack_many``

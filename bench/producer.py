@@ -1,4 +1,4 @@
-"""The producer path (issue 16): one call per job against the floor of one round trip.
+"""The producer path: one call per job against the floor of one round trip.
 
 Sync: ``task.enqueue`` side by side with a bare ``EVALSHA`` of a one-line script and a
 ``PING`` on the same valkey-py client, N calls each, one at a time, interleaved in chunks

@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(ratio_table(results, systems))
     print()
-    print("Targets of issue 6:")
+    print("Targets (ratios to the best peer and to raw):")
     print()
     print(target_table(results, systems))
     print()

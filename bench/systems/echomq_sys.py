@@ -26,7 +26,7 @@ from echomq import AsyncConnector, Connector
 from echomq.core import ids, keyspace
 from echomq.verbs import jobs
 
-BEAT_S = 0.1  # the runtime's default beat (issue 3)
+BEAT_S = 0.1  # the runtime's default beat
 LEASE_MS = 30_000
 PROMOTE_BATCH = 1000
 

@@ -1,6 +1,6 @@
 """The Consumer: one queue's beat loop on an ``AsyncConnector``.
 
-Theory of operation. A beat is the seed's order: the recovery leg (``reap`` expired leases),
+Theory of operation. A beat runs its legs in one order: the recovery leg (``reap`` expired leases),
 then ``promote`` (due scheduled jobs), then the claims, up to the free concurrency, in one
 ``claim_many`` call. In pool mode (``pooled=True``) a Metronome runs the first two legs
 once a beat for the queue and the consumer only claims. Between beats an idle consumer does
@@ -212,7 +212,7 @@ class Consumer:
         self.slots.stopping()
 
     async def beat(self) -> int:
-        """One beat by hand, in the seed's order: the recovery leg (reap) and promote
+        """One beat by hand, in the beat's order: the recovery leg (reap) and promote
         (skipped when pooled), then claims up to the free concurrency; the claimed jobs
         start running in the background. Returns how many were claimed. ``run`` is this
         on a timer, with the blocking wake in between."""

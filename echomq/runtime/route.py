@@ -1,7 +1,7 @@
 """How to run one job: the handler a router picks, with its retry, lease and timeout settings.
 
 A setting a route leaves unset falls back to the consumer's (``lease_ms``, ``timeout_ms``);
-the retry settings default to the seed's (1000 ms between attempts, 25 attempts).
+the retry settings default to 1000 ms between attempts and 25 attempts.
 """
 
 from __future__ import annotations

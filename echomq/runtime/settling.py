@@ -3,7 +3,7 @@
 Success acks (the row is deleted unless the retention keeps completed rows); acks of jobs
 finishing in the same loop turn share one pipelined ``ack_many``, and the slots they free
 are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``). An
-exception retries after the route's fixed ``retry_delay_ms`` (the seed's 1000 ms) or its
+exception retries after the route's fixed ``retry_delay_ms`` (1000 ms by default) or its
 ``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)``, handed to
 ``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising ``Delay`` (or
 calling ``job.delay(...)``) sends the job back to the schedule without a failure and
@@ -215,7 +215,7 @@ class Settler:
                 except errors.StateError:  # wire 6: EMQ.DELAY refuses a grouped row
                     await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
                                      value.mode, native=False)
-                # the seed's delay leaves attempts alone and the next claim increments it;
+                # a delay leaves attempts alone and the next claim increments it;
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
                 with contextlib.suppress(errors.EchoMQError):

@@ -1,4 +1,4 @@
-"""Server error codes kept exactly (issue 10, point 7), each provoked on a real server.
+"""Server error codes kept exactly, each provoked on a real server.
 
 valkey-py strips the code of some replies (``-OOM ...`` became ``ERR command not
 allowed ...``); the connectors put it back and map the common ones to typed errors, all

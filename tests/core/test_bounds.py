@@ -1,4 +1,4 @@
-"""Bounded inputs (issue 10, points 4-6): every time argument, the payload size and the
+"""Bounded inputs: every time argument, the payload size and the
 argument depth are refused before any I/O, with a clear error, and nothing is written."""
 
 from __future__ import annotations

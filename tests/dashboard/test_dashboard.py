@@ -1,5 +1,5 @@
 """The dashboard against a real server over real HTTP: pages show what is there, actions
-act, and the access rules of issue 10 hold (Host, Origin, headers, token, read-only)."""
+act, and the access rules hold (Host, Origin, headers, token, read-only)."""
 
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ def test_events_stream_sends_counts(board, conn, queue):
     c.close()
 
 
-# -- issue 10: access -----------------------------------------------------------------------
+# -- access ---------------------------------------------------------------------------------
 
 def test_foreign_host_headers_are_refused(board, conn, queue):
     """DNS rebinding: evil.example resolving to 127.0.0.1 must not read a page."""

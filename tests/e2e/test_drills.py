@@ -1,4 +1,4 @@
-"""Drills (issue 10): real processes on loopback, crashed on purpose, counted.
+"""Drills: real processes on loopback, crashed on purpose, counted.
 
 - the server SIGKILLed under a producer, AOF ``everysec`` and ``always``: acknowledged
   enqueues lost (a process crash: the AOF ``write(2)`` precedes every reply, so both are 0;

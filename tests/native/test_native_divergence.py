@@ -1,4 +1,4 @@
-"""Where the native twins differ from the scripts on purpose (the seed's documented list).
+"""Where the native twins differ from the scripts on purpose (the documented list in DESIGN §3b).
 
 Each case runs the same input through the script (wire 4, EVALSHA) on one queue and the
 module command on another, and asserts the difference itself: what the script writes

@@ -356,7 +356,7 @@ def test_scheduled_job_starts_at_its_run_at_not_at_the_next_beat(url, raw, queue
 
 
 def test_one_beat_by_hand_reaps_promotes_then_claims(url, raw, queue):
-    """``beat()`` is the seed's order: the recovery leg returns an expired lease, promote
+    """``beat()`` runs the legs in order: the recovery leg returns an expired lease, promote
     releases a due job, and the claims take both (up to the free concurrency)."""
     ran: list[str] = []
 

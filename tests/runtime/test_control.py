@@ -1,4 +1,4 @@
-"""Job control in the runtime (issue 12) against a real Valkey, at wire 4 and 6: cancel of a
+"""Job control in the runtime against a real Valkey, at wire 4 and 6: cancel of a
 running async handler (seen within a third of its lease) and of a sync one polling
 ``.cancelled``, timeouts (async cancelled, sync abandoned with its slot freed) retried to
 dead with a TimeoutError text, kept results waited on from another thread and another
@@ -467,7 +467,7 @@ def test_job_dataclass_keeps_its_positional_shape():
 
 
 def test_a_grouped_job_delays_itself_at_both_wires(app, raw, queue):
-    """At wire 6 EMQ.DELAY refuses a grouped row (the seed's divergence): the consumer falls
+    """At wire 6 EMQ.DELAY refuses a grouped row (a native divergence): the consumer falls
     back to the delay script, which sends it back to its lane when due."""
     runs: list[int] = []
 

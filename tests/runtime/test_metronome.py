@@ -150,7 +150,7 @@ def test_metronome_wakes_at_a_run_at_between_beats(url, raw, queue):
 
 @pytest.mark.parametrize("wire", [4, 6] if native.available() else [4])
 def test_legs_promote_past_a_grouped_row_on_either_wire(url, raw, queue, wire):
-    """EMQ.PROMOTE refuses a due grouped row (the seed's divergence); the legs fall back to
+    """EMQ.PROMOTE refuses a due grouped row (a documented native divergence); the legs fall back to
     the script for that pass, so the grouped row reaches its lane and flat jobs still flow."""
     from echomq.runtime.beat import Legs, run_legs
 

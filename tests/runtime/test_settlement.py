@@ -1,4 +1,4 @@
-"""A refused outcome tells "already settled" from "another holder owns it" (issue 10,
+"""A refused outcome tells "already settled" from "another holder owns it" (
 point 8), in the log and in the Consumer's counters.
 
 "Already settled" is a retried call whose first try landed (its reply lost, as in a server

@@ -1,4 +1,4 @@
-"""The per-call ``task.aenqueue`` path (issue 16): the payload built without copies is the
+"""The per-call ``task.aenqueue`` path: the payload built without copies is the
 same bytes as ``payload.encode`` and fails the same way; the connector found without an
 await is the app's connector for the running loop, and never one the app closed."""
 

@@ -84,7 +84,7 @@ def test_bulk_outcomes_and_rows_are_exact(server):
     assert snap["job:" + a[3]][1]["payload"] == b"a"
     assert snap["job:" + a[22]][1] == {"state": b"pending", "attempts": b"0", "payload": b"p",
                                        "priority": b"7"}
-    admitted = 1 + (N - 1) + N + 24  # the seed enqueue, then each call's admissions
+    admitted = 1 + (N - 1) + N + 24  # the first enqueue, then each call's admissions
     assert snap["stats"] == ("hash", {"enqueued": str(admitted).encode()})
     assert snap["wake"] == ("list", [b"1"])
     # the plain row is the contract's three fields, kept a listpack (memory per job)

@@ -1,4 +1,4 @@
-"""Durability you choose (issue 10, point 9): WAIT / WAITAOF riding behind an enqueue,
+"""Durability you choose: WAIT / WAITAOF riding behind an enqueue,
 against a real primary + replica pair started from the embedded binary.
 
 The failover is done by hand, as an operator or a sentinel would: SIGKILL the primary,

@@ -1,4 +1,4 @@
-"""Groups (issue 13, wire): lanes, the ring, limits, pause, rates; key by key, both wires."""
+"""Groups on the wire: lanes, the ring, limits, pause, rates; key by key, both wires."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_enqueue_at_scores_literal_value(run, raw, queue):
 
 
 def test_script_admits_a_negative_run_at(run_script, raw, queue):
-    # the seed guards only is_integer: a negative run-at reaches the script (the native
+    # enqueue_at guards only is_integer: a negative run-at reaches the script (the native
     # twin refuses it with its due text: tests/native/test_native_divergence.py)
     neg = ids.mint()
     assert run_script(jobs.enqueue_at, queue, neg, b"p", -5) == "scheduled"
@@ -180,7 +180,7 @@ def test_promote_routes_grouped_rows_to_their_lane(run_script, raw, queue):
 
 
 def test_promote_ghost_gets_a_skeleton_row(run_script, raw, queue):
-    # the seed's script: a scheduled id with no row is added to pending and HSET creates
+    # the schedule script: a scheduled id with no row is added to pending and HSET creates
     # a skeleton row (the native twin only removes it: a documented divergence)
     ghost = ids.mint()
     raw.zadd(k(queue, "schedule"), {ghost: 0})
@@ -352,7 +352,7 @@ def test_delay_refusals_write_nothing(run, queue, snap):
 
 
 def test_scripted_delay_of_a_reaped_holder_schedules_anyway(run_script, raw, queue):
-    # the seed: the script's ZREM is a no-op and the job is scheduled all the same
+    # by contract: the script's ZREM is a no-op and the job is scheduled all the same
     jid = ids.mint()
     run_script(jobs.enqueue, queue, jid, b"x")
     c = run_script(jobs.claim, queue, 10_000)

@@ -1,4 +1,4 @@
-"""The repeat registry on a real Valkey: the seed's verbs key by key, then fire/upsert/cron.
+"""The repeat registry on a real Valkey: its base verbs key by key, then fire/upsert/cron.
 
 Every repeat score is HOST-clock ms; the tests bracket the host clock around each call.
 """
@@ -29,7 +29,7 @@ def rkey(q: str, name: str) -> str:
     return keyspace.repeat_key(q, name)
 
 
-# -- the seed's verbs, key by key ---------------------------------------------------------
+# -- the base verbs, key by key -----------------------------------------------------------
 
 
 def test_register_writes_record_and_member_on_host_clock(
@@ -322,7 +322,7 @@ def test_default_fires_one_occurrence_after_downtime(
 ) -> None:
     got, _, now = _late(run, queue, 10.5)
     assert len(got.ids) == 1
-    assert raw.zscore(zkey(queue), "r") == now + 1000  # the seed's rule: from now
+    assert raw.zscore(zkey(queue), "r") == now + 1000  # advance prices the next run from now
 
 
 def test_catchup_latest_fires_one_and_stays_on_the_grid(

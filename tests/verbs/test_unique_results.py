@@ -1,4 +1,4 @@
-"""Unique jobs, kept results, done notification and progress (DESIGN §3b, issue 12 points 5-6),
+"""Unique jobs, kept results, done notification and progress (DESIGN §3b),
 key by key on a real Valkey, both connectors and both wires."""
 
 from __future__ import annotations

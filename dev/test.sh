@@ -11,5 +11,5 @@ PY=${PYTHON:-python3}
 .venv/bin/ruff check echomq tests bench examples
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache   # the layers contract: imports flow down the folders
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet  # the site into site/ (tests/docs serve it)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict  # the site into site/ (not --quiet: it hides, so forgives, the warnings)
 .venv/bin/python -m pytest -q "$@"

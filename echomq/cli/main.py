@@ -17,7 +17,6 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -31,10 +30,11 @@ DURATION_FLAGS = ("--in", "--every", "--first-in", "--window")
 
 
 def version() -> str:
-    try:
-        return metadata.version("echomq")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree, not installed
-        return "unknown"
+    """The package's version: ``echomq.__version__``, the one place it is written (the
+    build reads it from there too, so an installed wheel's metadata says the same)."""
+    from echomq import __version__
+
+    return __version__
 
 
 def _logging_flags(p: argparse.ArgumentParser, top: bool) -> None:

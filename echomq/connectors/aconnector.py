@@ -122,6 +122,7 @@ class AsyncConnector(Base):
             raise wire_error(exc) from exc
 
     async def ping(self) -> None:
+        """One ``PING`` round trip; raises ``errors.WireError`` when the server is gone."""
         await self._run(self._plan(Command(("PING",))))
 
     async def require_native(self) -> None:
@@ -131,12 +132,15 @@ class AsyncConnector(Base):
             raise missing
 
     async def call(self, *args: Arg) -> Any:
+        """Send one plain command and return its reply (errors mapped)."""
         return await self.execute(Command(args))
 
     async def eval(self, script: str, keys: Iterable[str], args: Iterable[Arg]) -> Any:
+        """Run a named script EVALSHA-first (the default ``via`` dispatcher)."""
         return await self.execute(Eval(script, tuple(keys), tuple(args)))
 
     async def close(self) -> None:
+        """Close the client and its connections."""
         await self.client.aclose()
 
     async def __aenter__(self) -> AsyncConnector:

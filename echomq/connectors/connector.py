@@ -138,6 +138,7 @@ class Connector(Base):
         return super()._issue(op)
 
     def ping(self) -> None:
+        """One ``PING`` round trip; raises ``errors.WireError`` when the server is gone."""
         self._run(self._plan(Command(("PING",))))
 
     def require_native(self) -> None:
@@ -155,6 +156,7 @@ class Connector(Base):
         return self.execute(Eval(script, tuple(keys), tuple(args)))
 
     def close(self) -> None:
+        """Close the kept connection and the pool."""
         if self._kept is not None:
             self._kept.close()
         self.client.close()

@@ -6,6 +6,9 @@ from enum import StrEnum
 
 
 class Outcome(StrEnum):
+    """What an admission or a registration verb did, as the string it returns
+    (``Outcome.DUPLICATE == "duplicate"``)."""
+
     ENQUEUED = "enqueued"
     SCHEDULED = "scheduled"
     DUPLICATE = "duplicate"

@@ -102,7 +102,7 @@ def moves(verb: str) -> list[Transition]:
 
 
 def table_markdown() -> str:
-    """``TRANSITIONS`` as a Markdown table (the README's copy is generated from this)."""
+    """``TRANSITIONS`` as a Markdown table (docs/reference/states.md's copy is generated from this)."""
     lines = ["| verb | from | to | clock | script | wire 6 | note |",
              "|---|---|---|---|---|---|---|"]
     for t in TRANSITIONS:

@@ -64,6 +64,8 @@ class LocalCluster:
                                 password=self.password or None)
 
     def start(self, timeout: float = 30.0) -> LocalCluster:
+        """Start the nodes, form the cluster and wait (up to ``timeout`` s, HOST monotonic)
+        until it reports ``cluster_state:ok``; returns ``self``."""
         total = self.masters * (1 + self.replicas)
         auth = ["--masterauth", self.password] if self.password else []
         try:
@@ -171,6 +173,7 @@ class LocalCluster:
         raise ServerError(f"no live primary owns {key!r}")
 
     def stop(self) -> None:
+        """Stop every node this object started."""
         for node in self.nodes:
             node.stop()
         self.nodes = []

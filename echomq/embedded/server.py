@@ -117,6 +117,7 @@ class EmbeddedServer:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id: the child this object started, or the recorded one."""
         return self.process.pid if self.process else self._detached_pid
 
     @property
@@ -134,10 +135,12 @@ class EmbeddedServer:
 
     @property
     def logfile(self) -> pathlib.Path:
+        """``valkey.log`` in the data dir."""
         return self.data_dir / "valkey.log"
 
     @property
     def pidfile(self) -> pathlib.Path:
+        """``valkey.pid`` in the data dir."""
         return self.data_dir / "valkey.pid"
 
     def modules(self) -> list[str]:
@@ -292,6 +295,7 @@ class EmbeddedServer:
             time.sleep(0.02)
 
     def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` of the server's log (empty when there is none), for errors."""
         text = ""
         with contextlib.suppress(OSError):
             text = self.logfile.read_text(errors="replace")
@@ -333,6 +337,8 @@ class EmbeddedServer:
             datadir.wait_gone(self._detached_pid, 5)
 
     def running(self) -> bool:
+        """Whether the server process is alive (a child that has not exited, or a recorded
+        pid that still runs as that server)."""
         if self.process is not None:
             return self.process.poll() is None
         return self._detached_pid is not None and datadir.pid_alive(self._detached_pid)

@@ -102,7 +102,7 @@ def _between(text: str, start: str, *ends: str) -> str:
 
 
 def table_markdown() -> str:
-    """One row per script, drawn from the headers: the README's scripts table."""
+    """One row per script, drawn from the headers (docs/reference/scripts.md's table)."""
     rows = ["| script | KEYS | ARGV | reply |", "|---|---|---|---|"]
     for name in names():
         text = header(name)

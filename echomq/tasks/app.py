@@ -249,6 +249,7 @@ class App(Declarations):
             self.server = None
 
     async def aclose(self) -> None:
+        """Close this event loop's async connector (``close`` closes the rest)."""
         held = self._aconns.pop(id(asyncio.get_running_loop()), None)
         if held is not None:
             await held[1].close()

@@ -108,7 +108,7 @@ class Declarations:
         return value that long (``app.job(id).result``, ``app.result(id)``).
         ``isolation="process"`` runs a plain function in a killable child process per job
         (``echomq.runtime.isolation``): a timeout or a cancel request stops it for real.
-        running job holds, checkpointed every third of it. ``partitions=8`` spreads the
+        ``partitions=8`` spreads the
         queue over ``queue#0`` ... ``queue#7``, each its own hash tag (a cluster spreads
         them over its primaries; see ``echomq.core.partitions`` and ``Task.options``).
         ``group``: the lane every run joins (groups take turns at the claim, each with its

@@ -123,11 +123,11 @@ def test_unknown_script_name():
         scripts.source("nope")
 
 
-def test_readme_scripts_table_is_the_generated_one():
+def test_docs_scripts_table_is_the_generated_one():
 
     from echomq import scripts
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "reference" / "scripts.md").read_text()
     block = readme.split("<!-- scripts-table:begin -->\n", 1)[1]
     block = block.split("\n<!-- scripts-table:end -->")[0]
     assert block == scripts.table_markdown()

@@ -342,8 +342,8 @@ def test_pages_read_the_same_without_scripts(browser, site, conn, queue):
 
 
 def test_readme_images_are_current() -> None:
-    """The README's three screenshots exist and are small (after a visual change, copy
-    ``overview``, ``clock-dragged`` and ``backoff`` from ``artifacts/dashboard/``)."""
+    """The dashboard page's three screenshots (docs/img) exist and are small (after a visual
+    change, copy ``overview``, ``clock-dragged`` and ``backoff`` from ``artifacts/dashboard/``)."""
     root = ROOT / "docs" / "img"
     for name in ("dashboard-overview.png", "dashboard-clock.png", "dashboard-backoff.png"):
         f = root / name

@@ -10,7 +10,7 @@
 - ``maxmemory`` + ``noeviction``: every refusal is ``OutOfMemory``, every call is all or
   nothing, and a drain on the full server empties it.
 
-Each prints its figures (``pytest -s``); the README's "Guarantees" quotes them.
+Each prints its figures (``pytest -s``); docs/guide/guarantees.md quotes them.
 """
 
 from __future__ import annotations

@@ -12,36 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 from echomq.cli.common import connect, scan_queues, url_flag
-from echomq.core.times import parse_duration
-
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\S+)\s*$")
+from echomq.core import rates
 
 
 def parse_rate(text: str) -> tuple[int, int] | None:
     """``"10/1s"`` -> ``(10, 1000)``: at most 10 starts per 1,000 ms; ``"none"`` -> ``None``.
-    A bare unit counts one of it (``10/s``)."""
+    A bare unit counts one of it (``10/s``); the reading is ``echomq.core.rates.parse``."""
     if text.strip().lower() in ("none", "off"):
         return None
-    m = _RATE.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"not a rate: {text!r} (write MAX/DURATION, e.g. 10/1s or 600/1m; 'none' "
-            "removes the rate)")
-    count, window = int(m.group(1)), m.group(2)
-    if window[:1].isalpha():  # "10/s": one of that unit
-        window = "1" + window
-    per_ms = parse_duration(window)
-    if count < 1:
-        raise argparse.ArgumentTypeError(
-            f"a rate of {text!r} would never start a job: MAX must be at least 1 (use "
-            "`echomq group pause` to stop a group)")
-    if per_ms < 1:
-        raise argparse.ArgumentTypeError(f"the window of {text!r} must be at least 1ms")
-    return count, per_ms
+    try:
+        return rates.parse(text)
+    except ValueError as exc:
+        hint = "" if "never start" in str(exc) else " ('none' removes the rate)"
+        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None
 
 
 def parse_limit(text: str) -> int | None:
@@ -62,13 +48,7 @@ def parse_limit(text: str) -> int | None:
 
 
 def show_rate(rate: tuple[int, int] | None) -> str:
-    if rate is None:
-        return "-"
-    count, per_ms = rate
-    for unit, ms in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if per_ms % ms == 0:
-            return f"{count}/{per_ms // ms}{unit}"
-    return f"{count}/{per_ms}ms"
+    return rates.show(rate)
 
 
 def _queue_group(p: argparse.ArgumentParser) -> None:

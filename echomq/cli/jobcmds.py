@@ -22,7 +22,9 @@ def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs="*", help="positional arguments (JSON, else a string)")
     p.add_argument("--kwargs", default=None, help="keyword arguments as a JSON object")
     p.add_argument("--queue", default=None, help="the queue (default: the task's, or default)")
-    p.add_argument("--app", default=None, help="module:attribute of the App (for queue lookup)")
+    p.add_argument("--app", default=None,
+                   help="module:attribute of the App: the task's queue, and its arguments "
+                        "checked against the function (a mismatch queues nothing)")
     p.add_argument("--id", default=None, help="the job id (default: a fresh JOB id)")
     p.add_argument("--priority", type=int, default=0,
                    help="0..1000000, lower runs first (default 0)")
@@ -95,6 +97,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
                              f"(its tasks: {known}); nothing was queued")
         # a partitioned task's job goes to one of its partitions, as Task.enqueue does
         name, queue = task.name, queue or task.target_queue()
+        # the arguments must fit the function, as Task.enqueue checks (nothing is sent)
+        task.check([word_value(a) for a in args.args], kwargs)
     queue = queue or "default"
     keyspace.validate_queue(queue)  # bad arguments raise here, before any connection
     payload = encode(name, [word_value(a) for a in args.args], kwargs)
@@ -158,7 +162,7 @@ def run_job(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
-          f"task      {info.task or '-'}\nattempts  {info.attempts}\n"
+          f"task      {info.task or '-'}\nruns      {info.tally.text()}\n"
           f"error     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),
@@ -241,6 +245,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_dead_list(args: argparse.Namespace) -> int:
+    from echomq.core.tally import Tally
     from echomq.verbs import dead
     conn, app = connect(args)
     try:
@@ -259,8 +264,8 @@ def run_dead_list(args: argparse.Namespace) -> int:
             out["payload"] = (row["payload"] or b"").decode(errors="replace")
             print(json.dumps(out))
         else:
-            print(f"{row['id']}  {row['queue']}  died {died}  attempts {row['attempts']}  "
-                  f"{row['error'] or ''}")
+            counts = Tally(row["runs"], row["failures"], row["delays"]).text()
+            print(f"{row['id']}  {row['queue']}  died {died}  {counts}  {row['error'] or ''}")
     if not rows and not args.json:
         where = f"queue {args.queue!r}" if args.queue else f"any of {len(queues)} queues"
         print(f"(no dead jobs on {where})")

@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def default_url(explicit: str | None) -> str | None:
-    """``--url``, else ``$ECHOMQ_URL``, else ``None`` (the embedded server)."""
-    return explicit or os.environ.get("ECHOMQ_URL") or None
+    """``--url``, else ``$ECHOMQ_URL``, else ``None`` (the embedded server); an empty or
+    blank value counts as unset (``urls.given``), as ``App("")`` does."""
+    from echomq.connectors.urls import given
+    return given(explicit) or given(os.environ.get("ECHOMQ_URL"))
 
 
 def where(url: str | None) -> str:

@@ -33,6 +33,17 @@ class Target:
     tls: bool = False
 
 
+def given(url: str | None) -> str | None:
+    """``url`` as a setting: ``None`` when it is unset, empty or only blanks (``App("")``,
+    ``ECHOMQ_URL=``, ``--url ""``), so every entry point reads an empty URL as no URL (the
+    embedded server) instead of some refusing it; else the URL, stripped."""
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise TypeError(f"a server URL is a str, not {type(url).__name__}")
+    return url.strip() or None
+
+
 def parse(url: str) -> Target:
     """Split ``url`` into what a client needs; ``ValueError`` for anything else, before
     any I/O."""

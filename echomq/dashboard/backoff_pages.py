@@ -1,12 +1,15 @@
 """The backoff pages: the tasks' retry policies and the backoff explorer (the curve a
-policy gives, attempt by attempt; pure, no clock)."""
+policy gives, attempt by attempt: fixed, exponential, a list of delays whose last repeats,
+each with full jitter or not; pure, no clock)."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 from urllib.parse import urlencode
 
 from echomq.core import backoff
+from echomq.core.times import parse_duration
 from echomq.dashboard import charts
 from echomq.dashboard.charts import DASH, duration
 from echomq.dashboard.layout import shell
@@ -22,6 +25,8 @@ def task_policy(task: Any) -> tuple[backoff.Policy, int]:
 
 
 def _policy_args(policy: backoff.Policy) -> dict[str, str]:
+    if backoff.is_steps(policy):
+        return {"kind": "list", "steps": ",".join(str(ms) for ms in backoff.normalize(policy))}
     if policy[0] == "jitter":
         return {**_policy_args(policy[1]), "jitter": "1"}
     if policy[0] == "fixed":
@@ -57,6 +62,19 @@ def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
     return shell(req, "Tasks", body)
 
 
+def _steps(text: str) -> list[int]:
+    """``"1000, 5s, 30s"`` -> ``[1000, 5000, 30000]``: each a number of ms or a duration."""
+    out = []
+    for word in (w.strip() for w in text.split(",")):
+        if not word:
+            continue
+        try:
+            out.append(int(word) if word.isdigit() else parse_duration(word))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from None
+    return out
+
+
 def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     kind = req.arg("kind", "exponential")
     base = int(req.arg("base", "1000"))
@@ -64,7 +82,11 @@ def _policy_from(req: Request) -> tuple[backoff.Policy, int]:
     attempts = int(req.arg("max_attempts", "10"))
     if not 1 <= attempts <= 100:
         raise ValueError("max_attempts must be 1..100")
-    inner: backoff.Policy = ("fixed", base) if kind == "fixed" else ("exponential", base, cap)
+    inner: backoff.Policy
+    if kind == "list":
+        inner = _steps(req.arg("steps", "1000,5000,30000"))
+    else:
+        inner = ("fixed", base) if kind == "fixed" else ("exponential", base, cap)
     policy = ("jitter", inner) if req.arg("jitter") else inner
     backoff.validate(policy)
     return policy, attempts
@@ -86,15 +108,19 @@ def backoff_page(req: Request, tasks: dict[str, Any] | None = None) -> str:
     jit = bool(req.arg("jitter"))
     total = (f"between {duration(c.total_low_ms)} and {duration(c.total_ms)} "
              f"(on average {duration(c.total_ms / 2)})" if jit else duration(c.total_ms))
-    sel = {k: " selected" if kind == k else "" for k in ("fixed", "exponential")}
+    sel = {k: " selected" if kind == k else "" for k in ("fixed", "exponential", "list")}
+    steps = req.arg("steps", "1000,5000,30000")
     body = (
         f"<form method='get' action='{e(req.url('/backoff'))}' class='policy'>"
         f"<label>policy <select name='kind'><option{sel['exponential']}>exponential</option>"
-        f"<option{sel['fixed']}>fixed</option></select></label>"
+        f"<option{sel['fixed']}>fixed</option><option{sel['list']}>list</option>"
+        "</select></label>"
         "<label>base ms <input name='base' type='number' min='0' "
         f"value='{e(req.arg('base', '1000'))}'>"
         f"</label><label>cap ms <input name='cap' type='number' min='1' "
         f"value='{e(req.arg('cap', '3600000'))}'></label>"
+        "<label title='the delays in order, comma-separated (ms or 5s, 2m); the last repeats'>"
+        f"list <input name='steps' size='18' value='{e(steps)}'></label>"
         f"<label>max attempts <input name='max_attempts' type='number' min='1' max='100' "
         f"value='{attempts}'></label><label><input type='checkbox' name='jitter' value='1'"
         f"{' checked' if jit else ''}> full jitter</label> <button>draw</button></form>"

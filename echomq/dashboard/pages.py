@@ -13,7 +13,8 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from echomq.core import ids, partitions
+from echomq.core import ids, partitions, tally
+from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
 from echomq.dashboard.backoff_pages import backoff_link, task_policy
@@ -149,7 +150,8 @@ def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: A
         rows.append(
             f"<tr>{check}<td><a href='{e(link)}'><code>{e(x['id'])}</code></a></td>"
             f"<td>{e(x['task'] or NONE)}</td><td class='args'><code>{e(x['args'])}</code></td>"
-            f"<td class='n'>{e(x['attempts'] if x['attempts'] is not None else 0)}</td>"
+            f"<td class='n' title='{e(_tally(x).detail())}'>"
+            f"{e(x['attempts'] if x['attempts'] is not None else 0)}</td>"
             f"<td>{shown}</td><td class='err'>{e(err[:160])}</td></tr>")
     nav = ""
     if req.arg("after"):
@@ -160,7 +162,7 @@ def queue_page(req: Request, v: insight.QueueView, page: insight.Page, access: A
     head_check = "<th></th>" if bulk else ""
     table = (
         f"<table class='grid jobs'><thead><tr>{head_check}<th>id</th><th>task</th>"
-        f"<th>arguments</th><th class='n'>attempts</th><th>{SCORE_MEANING[st]}</th>"
+        f"<th>arguments</th><th class='n'>runs</th><th>{SCORE_MEANING[st]}</th>"
         f"<th>last error</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         if rows else f"<p class='note'>No {st} jobs.</p>")
     bulk_form = ""
@@ -229,6 +231,11 @@ def flow_section(req: Request, row: dict[str, Any], tree: Any, queue: str | None
     return f"<h2>Flow</h2>{''.join(parts)}" if parts else ""
 
 
+def _tally(row: dict[str, Any]) -> Tally:
+    return tally.of_row({k: row.get(k) for k in ("attempts", "failures", "delays",
+                                                  "stalled")})
+
+
 def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
              tasks: dict[str, Any] | None = None, tree: Any = None) -> str:
     qq, jj = q(queue), q(job_id)
@@ -242,7 +249,9 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("lease until", when(score, now)))
     elif state in ("completed", "dead", "cancelled", "waiting-children") and score is not None:
         facts.append((SCORE_MEANING[state], when(score, now)))
-    for k in ("attempts", "failures", "delays", "stalled", "priority", "group", "unique"):
+    # the counts in the one vocabulary (echomq.core.tally), as `echomq job` prints them
+    facts.append(("runs", e(_tally(row).text())))
+    for k in ("priority", "group", "unique"):
         if row.get(k) is not None:
             facts.append((k, e(row[k])))
     with contextlib.suppress(ValueError):  # a hand-written id has no mint time

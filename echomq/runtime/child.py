@@ -13,8 +13,13 @@ import sys
 from typing import Any
 
 from echomq.runtime import handler
-from echomq.runtime.handler import Delay, Job, RateLimited
+from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry
 from echomq.runtime.isolation import resolve
+
+
+def lineage(cls: type) -> list[str]:
+    """``module.qualname`` of ``cls`` and of every class it derives from."""
+    return [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__]
 
 
 def _main() -> None:
@@ -31,8 +36,13 @@ def _main() -> None:
         reply: list[Any] = ["delay", d.mode, d.value]
     except RateLimited as limited:
         reply = ["rate_limited", limited.ms]
+    except Fail as final:
+        reply = ["final", final.reason]
+    except Retry as again:
+        reply = ["retry", again.delay_ms, again.error_text()]
     except BaseException as exc:  # everything crosses back as a failure
-        reply = ["fail", type(exc).__name__, str(exc)]
+        # with its classes' names, so retry_on / dont_retry_on match subclasses here too
+        reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc))]
     else:
         reply = ["ok", value]
     try:

@@ -350,7 +350,9 @@ class Consumer:
                                              route.keep_result_ms is not None)
             kind = outcome[0]
             self.meter.handled(time.monotonic() - started, kind != "fail")
-            if kind == "ok":  # the hot path: the ack rides the next batch; the task ends
+            if kind == "ok" and route.after is None:
+                # the hot path: the ack rides the next batch; the task ends (a task with
+                # callbacks settles patiently, its callback in the job's slot)
                 self.settler.queue_ack(job, route, outcome[1], held)
                 return
             await self.settler.settle(job, route, outcome, held)

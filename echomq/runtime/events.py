@@ -3,7 +3,13 @@
 A consumer emits an ``Event`` for each step of a job it holds (``started``, ``completed``,
 ``retrying``, ``dead``, ``delayed``, ``rate_limited`` (info: ``ms``),
 ``cancelled``, ``timed_out``, ``lost``, ``settled``: an outcome an earlier try had already
-recorded) and for its own weather (``degraded``, ``recovered``). Pass an observer as
+recorded) and for its own weather (``degraded``, ``recovered``). ``Event.attempts`` is the
+job's runs so far (the claim's token). ``retrying`` and ``dead`` say why and count in the
+one vocabulary of ``echomq.core.tally``: info ``error`` (``Type: text``), ``reason``
+(``retrying``: ``"backoff"`` or ``"retry"``, a ``Retry`` raised; ``dead``: ``"exhausted"``,
+``"fail"``, ``"dont_retry_on"`` or ``"retry_on"``: ``echomq.runtime.verdict``), ``runs``,
+``failures``, ``delays``, ``stalled``, and ``tried`` (the runs that count against
+``max_attempts``); ``retrying`` also ``delay_ms``. Pass an observer as
 ``Consumer(on_event=...)``, ``Worker(on_event=...)`` or ``App(on_event=...)``; from the
 command line, ``echomq worker myapp:app --events myapp.hooks:on_event`` imports one. An
 observer runs on the event loop: keep it short (hand slow work to a thread or a queue). An

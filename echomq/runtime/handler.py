@@ -1,4 +1,5 @@
-"""What a handler sees: the ``Job`` in hand, ``current_job()``, ``Delay`` and ``RateLimited``.
+"""What a handler sees: the ``Job`` in hand, ``current_job()``, and what it may raise to say
+how its run ends: ``Delay``, ``RateLimited``, ``Fail`` and ``Retry``.
 
 A handler is called with a ``Job``; inside it (and in anything it calls, thread or task)
 ``current_job()`` returns that job. The job carries the cooperative controls the runtime
@@ -16,6 +17,11 @@ offers while it runs:
   with Retry-After). The job goes back to the front of its lane (or of pending) without
   spending an attempt, and its group (or, for a job without a group, the whole queue)
   claims nothing for ``ms``; idle consumers wake when that span ends.
+- ``raise Fail("reason")``: the error is final: the job is dead now, whatever attempts are
+  left (the error text ``Fail: reason`` is kept on the row).
+- ``raise Retry(delay, error=...)``: a failure retried after ``delay`` (ms or
+  ``timedelta``) instead of the backoff's; it spends an attempt like any failure (and is
+  dead once the budget is spent), unlike ``Delay``, which spends none.
 
 Clocks: ``Delay(ms)`` is priced on the SERVER clock by the delay transition; ``Delay(at=)``
 is an absolute instant on the caller's clock; ``RateLimited(ms)`` counts from SERVER now
@@ -78,6 +84,45 @@ class RateLimited(Exception):
     def __init__(self, ms: int | dt.timedelta) -> None:
         self.ms = guard.span("ms", to_ms(ms), minimum=1)
         super().__init__(f"rate limited for {self.ms} ms")
+
+
+class Fail(Exception):
+    """Raised by a handler whose error is final: the job is dead-lettered now, without the
+    attempts it has left, with ``Fail: <reason>`` kept as its error (Celery's ``Reject``
+    without requeue, BullMQ's ``UnrecoverableError``). ``raise Fail(...) from exc`` keeps
+    the cause for the logs; ``on_failure`` callbacks run as for any death."""
+
+    def __init__(self, reason: object = "failed") -> None:
+        self.reason = str(reason)
+        super().__init__(self.reason)
+
+
+class Retry(Exception):
+    """Raised by a handler to retry its job after ``delay`` (ms or ``timedelta``, from
+    SERVER now) instead of after its backoff's delay: a failure that spends an attempt (the
+    job is dead once ``max_attempts`` are spent), whatever ``retry_on`` says. ``error``
+    (an exception or a text) is the error kept on the row and handed to ``on_retry``; by
+    default ``Retry: retry in <ms> ms``. ``Delay`` is the same move without a failure and
+    without spending an attempt. ``delay`` is checked here (``TypeError``/``ValueError``)."""
+
+    def __init__(self, delay: int | dt.timedelta, error: BaseException | str | None = None
+                 ) -> None:
+        self.delay_ms = guard.span("delay", to_ms(delay))
+        if error is not None and not isinstance(error, (BaseException, str)):
+            raise TypeError(f"Retry(error=) is an exception or a text, not "
+                            f"{type(error).__name__}")
+        self.error = error
+        self.text: str | None = None  # set when the text crossed from a child process
+        super().__init__(f"retry in {self.delay_ms} ms" if error is None else str(error))
+
+    def error_text(self) -> str:
+        """The error kept on the row: the wrapped exception's ``Type: text``, else
+        ``Retry: <text>``."""
+        if self.text is not None:
+            return self.text
+        if isinstance(self.error, BaseException):
+            return f"{type(self.error).__name__}: {self.error}"
+        return f"Retry: {self}"
 
 
 @dataclass(slots=True)

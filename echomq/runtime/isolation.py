@@ -15,7 +15,9 @@ function, not one of ``__main__`` or a closure). The call goes to the child as J
 stdin (the arguments are JSON already) and the reply comes back on its stdout; what the
 function prints goes to the worker's stderr. Inside the child ``current_job()`` returns the
 job's id, attempts, payload and queue; ``progress`` and ``cancelled`` are not available
-there (a cancel kills the child instead). ``raise Delay(...)`` works as in any handler.
+there (a cancel kills the child instead). ``raise Delay(...)``, ``Fail``, ``Retry`` and
+``RateLimited`` work as in any handler, and ``retry_on``/``dont_retry_on`` match the child's
+exception by its classes' qualified names (``IsolatedFailure.lineage``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from echomq.runtime.handler import Delay, Job, RateLimited
+from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry
 
 
 class IsolatedFailure(Exception):
-    """A child's exception, by its type name and text (it does not cross as itself)."""
+    """A child's exception, by its type name and text (it does not cross as itself);
+    ``lineage``: the qualified names of its class and the classes it derives from."""
+
+    lineage: tuple[str, ...] = ()
 
 
 class Unencodable:
@@ -93,7 +98,14 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
             raise Delay(reply[2]) if reply[1] == "in" else Delay(at=reply[2])
         if kind == "rate_limited":
             raise RateLimited(reply[1])
+        if kind == "final":
+            raise Fail(reply[1])
+        if kind == "retry":
+            again = Retry(reply[1])
+            again.text = reply[2]  # the error text as the child wrote it
+            raise again
         # named as the child's exception, so the error text reads "ValueError: ..."
-        raise type(reply[1], (IsolatedFailure,), {})(reply[2])
+        raise type(reply[1], (IsolatedFailure,),
+                   {"lineage": tuple(reply[3] if len(reply) > 3 else ())})(reply[2])
 
     return run

@@ -1,7 +1,10 @@
 """How to run one job: the handler a router picks, with its retry, lease and timeout settings.
 
 A setting a route leaves unset falls back to the consumer's (``lease_ms``, ``timeout_ms``);
-the retry settings default to 1000 ms between attempts and 25 attempts.
+the retry settings default to 1000 ms between attempts and 25 attempts, and every
+exception retries unless ``retry_on``/``dont_retry_on`` say otherwise
+(``echomq.runtime.verdict``). ``after`` carries the task's callbacks for this job
+(``echomq.runtime.callbacks``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.core import backoff
+from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
+from echomq.runtime.verdict import Classes, Verdict, judge
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_RETRY_DELAY_MS = 1_000
@@ -30,6 +35,13 @@ class Route:
     timeout_ms: int | None = None  # None: the consumer's default (off unless set)
     keep_result_ms: int | None = None  # keep the JSON return value this long
     name: str | None = None  # the task's name, for logs and the started event
+    retry_on: Classes | None = None  # None: every exception retries
+    dont_retry_on: Classes = ()
+    after: After | None = None  # the task's callbacks, run once the outcome is recorded
+
+    def verdict(self, error: BaseException) -> Verdict:
+        """Whether a run that ended in ``error`` retries (``echomq.runtime.verdict``)."""
+        return judge(error, self.retry_on, self.dont_retry_on)
 
     def retry_delay(self, attempts: int) -> int:
         """The delay before the next run after failed attempt number ``attempts``."""

@@ -4,14 +4,18 @@ Success acks (the row is deleted unless the retention keeps completed rows); ack
 finishing in the same loop turn share one pipelined ``ack_many``, and the slots they free
 are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``). An
 exception retries after the route's fixed ``retry_delay_ms`` (1000 ms by default) or its
-``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)``, handed to
-``jobs.retry`` as a number, and dead-letters at ``max_attempts``; raising ``Delay`` (or
+``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)`` (or a ``Retry``'s own
+delay), handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``, or at
+once when ``route.verdict`` says so (``Fail``, ``retry_on``/``dont_retry_on``:
+``echomq.runtime.verdict``); the logs and the ``retrying``/``dead`` events say why and
+count in runs, failures and delays (``echomq.core.tally``); raising ``Delay`` (or
 calling ``job.delay(...)``) sends the job back to the schedule without a failure and
 without spending an attempt (claims that followed a delay are counted on the row as
 ``delays`` and left out of both the backoff index and the budget); raising
 ``RateLimited(ms)`` (``job.rate_limited(ms)``) hands the job back to the front of its lane
 (or pending) with its attempt given back, and its group (or the queue) claims nothing for
-``ms``; a cancelled job ends with ``finish_cancelled``.
+``ms``; a cancelled job ends with ``finish_cancelled``. Once a completion, a retry or a
+death is recorded, the task's callbacks run (``route.after``: ``echomq.runtime.callbacks``).
 
 An outcome (ack, retry, delay) that hits a wire error is retried until the lease would have
 lapsed; after that the reaper owns the job. A refused outcome whose own earlier try had
@@ -30,12 +34,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from echomq.core import errors
+from echomq.core.tally import Tally
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.handler import Job
 from echomq.runtime.leases import Held
 from echomq.runtime.route import Route
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.verdict import describe
 from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
 
@@ -185,6 +191,11 @@ class Settler:
         kind, value = outcome
         priced: dict[str, int] = {}
         keep_ms = route.keep_result_ms
+        done = Tally(runs=job.token)  # a success's counts, for its callback: read before
+        if kind == "ok" and route.after is not None and route.after.wants("completed"):
+            with contextlib.suppress(errors.EchoMQError):  # the ack may delete the row
+                done = (await jobs.tally(self.conn, self.queue, job.id))._replace(
+                    runs=job.token)
         if kind == "ok" and not tried:
             try:  # the hot path: no closure, no row key, one shared ack round trip
                 await self._ack(job, value, keep_ms)
@@ -193,6 +204,7 @@ class Settler:
             else:
                 self.stats.completed += 1
                 self._emit("completed", job.id, job.token)
+                await self._after(job, route, "completed", tally=done)
                 return
         if kind == "timeout":
             self.stats.timed_out += 1
@@ -221,15 +233,20 @@ class Settler:
                 with contextlib.suppress(errors.EchoMQError):
                     await jobs.count_delay(self.conn, self.queue, job.id)
         else:
-            err = f"{type(value).__name__}: {value}"[:MAX_ERROR_CHARS]
+            verdict = route.verdict(value)
+            err = verdict.error[:MAX_ERROR_CHARS]
+            seen: list[Tally] = []
 
             async def verb() -> Any:
-                delays = await jobs.delays(self.conn, self.queue, job.id)
-                tried = max(1, job.token - delays)  # claims that were not after a delay
-                priced.update(delay_ms=route.retry_delay(tried), tried=tried)
+                tally = await jobs.tally(self.conn, self.queue, job.id)
+                tried = max(1, job.token - tally.delays)  # claims that were not after a delay
+                priced.update(tried=tried, delay_ms=(
+                    route.retry_delay(tried) if verdict.delay_ms is None else verdict.delay_ms))
+                # a final verdict dead-letters now: the fence held, so token >= 1
+                budget = 1 if verdict.final else route.max_attempts + tally.delays
+                seen[:] = [tally._replace(runs=job.token, failures=tally.failures + 1)]
                 return await (jobs.retry(self.conn, self.queue, job.id, job.token,
-                                           priced["delay_ms"], route.max_attempts + delays,
-                                           err))
+                                           priced["delay_ms"], budget, err))
         pause = self.beat_ms / 1000
         while True:
             try:
@@ -257,6 +274,7 @@ class Settler:
         if kind == "ok":
             self.stats.completed += 1
             self._emit("completed", job.id, job.token)
+            await self._after(job, route, "completed", tally=done)
         elif kind == "rate_limited":
             self.stats.rate_limited += 1
             # its group (or the queue) reopens then, with no wake token: claim again then
@@ -271,16 +289,34 @@ class Settler:
             self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
-            log.error("job %s dead after %d attempts: %s: %s", job.id, priced["tried"],
-                      type(value).__name__, value)
-            self._emit("dead", job.id, job.token, tried=priced["tried"],
-                       error=f"{type(value).__name__}: {value}")
+            tally, reason = seen[0], verdict.reason if verdict.final else "exhausted"
+            log.error("job %s dead after %s%s: %s", job.id, tally.text(), describe(reason),
+                      verdict.error)
+            self._emit("dead", job.id, job.token, tried=priced["tried"], error=verdict.error,
+                       reason=reason, **tally.info())
+            await self._after(job, route, "dead", error=value, error_text=verdict.error,
+                              reason=reason, tally=tally)
         else:
             self.stats.retried += 1
-            log.warning("job %s failed (attempt %d), retry in %d ms: %s: %s", job.id,
-                        priced["tried"], priced["delay_ms"], type(value).__name__, value)
-            self._emit("retrying", job.id, job.token, delay_ms=priced["delay_ms"],
-                       tried=priced["tried"], error=f"{type(value).__name__}: {value}")
+            tally, delay_ms = seen[0], priced["delay_ms"]
+            log.warning("job %s failed on run %d %s, retry in %d ms%s: %s", job.id,
+                        tally.runs, tally.detail(), delay_ms,
+                        " (Retry)" if verdict.reason == "retry" else "", verdict.error)
+            self._emit("retrying", job.id, job.token, delay_ms=delay_ms,
+                       tried=priced["tried"], error=verdict.error, reason=verdict.reason,
+                       **tally.info())
+            await self._after(job, route, "retrying", error=value, error_text=verdict.error,
+                              reason=verdict.reason, delay_ms=delay_ms, tally=tally)
+
+    async def _after(self, job: Job, route: Route, outcome: str, *, tally: Tally,
+                     **facts: Any) -> None:
+        """The task's callback for ``outcome``, now that it is recorded (in the job's slot;
+        its errors are logged, never raised)."""
+        after = route.after
+        if after is None or not after.wants(outcome):
+            return
+        await after.run(self.queue, job.id, outcome, runs=tally.runs,
+                        failures=tally.failures, delays=tally.delays, **facts)
 
     async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
         """True (and counted) when a refused outcome only found its own earlier try: the

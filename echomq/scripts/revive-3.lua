@@ -3,8 +3,9 @@
 -- ARGV[1] = id
 -- Reply: 1 revived. Refusals (nothing written): EMQKIND, EMQSTALE job gone,
 -- EMQSTATE revive not dead.
--- The row is written state = pending with attempts 0 and stalled 0 (a fresh budget of
--- attempts); failures and the last error stay as history. It waits at its priority; a
+-- The row is written state = pending with attempts, stalled and delays 0 (a fresh budget
+-- of attempts: the budget counts attempts less delays); failures and the last error stay
+-- as history. It waits at its priority; a
 -- grouped row rejoins its lane.
 -- A flow parent some of whose children have not completed (it was failed by a child)
 -- goes back to waiting-children instead: it runs when they have (revive the dead ones).
@@ -24,7 +25,7 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
 end
 local p = string.sub(KEYS[3], 1, -8)
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[1], 'attempts', '0', 'stalled', '0')
+redis.call('HSET', KEYS[1], 'attempts', '0', 'stalled', '0', 'delays', '0')
 redis.call('HDEL', KEYS[1], 'died_at')
 if redis.call('HGET', KEYS[1], 'flow') then
   redis.call('HDEL', KEYS[1], 'flow_failed')

@@ -34,6 +34,7 @@ import pathlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
 from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit
@@ -70,7 +71,8 @@ class App(Declarations):
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
-    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). That
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). An
+    empty URL (``App("")``, ``ECHOMQ_URL=``) is no URL, here and in every command. That
     server is detached: it keeps running after this process exits (``echomq server stop``
     ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
     ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
@@ -108,6 +110,7 @@ class App(Declarations):
         wait_timeout_ms: int = 1_000,
     ) -> None:
         keyspace.validate_queue(default_queue)
+        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
@@ -147,7 +150,7 @@ class App(Declarations):
     def url(self) -> str:
         """The server URL, starting or finding the embedded server on first use."""
         if self._url is None:
-            external = os.environ.get("ECHOMQ_URL")
+            external = urls.given(os.environ.get("ECHOMQ_URL"))
             if external and self.durability is not None:
                 log.warning("durability=%r applies to the embedded server only; the server "
                             "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
@@ -155,8 +158,8 @@ class App(Declarations):
         return str(self._url)
 
     @url.setter
-    def url(self, value: str) -> None:
-        self._url = value
+    def url(self, value: str | None) -> None:
+        self._url = urls.given(value)
 
     def _embedded(self) -> str:
         from echomq.embedded.server import EmbeddedServer

@@ -125,7 +125,7 @@ class Signature:
         if max_attempts is not None:
             out.retry["max_attempts"] = guard.positive("max_attempts", max_attempts)
         if backoff is not None:
-            out.retry["backoff"] = backoff_mod.validate(backoff)
+            out.retry["backoff"] = backoff_mod.normalize(backoff)
         if retry_delay_ms is not None:
             out.retry["retry_delay_ms"] = guard.span("retry_delay_ms", retry_delay_ms)
         return out
@@ -160,6 +160,9 @@ def _group(sig: Signature) -> str | None:
 
 
 def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
+    check = getattr(sig.task, "check", None)
+    if callable(check):  # a fed parent gets its children's results as one more first arg
+        check([None, *sig.args] if feed else sig.args, sig.kwargs)
     marks: dict[str, Any] = {}
     if is_child:
         marks["keep"] = max(CHILD_KEEP_MS, getattr(sig.task, "keep_result_ms", None) or 0)
@@ -326,7 +329,11 @@ def adapt(route: Route, payload: bytes, task: Any, args: list[Any], kwargs: dict
         route = _retried(route, retry)
     feed = got.get("feed")
     if feed in ("one", "all"):
-        route = replace(route, handler=_fed(task, args, kwargs, str(feed)))
+        fed = _fed(task, args, kwargs, str(feed))
+        if route.after is not None:  # on_success gets the fed parent's return value too
+            from echomq.tasks.task import _boxed
+            fed = _boxed(fed, route.after.box)
+        route = replace(route, handler=fed)
     return route
 
 

@@ -9,13 +9,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, overload
 
-from echomq.core import backoff, keyspace
+from echomq.core import backoff, keyspace, rates
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
 from echomq.core.options import Group, check_group
-from echomq.core.payload import encode
+from echomq.core.payload import decode, encode
 from echomq.core.times import seconds_to_ms, to_ms
+from echomq.runtime import callbacks as callbacks_mod
+from echomq.runtime.callbacks import Callback
 from echomq.runtime.route import DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MS
+from echomq.runtime.verdict import exception_classes
 from echomq.tasks.task import Task
 
 P = ParamSpec("P")
@@ -58,6 +61,13 @@ class Declarations:
         isolation: str = "thread",
         group: Group | None = None,
         partitions: int = 1,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        check_args: bool = True,
+        rate: str | tuple[int, Any] | None = None,
+        on_success: Callback | None = None,
+        on_failure: Callback | None = None,
+        on_retry: Callback | None = None,
     ) -> Task[P, R]: ...
 
     @overload
@@ -76,6 +86,13 @@ class Declarations:
         isolation: str = "thread",
         group: Group | None = None,
         partitions: int = 1,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        check_args: bool = True,
+        rate: str | tuple[int, Any] | None = None,
+        on_success: Callback | None = None,
+        on_failure: Callback | None = None,
+        on_retry: Callback | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -93,6 +110,13 @@ class Declarations:
         isolation: str = "thread",
         group: Group | None = None,
         partitions: int = 1,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        check_args: bool = True,
+        rate: str | tuple[int, Any] | None = None,
+        on_success: Callback | None = None,
+        on_failure: Callback | None = None,
+        on_retry: Callback | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -115,6 +139,21 @@ class Declarations:
         own limit and rate: ``echomq.verbs.groups``), as a name or as a function of the task's
         arguments called at each enqueue (``group=lambda tenant, *a, **k: tenant``; it may
         return ``None`` for no group); ``task.options(group=...)`` overrides it.
+
+        Errors (``echomq.runtime.verdict``): every exception retries by default;
+        ``retry_on=(OSError, ...)`` retries only those (subclasses included) and
+        ``dont_retry_on=(ValueError, ...)`` never retries those (it wins over ``retry_on``):
+        a job whose error is not retried is dead at once. ``backoff`` may be a list of
+        delays (``[1_000, 5_000, 30_000]``, ms or ``timedelta``; the last repeats).
+        ``check_args=False`` skips binding the arguments of each enqueue to the function's
+        signature (``echomq.tasks.arguments``). ``rate="10/s"`` (``MAX/DURATION``, or
+        ``(max, per_ms)``) caps the queue's starts, applied on the server when a worker
+        starts (``jobs.declare_rate``; a rate set with ``echomq rate`` stays until removed).
+        ``on_success``/``on_failure``/``on_retry``: callbacks the worker runs after the
+        outcome is recorded (``echomq.runtime.callbacks``).
+
+        Stacked with ``@app.every``/``@app.cron`` in either order, the recurrence lives on
+        the task's queue and fires the task's name.
         """
         queue = keyspace.validate_queue(queue or self.default_queue)
         parts.validate(queue, partitions)
@@ -130,12 +169,27 @@ class Declarations:
         timeout_ms = seconds_to_ms("timeout", timeout)
         keep_result_ms = seconds_to_ms("keep_result", keep_result)
         if backoff is not None:
-            _validate_backoff(backoff)
+            backoff = _normalize_backoff(backoff)
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ValueError(f"a task name must be a non-empty str, not {name!r}")
+        retry_classes = exception_classes("retry_on", retry_on)
+        dont_classes = exception_classes("dont_retry_on", dont_retry_on) or ()
+        if not isinstance(check_args, bool):
+            raise TypeError(f"check_args is True or False, not {check_args!r}")
+        declared_rate = None if rate is None else rates.parse(rate)
+        if declared_rate is not None:
+            for other in self.tasks.values():
+                if other.queue == queue and other.rate not in (None, declared_rate):
+                    raise ValueError(
+                        f"queue {queue!r} already has rate {rates.show(other.rate)} (task "
+                        f"{other.name}); a queue has one rate: declare the same on every "
+                        "task, or on one")
+        callbacks = {n: callbacks_mod.check(n, f) for n, f in (
+            ("on_success", on_success), ("on_failure", on_failure), ("on_retry", on_retry))}
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
-            target = f.fn if isinstance(f, Task) else f
+            inner = f if isinstance(f, Task) else None
+            target = inner.fn if inner is not None else f
             if not callable(target):
                 raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
             task_name = name or _default_name(target)
@@ -148,7 +202,14 @@ class Declarations:
                 timeout_ms=timeout_ms, keep_result_ms=keep_result_ms, isolation=isolation,
                 group=group,
                 partitions=partitions,
+                retry_on=retry_classes, dont_retry_on=dont_classes, check_args=check_args,
+                rate=declared_rate, **callbacks,
             )
+            if inner is not None and self.tasks.get(inner.name) is inner:
+                # @app.task above @app.every/@app.cron: the recurrence below registered
+                # the function with the defaults; it moves to this task's queue and name
+                del self.tasks[inner.name]
+                self._moved(inner, t)
             self.tasks[task_name] = t
             return t
 
@@ -195,6 +256,19 @@ class Declarations:
 
         return register
 
+    def _moved(self, old: Task[Any, Any], new: Task[Any, Any]) -> None:
+        """Re-register ``old``'s recurrences for ``new`` (its queue, its name), keeping
+        their names and arguments."""
+        mine = [r for r in self.recurrences if r.task == old.name and r.queue == old.queues[0]]
+        for r in mine:
+            self.recurrences.remove(r)
+        for r in mine:
+            _, args, kwargs = decode(r.template)
+            how = ({"every_ms": r.every_ms} if r.every_ms is not None
+                   else {"cron": r.cron, "tz": r.tz})
+            # a name the recurrence took from the old task follows the task's new name
+            self._recur(new, None if r.name == old.name else r.name, args, kwargs, **how)
+
     def _recur(self, task: Task[Any, Any], name: str | None, args: Iterable[Any],
                kwargs: dict[str, Any] | None, **how: Any) -> None:
         reg_name = name or task.name
@@ -213,6 +287,6 @@ def _default_name(fn: Callable[..., Any]) -> str:
     return f"{module}.{qual}" if module and module != "__main__" else qual
 
 
-def _validate_backoff(policy: Any) -> None:
+def _normalize_backoff(policy: Any) -> Any:
     from echomq.core import backoff as backoff_mod
-    backoff_mod.validate(policy)
+    return backoff_mod.normalize(policy)

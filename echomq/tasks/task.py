@@ -2,8 +2,11 @@
 
 ``task.enqueue(...)`` queues a run now, ``enqueue_in``/``enqueue_at`` later, the ``a*``
 forms await the same on the app's ``AsyncConnector``; ``enqueue_many`` admits many runs in
-one round trip per 500. ``task.options(priority=, group=, unique=, unique_for=)`` returns
-the same task bound to admission options:
+one round trip per 500. Every form first binds the arguments to the function's signature
+and raises ``TypeError`` before anything is written when they do not fit
+(``echomq.tasks.arguments``; ``@app.task(check_args=False)`` turns it off).
+``task.options(priority=, group=, unique=, unique_for=, queue=, job_id=)`` returns the same
+task bound to admission options:
 
 - ``priority``: 0..1_000_000, lower runs first; equal priorities run in mint order.
 - ``group``: the job waits in its group's lane (groups take turns; see ``echomq.verbs.groups``).
@@ -12,6 +15,10 @@ the same task bound to admission options:
 - ``unique``: a key; while a job admitted with it is waiting or running (and for
   ``unique_for`` after its admission, when given) an enqueue writes nothing and returns
   that job's id. The key is released when the owner completes, dies or is cancelled.
+- ``queue``: this call goes to another queue (a worker of the app serving it runs it).
+- ``job_id``: the job's id, a ``JOB``-prefixed idempotency key (Celery's ``task_id``): while
+  a row with that id lives (waiting, running, dead, or completed and kept), another enqueue
+  with it writes nothing and returns the same id.
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock; ``enqueue_at`` takes the caller's
 instant (a ``datetime`` with its own zone, naive = local time); ``unique_for`` counts from
@@ -35,9 +42,12 @@ from echomq.core.options import Group, check_group, check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
+from echomq.runtime.callbacks import After, Callback
 from echomq.runtime.handler import Job
 from echomq.runtime.isolation import isolated, reference
 from echomq.runtime.route import Route
+from echomq.runtime.verdict import Classes
+from echomq.tasks.arguments import Binder
 from echomq.verbs import jobs
 
 if TYPE_CHECKING:
@@ -46,6 +56,8 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+MAX_JOB_ID_BYTES = 1_000
 
 def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] | None:
     """Where a child process finds ``fn`` for ``isolation="process"`` (``None`` for the
@@ -79,6 +91,13 @@ class Task(Generic[P, R]):
         isolation: str = "thread",
         group: Group | None = None,
         partitions: int = 1,
+        retry_on: Classes | None = None,
+        dont_retry_on: Classes = (),
+        check_args: bool = True,
+        rate: tuple[int, int] | None = None,
+        on_success: Callback | None = None,
+        on_failure: Callback | None = None,
+        on_retry: Callback | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -105,6 +124,15 @@ class Task(Generic[P, R]):
         self.group: Group | None = None if group is None else check_group(group)
         self.unique: str | None = None
         self.unique_for_ms: int | None = None
+        self.job_id: str | None = None
+        # which errors retry (echomq.runtime.verdict), the queue's declared rate, callbacks
+        self.retry_on = retry_on
+        self.dont_retry_on = dont_retry_on
+        self.rate = rate
+        self.on_success, self.on_failure, self.on_retry = on_success, on_failure, on_retry
+        self._callbacks = any(c is not None for c in (on_success, on_failure, on_retry))
+        self.check_args = check_args
+        self._binder = Binder(name, fn) if check_args else None
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
@@ -139,6 +167,12 @@ class Task(Generic[P, R]):
         with tracing.enqueue_span(self.name, self.queue) as carrier:
             return encode(self.name, args, kwargs, trace=carrier)
 
+    def check(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """``TypeError`` when ``args``/``kwargs`` do not fit the function's signature (off
+        with ``check_args=False``); called by every enqueue before anything is written."""
+        if self._binder is not None:
+            self._binder.check(args, kwargs)
+
     def options(
         self,
         *,
@@ -147,6 +181,8 @@ class Task(Generic[P, R]):
         unique: str | None = None,
         unique_for: float | dt.timedelta | None = None,
         partition_key: str | bytes | int | None = None,
+        queue: str | None = None,
+        job_id: str | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
         ``priority`` 0..1_000_000 (lower first), ``group`` (a lane: a name, or a function
@@ -155,10 +191,22 @@ class Task(Generic[P, R]):
         ``unique_for`` (seconds or ``timedelta``: keep the key that long after admission
         even once the owner ended). ``partition_key`` picks the partition of a partitioned
         queue by the key's hash (same key, same partition); without one, jobs go round
-        robin. Checked here, before any I/O."""
+        robin. ``queue``: send this call to another queue. ``job_id``: the job's id, a
+        ``JOB``-prefixed idempotency key (a second enqueue with it is a duplicate and
+        returns the same id). Checked here, before any I/O."""
         if partition_key is not None:
             parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
         bound = copy.copy(self)
+        if queue is not None and queue != self.queue:
+            keyspace.validate_queue(queue)
+            # another task's partitioned queue keeps its partitions; any other is one queue
+            split = next((t.partitions for t in self.app.tasks.values() if t.queue == queue),
+                         1)
+            bound.queue, bound.partitions = queue, split
+            bound.queues = parts.names(queue, split)
+            bound._round = itertools.count(random.randrange(split))
+        if job_id is not None:
+            bound.job_id = check_job_id(job_id)
         if partition_key is not None:
             bound._partition_key = partition_key
         if priority is not None:
@@ -178,7 +226,8 @@ class Task(Generic[P, R]):
         the key's partition (``options(partition_key=...)``) or the next one round robin."""
         if self.partitions == 1:
             return self.queue
-        key = self._partition_key
+        # a given job id picks its partition, so its duplicate lands where it did
+        key = self._partition_key if self._partition_key is not None else self.job_id
         index = (next(self._round) % self.partitions if key is None
                  else parts.key_index(key, self.partitions))
         return self.queues[index]
@@ -216,7 +265,7 @@ class Task(Generic[P, R]):
         """``(verb, args, kwargs, job_id)`` for one admission (``args[0]`` its queue): the
         general ``jobs.admit`` when a unique key or a kept result needs it, else the
         classic verb."""
-        job_id, q = ids.mint(), self.target_queue()
+        job_id, q = self.job_id or ids.mint(), self.target_queue()
         opts = self._options(group)
         if self.unique is not None or self.keep_result_ms is not None:
             return jobs.admit, (q, job_id, body), dict(
@@ -235,7 +284,9 @@ class Task(Generic[P, R]):
     def _run(self, args: Sequence[Any], kwargs: dict[str, Any], traced: bool = True
              ) -> tuple[bytes, str | None]:
         """A run's payload (``_sent``: traced when tracing is on) and group, both checked
-        before any I/O."""
+        (with the arguments) before any I/O."""
+        if self._binder is not None:
+            self._binder.check(args, kwargs)
         group = self.group_for(args, kwargs)
         body = self._sent(*args, **kwargs) if traced else self.payload(*args, **kwargs)
         return body, group
@@ -257,7 +308,9 @@ class Task(Generic[P, R]):
         if self._plain():
             # the per-job call most producers make: the same verb, id and bytes as
             # _enqueue, without assembling the general admission on the way
-            body, job_id = self._sent(*args, **kwargs), ids.mint()
+            if self._binder is not None:
+                self._binder.check(args, kwargs)
+            body, job_id = self._sent(*args, **kwargs), self.job_id or ids.mint()
             jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
             return job_id
         return self._enqueue("now", 0, self._run(args, kwargs))
@@ -300,7 +353,9 @@ class Task(Generic[P, R]):
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
         """``enqueue``, awaited on the app's ``AsyncConnector``."""
         if self._plain():  # as in enqueue: a bare jobs.enqueue
-            body, job_id = self._sent(*args, **kwargs), ids.mint()
+            if self._binder is not None:
+                self._binder.check(args, kwargs)
+            body, job_id = self._sent(*args, **kwargs), self.job_id or ids.mint()
             # the loop's connector with this queue noted needs no await
             conn = (self.app.aconnector_ready(self.queue)
                     or await self.app.aconnector(self.queue))
@@ -329,6 +384,9 @@ class Task(Generic[P, R]):
         return job_ids
 
     def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:
+        if self.job_id is not None:
+            raise ValueError(f"{self.name}: options(job_id=...) names one job; "
+                             "enqueue_many admits many (give each its own enqueue)")
         runs: list[tuple[bytes, str | None]] = []
         for i, call in enumerate(calls):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
@@ -364,9 +422,16 @@ class Task(Generic[P, R]):
             handler = _awaiting(fn, args, kwargs)
         else:
             handler = _calling(fn, args, kwargs)
+        after = None
+        if self._callbacks:
+            after = After(self.name, args, kwargs, self.on_success, self.on_failure,
+                          self.on_retry)
+            if self.on_success is not None:
+                handler = _boxed(handler, after.box)
         handler = tracing.traced(handler, self.name, trace)
         return Route(handler, self.max_attempts, self.backoff, self.retry_delay_ms,
-                     self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name)
+                     self.lease_ms, self.timeout_ms, self.keep_result_ms, name=self.name,
+                     retry_on=self.retry_on, dont_retry_on=self.dont_retry_on, after=after)
 
 
 def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
@@ -383,3 +448,32 @@ def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
         return fn(*args, **kwargs)
 
     return handler
+
+
+def _boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]:
+    """``handler`` that also puts its return value in ``box`` (for ``on_success``)."""
+    if inspect.iscoroutinefunction(handler):
+        async def boxed_async(job: Job) -> Any:
+            box[:] = [value := await handler(job)]
+            return value
+
+        return boxed_async
+
+    def boxed(job: Job) -> Any:
+        box[:] = [value := handler(job)]
+        return value
+
+    return boxed
+
+
+def check_job_id(job_id: object) -> str:
+    """A job id given by the caller (``options(job_id=)``): a ``str`` starting ``JOB`` (the
+    wire's namespace), at most 1,000 UTF-8 bytes, else ``TypeError``/``ValueError``."""
+    guard.string("job_id", job_id)
+    assert isinstance(job_id, str)
+    if not job_id.startswith("JOB"):
+        raise ValueError(f"job_id {job_id!r} must start with JOB (the job id namespace), "
+                         f"e.g. 'JOB-invoice-42'")
+    if len(job_id.encode()) > MAX_JOB_ID_BYTES:
+        raise ValueError(f"job_id is at most {MAX_JOB_ID_BYTES} UTF-8 bytes")
+    return job_id

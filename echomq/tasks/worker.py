@@ -35,6 +35,7 @@ from echomq.runtime.beat import DEFAULT_BEAT_MS, Legs
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer
 from echomq.runtime.events import Event
 from echomq.runtime.metronome import Metronome
+from echomq.tasks import ratecaps
 from echomq.verbs import backlog, groups, registry
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ class Worker:
             # inside the try: a start that fails (a refused registration, a lost server)
             # stops what already runs instead of leaving it to die with the connection
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
+            await ratecaps.apply(conn, self.app, self.queues)  # @app.task(rate=...)
             await log_groups(conn, self.queues)
             if self.use_metronome:
                 by_queue = {c.queue: c for c in self.consumers}

@@ -17,7 +17,8 @@ from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, text, 
 
 @verb
 def list_dead(queue: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
-    """Dead jobs, most recent first: ``{"id", "died_at", "attempts", "error", "payload"}``.
+    """Dead jobs, most recent first: ``{"id", "died_at", "attempts", "error", "payload",
+    "runs", "failures", "delays"}`` (``runs`` = ``attempts``: ``echomq.core.tally``).
 
     ``died_at`` is the SERVER ms the job died (its score on the dead set).
     """
@@ -32,18 +33,23 @@ def list_dead(queue: str, start: int = 0, count: int = 50) -> Verb[list[dict[str
             return []
         ids = [text(m) for m, _ in members]
         rows = yield Batch(tuple(
-            Command(("HMGET", keyspace.job_key(queue, i), "attempts", "error", "payload"))
+            Command(("HMGET", keyspace.job_key(queue, i), "attempts", "error", "payload",
+                     "failures", "delays"))
             for i in ids
         ))
         out = []
         for (_m, score), job_id, row in zip(members, ids, rows, strict=True):
-            attempts, error, payload = row if isinstance(row, list) else (None, None, None)
+            attempts, error, payload, failures, delays = (
+                row if isinstance(row, list) else (None,) * 5)
             out.append({
                 "id": job_id,
                 "died_at": int(float(score)),
                 "attempts": int(attempts) if attempts is not None else None,
                 "error": text(error) if error is not None else None,
                 "payload": payload,
+                "runs": int(attempts or 0),
+                "failures": int(failures or 0),
+                "delays": int(delays or 0),
             })
         return out
 

@@ -17,15 +17,18 @@ from typing import Any
 from echomq.core import keyspace
 from echomq.core.payload import decode
 from echomq.core.steps import Command, Verb, verb
+from echomq.core.tally import Tally
 from echomq.verbs import jobs, results
 
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's status. ``attempts`` counts claims (``failures`` the failed ones, ``delays``
-    the self-delays, ``stalled`` the reaped leases). ``run_at_ms``: when a scheduled job is
-    due (the schedule score: SERVER ms for ``enqueue_in``/retries/delays, caller ms for
-    ``enqueue_at``)."""
+    """A job's status. Its counts in the one vocabulary (``echomq.core.tally``): ``runs``
+    (how many times a worker started it), ``failures`` (runs that ended in an error),
+    ``delays`` (runs that ended in a ``Delay``), ``stalled`` (runs the reaper returned);
+    ``attempts`` is ``runs`` by its older name (the row's field). ``run_at_ms``: when a
+    scheduled job is due (the schedule score: SERVER ms for ``enqueue_in``/retries/delays,
+    caller ms for ``enqueue_at``)."""
 
     id: str
     queue: str
@@ -47,6 +50,12 @@ class JobInfo:
     progress: Any = None  # the last ``job.progress(value)``, decoded
     result: Any = None  # the kept return value (``keep_result``), decoded; None if none
     cancel_requested: bool = False  # a cancel was requested while it ran
+    runs: int = 0  # = attempts: the times a worker started it
+
+    @property
+    def tally(self) -> Tally:
+        """The counts as a ``Tally`` (``.text()``: ``"4 runs (2 failures, 2 delays)"``)."""
+        return Tally(self.runs, self.failures, self.delays, self.stalled)
 
     @property
     def run_at(self) -> dt.datetime | None:
@@ -77,6 +86,7 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         completed_at_ms=num("completed_at"), row=row, priority=num("priority") or 0,
         group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
         result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
+        runs=num("attempts") or 0,
     )
 
 

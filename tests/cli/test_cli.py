@@ -115,7 +115,7 @@ def test_dead_list_and_retry(url, conn, raw, queue, capsys):
         dead_ids.append(jid)
     assert main(["dead", "list", "--queue", queue, "--url", url]) == 0
     lines = out_of(capsys).splitlines()
-    assert len(lines) == 3 and all("attempts 1" in line for line in lines)
+    assert len(lines) == 3 and all("  1 run (1 failure)  boom" in line for line in lines)
     assert {line.split()[0] for line in lines} == set(dead_ids)
     assert main(["dead", "list", "--queue", queue, "--json", "--url", url]) == 0
     rows = [json.loads(line) for line in out_of(capsys).splitlines()]

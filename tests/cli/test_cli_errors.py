@@ -150,7 +150,7 @@ def test_a_job_no_task_fits_is_dead_on_its_first_attempt(tmp_path, url, conn, ra
         row = raw.hgetall(keyspace.job_key(queue, jid))
         assert (row[b"state"], row[b"attempts"]) == (b"dead", b"1")
         assert row[b"error"].decode().startswith(why)
-        assert f"job {jid} dead after 1 attempts: {why}" in err  # the type kept in the log
+        assert f"job {jid} dead after 1 run (1 failure): {why}" in err  # the type kept in the log
     assert "retry in" not in err
 
 

@@ -69,7 +69,7 @@ def test_burst_drains_what_is_due_logs_each_job_and_exits_zero(tmp_path, url, ra
                       (ids[2], "bad: dead (")):
         (mine,) = [m for m in messages if m.startswith(f"job {jid} ") and "(" in m]
         assert line in mine and mine.endswith(" ms)")
-    assert any(m == f"job {ids[2]} dead after 1 attempts: ValueError: bad input 42"
+    assert any(m == f"job {ids[2]} dead after 1 run (1 failure): ValueError: bad input 42"
                for m in messages)
     assert any(m.startswith("burst: nothing left to run") for m in messages)
     assert raw.zscore(keyspace.queue_key(f"{queue}-a", "schedule"), later) is not None

@@ -52,6 +52,7 @@ from echomq.verbs.jobs.control import (
     cancel,
     cancel_many,
     clear_rate,
+    declare_rate,
     finish_cancelled,
     is_paused,
     pause,
@@ -83,16 +84,18 @@ from echomq.verbs.jobs.settlement import (
     rate_limited,
     reschedule,
     retry,
+    tally,
 )
 
 __all__ = [
     "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "STATE_SETS",
     "STAT_NAMES", "AckEntry", "Admitted", "Checkpoint", "Claim", "Options", "ack",
     "ack_and_claim", "ack_many", "admit", "admit_many", "cancel", "cancel_many",
-    "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts", "delay",
-    "delays", "enqueue", "enqueue_at", "enqueue_in", "enqueue_many", "errors", "extend",
+    "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts",
+    "declare_rate", "delay", "delays", "enqueue", "enqueue_at", "enqueue_in",
+    "enqueue_many", "errors", "extend",
     "fate", "finish_cancelled", "get", "is_paused", "keyspace", "next_due_ms", "page",
     "pause", "progress", "promote", "rate_args", "rate_limited", "reap", "reschedule",
     "result", "resume", "retry", "schedule_many", "server_now_ms", "set_rate", "stats",
-    "wait_done",
+    "tally", "wait_done",
 ]

@@ -1,4 +1,5 @@
-"""Queue and job control: cancel, pause/resume, the queue's rate cap."""
+"""Queue and job control: cancel, pause/resume, the queue's rate cap (set by an operator,
+or declared by an app's tasks and applied when a worker starts: ``declare_rate``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
-from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
+from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
 from echomq.verbs.jobs.bulk import bulk_id
 from echomq.verbs.jobs.claims import _held
 
@@ -108,7 +109,25 @@ def set_rate(queue: str, max_jobs: int, per_ms: int) -> Verb[None]:
 
 @verb
 def clear_rate(queue: str) -> Verb[None]:
-    """Remove the queue's rate cap (and its log of starts)."""
+    """Remove the queue's rate cap (and its log of starts, and the mark of a declared
+    rate: the next worker start applies its app's declared rate, if any)."""
     keys = (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "starts"),
-            keyspace.queue_key(queue, "starts:n"))
+            keyspace.queue_key(queue, "starts:n"), keyspace.queue_key(queue, "rate:declared"))
     return single(Command(("DEL", *keys)), lambda _: None)
+
+
+@verb
+def declare_rate(queue: str, rate: tuple[int, int] | None) -> Verb[tuple[str, str]]:
+    """Apply the rate an app's tasks declare for ``queue`` (``(max_jobs, per_ms)``, or
+    ``None`` for none), as a worker does when it starts: ``(outcome, "max/ms" in force)``.
+
+    Outcomes: ``"applied"``, ``"same"`` (already in force), ``"kept"`` (the rate in force
+    was set by an operator, ``set_rate``/``echomq rate``, after a worker last applied one:
+    it stays until ``clear_rate``), ``"cleared"`` (the app no longer declares the rate a
+    worker applied), ``"none"``. One atomic transition (the ``declare_rate`` script)."""
+    args = ("", "") if rate is None else rate_args(*rate)
+    step = Eval("declare_rate",
+                (keyspace.queue_key(queue, "rate"), keyspace.queue_key(queue, "rate:declared"),
+                 keyspace.queue_key(queue, "starts"), keyspace.queue_key(queue, "starts:n")),
+                args)
+    return single(step, lambda r: (text(r[0]), text(r[1])))

@@ -10,6 +10,7 @@ from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Native, Verb, single, text, verb
+from echomq.core.tally import Tally
 from echomq.verbs.jobs.bulk import _chunks
 from echomq.verbs.jobs.claims import Claim, _claim_step, _claims, _held
 
@@ -216,6 +217,16 @@ def delays(queue: str, job_id: str) -> Verb[int]:
     guard.string("job_id", job_id)
     return single(Command(("HGET", keyspace.job_key(queue, job_id), "delays")),
                   lambda r: int(r or 0))
+
+
+@verb
+def tally(queue: str, job_id: str) -> Verb[Tally]:
+    """The job's counts: runs, failures, delays, stalled (``echomq.core.tally``); all 0
+    for no row. One read."""
+    guard.string("job_id", job_id)
+    step = Command(("HMGET", keyspace.job_key(queue, job_id), "attempts", "failures",
+                    "delays", "stalled"))
+    return single(step, lambda r: Tally(*(int(v or 0) for v in r)))
 
 
 @verb

@@ -55,5 +55,6 @@ class Binder:
         try:
             sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{self.name}{sig}: {exc} (nothing was queued; "
-                            "@app.task(check_args=False) turns this check off)") from None
+            raise TypeError(f"{self.name}: {exc}: the function is {self.short}{sig} "
+                            "(nothing was queued; @app.task(check_args=False) turns this "
+                            "check off)") from None

@@ -160,9 +160,6 @@ def _group(sig: Signature) -> str | None:
 
 
 def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
-    check = getattr(sig.task, "check", None)
-    if callable(check):  # a fed parent gets its children's results as one more first arg
-        check([None, *sig.args] if feed else sig.args, sig.kwargs)
     marks: dict[str, Any] = {}
     if is_child:
         marks["keep"] = max(CHILD_KEEP_MS, getattr(sig.task, "keep_result_ms", None) or 0)

@@ -285,9 +285,9 @@ class Task(Generic[P, R]):
              ) -> tuple[bytes, str | None]:
         """A run's payload (``_sent``: traced when tracing is on) and group, both checked
         (with the arguments) before any I/O."""
+        group = self.group_for(args, kwargs)  # its own errors first, naming the group
         if self._binder is not None:
             self._binder.check(args, kwargs)
-        group = self.group_for(args, kwargs)
         body = self._sent(*args, **kwargs) if traced else self.payload(*args, **kwargs)
         return body, group
 

@@ -23,7 +23,7 @@ from echomq.core.outcomes import Outcome
 from echomq.embedded.cluster import LocalCluster
 from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
-from echomq.runtime.handler import Delay, Job, RateLimited, current_job
+from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry, current_job
 from echomq.runtime.pump import Pump
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
@@ -47,11 +47,13 @@ __all__ = [
     "Consumer",
     "Delay",
     "EmbeddedServer",
+    "Fail",
     "Job",
     "LocalCluster",
     "Outcome",
     "Pump",
     "RateLimited",
+    "Retry",
     "Worker",
     "backoff",
     "chain",

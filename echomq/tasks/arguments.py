@@ -20,10 +20,11 @@ class Binder:
     """Checks calls of ``fn`` (``check``); a function without a readable signature
     accepts every call."""
 
-    __slots__ = ("high", "low", "name", "signature")
+    __slots__ = ("high", "low", "name", "short", "signature")
 
     def __init__(self, name: str, fn: Callable[..., Any]) -> None:
         self.name = name
+        self.short = str(getattr(fn, "__name__", name))
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):  # a builtin or extension without one
@@ -55,6 +56,9 @@ class Binder:
         try:
             sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{self.name}: {exc}: the function is {self.short}{sig} "
+            bare = sig.replace(parameters=[p.replace(annotation=p.empty)
+                                           for p in sig.parameters.values()],
+                               return_annotation=sig.empty)
+            raise TypeError(f"{self.name}: {exc}: the function is {self.short}{bare} "
                             "(nothing was queued; @app.task(check_args=False) turns this "
                             "check off)") from None

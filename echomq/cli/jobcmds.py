@@ -162,7 +162,7 @@ def run_job(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
-          f"task      {info.task or '-'}\nruns      {info.tally.text()}\n"
+          f"task      {info.task or '-'}\nruns      {info.runs} {info.tally.detail()}\n"
           f"error     {info.error or '-'}\n"
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from tasks import add, app, collect, refresh_timeline, send_twitter_status, xsum
-
 from echomq import chain, group
+
+from tasks import add, app, collect, refresh_timeline, send_twitter_status, xsum
 
 WAIT = 20  # seconds: AsyncResult.get(timeout=...)
 

@@ -6,12 +6,13 @@ against a real worker (tests/e2e/test_ported_apps.py).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 
-from tasks import Q, app, count_words_at_url, crunch, divide, fetch, r, say_hello
-
 from echomq import dead
+
+from tasks import Q, app, count_words_at_url, crunch, divide, fetch, r, say_hello
 
 WAIT = 20  # seconds: job.latest_result(timeout=...)
 
@@ -53,10 +54,8 @@ def main() -> None:
 
     # FailedJobRegistry(queue=q).get_job_ids(); registry.requeue(job_id)
     down = fetch.enqueue("home")
-    try:
+    with contextlib.suppress(Exception):
         app.result(down, timeout=WAIT)
-    except Exception:
-        pass
     failed_ids = [row["id"] for row in dead.list_dead(app.connector(), Q)]
     print("failed registry has it ->", down in failed_ids)
     r.set(f"{Q}:up:home", 1)  # the page is back

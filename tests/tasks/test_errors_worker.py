@@ -5,6 +5,7 @@ the counts every surface reports in one vocabulary, and the rate a task declares
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -283,7 +284,7 @@ def test_a_list_backoff_waits_each_delay_in_turn_then_repeats_the_last(served):
     jid = served.put("listed")
     served.dead(jid)
     starts = served.runs_ms(jid)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert len(gaps) == 4, starts
     for gap, want in zip(gaps, [200, 400, 800, 800], strict=True):
         assert want <= gap < want + 350, gaps

@@ -67,7 +67,7 @@ def test_burst_drains_what_is_due_logs_each_job_and_exits_zero(tmp_path, url, ra
     assert parts.password and parts.password not in done.stderr
     for jid, line in ((ids[0], "ok: completed ("), (ids[1], "ok: completed ("),
                       (ids[2], "bad: dead (")):
-        (mine,) = [m for m in messages if m.startswith(f"job {jid} ") and "(" in m]
+        (mine,) = [m for m in messages if m.startswith(f"job {jid} ") and m.endswith(" ms)")]
         assert line in mine and mine.endswith(" ms)")
     assert any(m == f"job {ids[2]} dead after 1 run (1 failure): ValueError: bad input 42"
                for m in messages)

@@ -8,12 +8,12 @@ arguments are given one per word: a word that parses as JSON is that value (``3`
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from typing import Any
 
 from echomq.cli.common import connect, find_queue, parse_kwargs, scan_queues, url_flag, word_value
+from echomq.core import readings
 from echomq.core.times import parse_duration, parse_instant
 
 
@@ -152,7 +152,7 @@ def run_job(args: argparse.Namespace) -> int:
         queue = args.queue or find_queue(conn, job_id)
         info = app.job(job_id, queue=queue) if queue else None
         flow = (_flow_lines(conn, queue, job_id, info.state)
-                if info is not None and queue else [])
+                if info is not None and queue and info.row else [])
     finally:
         app.close()
     if info is None:
@@ -173,6 +173,8 @@ def run_job(args: argparse.Namespace) -> int:
             print(f"{label:<9} {value}")
     for line in flow:
         print(line)
+    for note in info.notes:  # what another client left in the row, shown, not raised
+        print(f"note      {note}")
     return 0
 
 
@@ -206,6 +208,9 @@ def run_stats(args: argparse.Namespace) -> int:
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
+            corrupt = sum(jobs.stats(conn, q).get("corrupt", 0) for q in members)
+            if corrupt:  # rows a claim could not run: dead with the reason, counted apart
+                table[base]["corrupt"] = corrupt
             if members != [base]:
                 table[base]["partitions"] = len(members)
             if any(jobs.is_paused(conn, q) for q in members):
@@ -237,6 +242,11 @@ def run_stats(args: argparse.Namespace) -> int:
         if counts.get("waiting-children"):
             print(f"{q}: {counts['waiting-children']} flow parents waiting for their children "
                   "(echomq job ID shows a parent's tree)")
+    for q, counts in table.items():
+        if counts.get("corrupt"):
+            n = counts["corrupt"]
+            print(f"{q}: {n} corrupt row{'s' if n != 1 else ''} ended dead with the reason "
+                  f"(echomq dead list --queue {q}; echomq doctor {q} checks the rest)")
     for q, t in grouped.items():
         # grouped jobs wait in their lanes, not in pending: say how many, and where to look
         print(f"{q}: {t['groups']} groups, {t['waiting']} waiting in their lanes, "
@@ -257,8 +267,7 @@ def run_dead_list(args: argparse.Namespace) -> int:
     rows.sort(key=lambda r: r["died_at"], reverse=True)  # newest first across queues
     rows = rows[:args.limit]
     for row in rows:
-        died = dt.datetime.fromtimestamp(row["died_at"] / 1000, tz=dt.UTC).isoformat(
-            timespec="milliseconds")
+        died = readings.instant(row["died_at"]).isoformat(timespec="milliseconds")
         if args.json:
             out = {k: v for k, v in row.items() if k != "payload"}
             out["payload"] = (row["payload"] or b"").decode(errors="replace")

@@ -13,7 +13,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from echomq.core import ids, partitions, tally
+from echomq.core import ids, partitions, readings, tally
 from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
@@ -97,7 +97,9 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
                if v.groups else "")
             + f" {toggle}</td></tr>")
     totals = {k: sum(v.stats.get(k, 0) for v in views)
-              for k in ("completed", "failed", "retried", "dead", "cancelled")}
+              for k in ("completed", "failed", "retried", "dead", "cancelled", "corrupt")}
+    if not totals["corrupt"]:  # rows a claim could not run (dead with the reason): rare
+        del totals["corrupt"]
     stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
                    for k, n in totals.items())
     body = (
@@ -257,8 +259,9 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     with contextlib.suppress(ValueError):  # a hand-written id has no mint time
         facts.append(("minted", when(ids.timestamp_ms(job_id), now)))
     for k in ("completed_at", "died_at", "cancelled_at"):
-        if row.get(k) and int(float(row[k])) != score:  # the set's score, shown above
-            facts.append((k.replace("_", " "), when(int(float(row[k])), now)))
+        ms = readings.whole(row.get(k))
+        if ms is not None and ms != score:  # the set's score, shown above
+            facts.append((k.replace("_", " "), when(readings.score_ms(ms), now)))
     if row.get("progress") is not None:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",

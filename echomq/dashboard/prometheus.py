@@ -18,7 +18,7 @@ from echomq.dashboard import insight
 from echomq.verbs import metrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-TOTALS = ("completed", "failed", "retried", "dead", "cancelled", "enqueued")
+TOTALS = ("completed", "failed", "retried", "dead", "cancelled", "enqueued", "corrupt")
 
 
 def _label(value: str) -> str:

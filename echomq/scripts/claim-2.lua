@@ -15,13 +15,18 @@
 -- never more than max starts in any window of ms; a group whose window is full waits on
 -- <base>gwait until it reopens.
 -- Groups on gwait whose time has come rejoin the ring first.
--- A ghost (an id with no row) is dropped and does not count; a row marked cancel = 1
--- (cancel requested while it ran, then sent back) ends cancelled, not claimed.
+-- A row marked cancel = 1 (cancel requested while it ran, then sent back) ends cancelled,
+-- not claimed. Nothing popped is dropped: a row the claim cannot run (no row, no payload,
+-- not a hash, no or an unknown state, a state whose set does not hold it, attempts that
+-- are no number) ends dead with error 'corrupt row: <why>', counted as corrupt
+-- (includes/bury.lua), and the claim takes the next job in its place. An entry whose row
+-- lives on the set its state names (a second index of a job not lost) is only removed.
 --@include now
 --@include ring
 --@include ended
 --@include window
 --@include chunks
+--@include bury
 local p = ARGV[1]
 local want = tonumber(ARGV[3] or '1')
 local now = now_ms()
@@ -40,15 +45,20 @@ if qrate[1] then
   if want <= 0 then return {} end
 end
 local out, leased = {}, {}
--- start(id): lease the popped id; 1 started, 0 skipped (a ghost, or a cancelled row)
-local function start(id)
+-- start(id, waiting): lease the id popped off `waiting` ('pending' or 'its lane'); 1
+-- started, 0 not (a cancelled row, a row buried as corrupt, a stray entry)
+local function start(id, waiting)
   local jk = p .. 'job:' .. id
-  local row = redis.call('HMGET', jk, 'payload', 'attempts', 'cancel')
-  if row[3] then
+  local row = redis.pcall('HMGET', jk, 'payload', 'attempts', 'state', 'cancel')
+  if not row.err and row[4] then
     cancel_row(p, jk, id, now)
     return 0
   end
-  if not row[1] then return 0 end
+  local why = unrunnable(p, id, waiting, row)
+  if why then
+    if why ~= 'stray' then bury(p, id, why, now) end
+    return 0
+  end
   local att = tonumber(row[2] or '0') + 1
   redis.call('HSET', jk, 'attempts', att, 'state', 'active')
   leased[#leased + 1] = expires
@@ -65,7 +75,7 @@ local function from_pending(n)
   while count_out() < goal do
     local popped = redis.call('ZPOPMIN', KEYS[1], goal - count_out())
     if #popped == 0 then return false end
-    for i = 1, #popped, 2 do start(popped[i]) end
+    for i = 1, #popped, 2 do start(popped[i], 'pending') end
   end
   return true
 end
@@ -89,7 +99,7 @@ local function from_ring()
     if open then
       local popped = redis.call('ZPOPMIN', lane, 1)
       if #popped > 0 then
-        got = start(popped[1])
+        got = start(popped[1], 'its lane')
         if got == 1 then
           active = redis.call('HINCRBY', mk, 'active', 1)
           if rmax then

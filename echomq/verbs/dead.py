@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, text, verb
 
 
@@ -20,7 +20,9 @@ def list_dead(queue: str, start: int = 0, count: int = 50) -> Verb[list[dict[str
     """Dead jobs, most recent first: ``{"id", "died_at", "attempts", "error", "payload",
     "runs", "failures", "delays"}`` (``runs`` = ``attempts``: ``echomq.core.tally``).
 
-    ``died_at`` is the SERVER ms the job died (its score on the dead set).
+    ``died_at`` is the SERVER ms the job died (its score on the dead set; a hostile score is
+    clamped to the instants a ``datetime`` holds, ``core.readings``); ``attempts`` is
+    ``None`` when absent or no number.
     """
     guard.non_negative("start", start)
     guard.positive("count", count)
@@ -39,17 +41,18 @@ def list_dead(queue: str, start: int = 0, count: int = 50) -> Verb[list[dict[str
         ))
         out = []
         for (_m, score), job_id, row in zip(members, ids, rows, strict=True):
+            # a key that is not a hash answers an error in its slot: shown as no fields
             attempts, error, payload, failures, delays = (
                 row if isinstance(row, list) else (None,) * 5)
             out.append({
                 "id": job_id,
-                "died_at": int(float(score)),
-                "attempts": int(attempts) if attempts is not None else None,
-                "error": text(error) if error is not None else None,
+                "died_at": readings.score_ms(score),
+                "attempts": readings.whole(attempts),
+                "error": readings.text_of(error) if error is not None else None,
                 "payload": payload,
-                "runs": int(attempts or 0),
-                "failures": int(failures or 0),
-                "delays": int(delays or 0),
+                "runs": readings.whole(attempts, 0),
+                "failures": readings.whole(failures, 0),
+                "delays": readings.whole(delays, 0),
             })
         return out
 

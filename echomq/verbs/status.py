@@ -4,6 +4,11 @@ Read from the job's row (``jobs.get``), its schedule score and its kept result b
 (``read``) that serves both connectors; nothing here does I/O itself. Times are ms: SERVER
 ms for what the transitions stamp (``died_at``, ``completed_at``, a run-at priced by
 ``enqueue_in``), the caller's for an ``enqueue_at``.
+
+What another client may have written is shown, never raised (``echomq.core.readings``): a
+count that is no number reads 0, a score past year 9999 (``inf``, ``1e300``) reads as the
+last instant a ``datetime`` holds, a row that is not a hash reads as state ``"?"``, and
+``JobInfo.notes`` says in words what was off.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.core import keyspace
+from echomq.core import errors, keyspace, readings
 from echomq.core.payload import decode
 from echomq.core.steps import Command, Verb, verb
 from echomq.core.tally import Tally
@@ -51,6 +56,9 @@ class JobInfo:
     result: Any = None  # the kept return value (``keep_result``), decoded; None if none
     cancel_requested: bool = False  # a cancel was requested while it ran
     runs: int = 0  # = attempts: the times a worker started it
+    #: what the reader found off in the row or its score (another client's writes), in
+    #: words: "attempts 'many' is not a number", a run-at score past year 9999 ...
+    notes: tuple[str, ...] = ()
 
     @property
     def tally(self) -> Tally:
@@ -62,31 +70,47 @@ class JobInfo:
         """``run_at_ms`` as an aware UTC ``datetime``."""
         if self.run_at_ms is None:
             return None
-        return dt.datetime.fromtimestamp(self.run_at_ms / 1000, tz=dt.UTC)
+        return readings.instant(self.run_at_ms)
+
+
+_COUNTS = ("attempts", "failures", "stalled", "delays", "priority")
+_TIMES = ("died_at", "completed_at")
 
 
 def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
-          result: bytes | None = None) -> JobInfo:
-    if not row:  # the row was deleted on ack; the kept result says it completed
+            result: bytes | None = None, notes: tuple[str, ...] = ()) -> JobInfo:
+    if not row and not notes:  # the row was deleted on ack; the kept result says it completed
         row = {"state": "completed"}
     try:
         task, args, kwargs = decode(row.get("payload", b""))
     except ValueError:
         task, args, kwargs = None, [], {}
+    found = [*notes]
+    for name in _COUNTS:
+        found.append(readings.note_field(name, row.get(name)) or "")
+    for name in _TIMES:
+        found.append(readings.note_field(name, row.get(name)) or "")
+    found.append(readings.note_score("run-at", run_at) or "")
 
     def num(name: str) -> int | None:
         v = row.get(name)
-        return int(v) if v not in (None, "") else None
+        return readings.whole(v) if v not in (None, "") else None
+
+    def ms(name: str) -> int | None:
+        v = readings.whole(row.get(name))
+        return readings.score_ms(v) if v is not None else None
 
     return JobInfo(
         id=job_id, queue=queue, state=row.get("state", "?"), attempts=num("attempts") or 0,
-        error=row.get("error"), run_at_ms=int(float(run_at)) if run_at is not None else None,
+        error=row.get("error"),
+        run_at_ms=readings.score_ms(run_at) if run_at is not None else None,
         task=task, args=args, kwargs=kwargs, failures=num("failures") or 0,
-        stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=num("died_at"),
-        completed_at_ms=num("completed_at"), row=row, priority=num("priority") or 0,
+        stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=ms("died_at"),
+        completed_at_ms=ms("completed_at"), row=row, priority=num("priority") or 0,
         group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
         result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
         runs=num("attempts") or 0,
+        notes=tuple(n for n in found if n),
     )
 
 
@@ -102,11 +126,21 @@ def _json_or_text(value: str | None) -> Any:
 @verb
 def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
     """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
-    ``None`` when none does. Reads only (the row, the kept result, the schedule score)."""
+    ``None`` when none does. Reads only (the row, the kept result, the schedule score). A
+    key at the row's name that is not a hash reads as state ``"?"`` with a note."""
     for queue in queues:
-        row = yield from jobs.get.steps(queue, job_id)
+        notes: tuple[str, ...] = ()
+        try:
+            row = yield from jobs.get.steps(queue, job_id)
+        except errors.ServerError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            kind = yield Command(("TYPE", keyspace.job_key(queue, job_id)))
+            row, notes = {}, (f"the row is a {readings.text_of(kind)}, not a hash "
+                              "(written by another client?)",)
         result = yield from jobs.result.steps(queue, job_id)
-        if row or result is not None:
+        if row or notes or result is not None:
             score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
-            return info_of(queue, job_id, row or {}, score, result)
+            info = info_of(queue, job_id, row or {}, score, result, notes)
+            return info
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from echomq.core import keyspace, states
+from echomq.core import keyspace, readings, states
 from echomq.core.steps import pairs, text
 
 #: the job states a surface lists, each with the sorted set that holds it
@@ -31,10 +31,15 @@ def _ms(reply: Any) -> int:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(float(text(value))) if value is not None else default
-    except ValueError:
-        return default
+    """A stored count as an int; ``default`` when absent or no finite number (a hostile
+    value is shown as the default, never raised: ``core.readings``)."""
+    got = readings.whole(value)
+    return default if got is None else got
+
+
+def _score(value: Any) -> int:
+    """A sorted-set score as ms, clamped to the instants a ``datetime`` holds."""
+    return readings.score_ms(value)
 
 
 def _dict(reply: Any) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
-from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
-from echomq.dashboard.insight.common import STATES, _dict, _ms, set_key
+from echomq.core import keyspace, readings
+from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
+from echomq.dashboard.insight.common import STATES, _dict, _ms, _score, set_key
 
 
 @verb
@@ -27,10 +27,16 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             Command(("EXISTS", keyspace.queue_key(queue, f"kids:{job_id}"))),
             Command(("TIME",)),
         ))
+        if isinstance(row, Exception):  # a key that is not a hash: shown as a note
+            kind = yield Command(("TYPE", row_key))
+            return {"state": "?", "note": f"the row is a {readings.text_of(kind)}, not a hash "
+                    "(written by another client?)", "result": result, "has_children": False,
+                    "score": None, "now_ms": _ms(now)}
         fields = _dict(row)
         if not fields:
             return None
-        out: dict[str, Any] = {k: (v if k == "payload" else text(v)) for k, v in fields.items()}
+        out: dict[str, Any] = {k: (v if k == "payload" else readings.text_of(v))
+                               for k, v in fields.items()}
         state = out.get("state")
         score = None
         if state in STATES:
@@ -38,7 +44,7 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             if state == "pending" and out.get("group"):
                 key = keyspace.lane_key(queue, out["group"])
             found = yield Command(("ZSCORE", key, job_id))
-            score = int(float(found)) if found is not None else None
+            score = _score(found) if found is not None else None
         out["result"] = result
         out["has_children"] = bool(int(kids))
         out["score"] = score

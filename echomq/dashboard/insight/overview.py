@@ -9,7 +9,15 @@ from typing import Any
 
 from echomq.core import ids, keyspace, partitions
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
-from echomq.dashboard.insight.common import SERIES_SLOTS, STATES, _dict, _int, _ms, set_key
+from echomq.dashboard.insight.common import (
+    SERIES_SLOTS,
+    STATES,
+    _dict,
+    _int,
+    _ms,
+    _score,
+    set_key,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,7 @@ def overview(queue: str) -> Verb[QueueView]:
          now) = replies[n:]
         now_ms = _ms(now)
         first = scored(head)
-        next_at = int(float(first[0][1])) if first else None
+        next_at = _score(first[0][1]) if first else None
         lag = max(0, now_ms - next_at) if next_at is not None else 0
         ages = [lag] if lag > 0 else []
         if pend:

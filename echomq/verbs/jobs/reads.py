@@ -63,7 +63,9 @@ STAT_NAMES = ("enqueued", "completed", "failed", "retried", "dead", "cancelled")
 def stats(queue: str) -> Verb[dict[str, int]]:
     """The queue's server-side counters (``emq:{q}:stats``), kept by the transitions
     themselves: ``enqueued``, ``completed``, ``failed`` (each retry or death), ``retried``,
-    ``dead``, ``cancelled``; a counter never bumped reads 0."""
+    ``dead``, ``cancelled``; a counter never bumped reads 0. ``corrupt`` (rows a claim
+    could not run, ended dead with the reason; each also counted in ``dead``) is there once
+    it was bumped."""
     key = keyspace.queue_key(queue, "stats")
 
     def decode(reply: Any) -> dict[str, int]:

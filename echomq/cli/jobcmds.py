@@ -119,7 +119,6 @@ def run_enqueue(args: argparse.Namespace) -> int:
         check_unique(args.unique)
     conn, app = connect(args)
     try:
-        registry.note(conn, queue)
         if args.unique is not None:
             mode, value = (("in", args.in_ms) if getattr(args, "in_ms", None) is not None
                            else ("at", args.at_ms) if getattr(args, "at_ms", None) is not None
@@ -133,6 +132,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
             outcome = jobs.enqueue_at(conn, queue, job_id, payload, args.at_ms, **opts)
         else:
             outcome = jobs.enqueue(conn, queue, job_id, payload, **opts)
+        registry.note(conn, queue)  # once admitted: a refused enqueue writes nothing
     finally:
         app.close()
     print(f"{job_id} {outcome} {queue}")

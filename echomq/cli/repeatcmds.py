@@ -196,8 +196,9 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
     from echomq.verbs import registry
     conn, app = connect(args)
     try:
-        registry.note(conn, args.queue)
-        return repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
+        got = repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
+        registry.note(conn, args.queue)  # once registered: a refusal writes nothing
+        return got
     finally:
         _close(app)
 

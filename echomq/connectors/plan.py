@@ -73,6 +73,19 @@ class Pipe:
 Plan = Generator["Call | Pipe", Any, Any]
 
 
+def check_size(value: str | bytes, limit: int) -> None:
+    """Refuse one argument over ``limit`` bytes (UTF-8 for a ``str``) with the connector's
+    own ``PayloadTooLarge`` text, for a caller that checks before anything is sent."""
+    n = len(value)
+    if n * 4 > limit and isinstance(value, str):
+        n = len(value.encode())
+    if n > limit:
+        raise errors.PayloadTooLarge(
+            f"payload is {n:,} bytes, over the limit of {limit:,} bytes "
+            f"(max_payload_bytes; the server's own cap is proto-max-bulk-len); "
+            f"nothing was sent", n, limit)
+
+
 class Base:
     """What both connectors share: the plan for each step, and its reply handling."""
 
@@ -98,15 +111,9 @@ class Base:
         for a in args:
             if type(a) is int:
                 continue
+            check_size(a, limit)  # type: ignore[arg-type]
             n = len(a)  # type: ignore[arg-type]
-            if n * 4 > limit and isinstance(a, str):  # UTF-8 may take up to 4 bytes a char
-                n = len(a.encode())
-            if n > limit:
-                raise errors.PayloadTooLarge(
-                    f"payload is {n:,} bytes, over the limit of {limit:,} bytes "
-                    f"(max_payload_bytes; the server's own cap is proto-max-bulk-len); "
-                    f"nothing was sent", n, limit)
-            total += n
+            total += len(a.encode()) if n * 4 > limit and isinstance(a, str) else n
         if total > MAX_COMMAND_BYTES:
             raise errors.PayloadTooLarge(
                 f"one command would carry {total:,} bytes, over {MAX_COMMAND_BYTES:,} "

@@ -40,7 +40,7 @@ from echomq.connectors.connector import Connector
 from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit
 from echomq.core import guards as guard
 from echomq.core import keyspace
-from echomq.core.errors import ConfigError
+from echomq.core.errors import ConfigError, NotDurable
 from echomq.core.outcomes import Outcome
 from echomq.core.payload import decode
 from echomq.core.steps import VerbFn
@@ -137,12 +137,49 @@ class App(Declarations):
         self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
                                            asyncio.Task[AsyncConnector]]] = {}
 
-    def admit(self, conn: Any, verb: VerbFn[..., T], *args: Any, **kwargs: Any) -> Any:
-        """Run the admission ``verb`` on ``conn`` under this app's ``wait``, if any (the
-        result on a sync connector, an awaitable on an async one)."""
-        if self.wait is None:
-            return verb(conn, *args, **kwargs)
-        return confirmed(conn, verb.steps(*args, **kwargs), self.wait)
+    def admit(self, conn: Any, verb: VerbFn[..., T], queue: str, *args: Any,
+              **kwargs: Any) -> Any:
+        """Run the admission ``verb`` on ``conn`` for ``queue`` under this app's ``wait``,
+        if any (the result on a sync connector, an awaitable on an async one), then register
+        ``queue`` (``registered``): a refused admission writes nothing, the registry
+        included. A ``NotDurable`` admission was applied on the primary: it registers too."""
+        if conn.is_async:
+            return self._aadmit(conn, verb, queue, *args, **kwargs)
+        try:
+            if self.wait is None:
+                got = verb(conn, queue, *args, **kwargs)
+            else:
+                got = confirmed(conn, verb.steps(queue, *args, **kwargs), self.wait)
+        except NotDurable:
+            self.registered(conn, queue)
+            raise
+        self.registered(conn, queue)
+        return got
+
+    async def _aadmit(self, conn: Any, verb: VerbFn[..., T], queue: str, *args: Any,
+                      **kwargs: Any) -> Any:
+        try:
+            if self.wait is None:
+                got = await verb(conn, queue, *args, **kwargs)
+            else:
+                got = await confirmed(conn, verb.steps(queue, *args, **kwargs), self.wait)
+        except NotDurable:
+            await self.aregistered(conn, queue)
+            raise
+        await self.aregistered(conn, queue)
+        return got
+
+    @staticmethod
+    def registered(conn: Connector, queue: str) -> None:
+        """Add ``queue`` to the queue registry once per connector (``registry.note``): what
+        an admission that succeeded does, never one that was refused."""
+        registry.note(conn, queue)
+
+    @staticmethod
+    async def aregistered(conn: AsyncConnector, queue: str) -> None:
+        """``registered``, awaited (nothing to await once ``queue`` is noted on ``conn``)."""
+        if not registry.noted(conn, queue):
+            await registry.anote(conn, queue)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -184,29 +221,30 @@ class App(Declarations):
         atexit.register(stop)
 
     def connector(self, queue: str | None = None) -> Connector:
-        """The app's sync connector (made on first use); naming ``queue`` registers it in
-        the queue registry once per connector (``registry.note``)."""
+        """The app's sync connector (made on first use). A ``queue`` named is only checked:
+        the queue registry is written by an admission that succeeded (``admit``,
+        ``registered``), never before, so a refused one writes nothing."""
+        if queue is not None:
+            keyspace.validate_queue(queue)
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire,
                                            max_payload_bytes=self.max_payload_bytes)
-        if queue is not None:
-            registry.note(self._conn, queue)
         return self._conn
 
     async def aconnector(self, queue: str | None = None) -> AsyncConnector:
         """The app's async connector for the running event loop (made on first use);
         ``queue`` as in ``connector``."""
+        if queue is not None:
+            keyspace.validate_queue(queue)
         conn = self._loop_conn()
         if conn is None:
             conn = (await self._aconnect(asyncio.get_running_loop()))[1]
-        if queue is not None:
-            await registry.anote(conn, queue)
         return conn
 
     def aconnector_ready(self, queue: str) -> AsyncConnector | None:
-        """What ``aconnector(queue)`` would return when it has nothing to await (the running
-        loop's connector is made and ``queue`` already noted on it), else ``None``: the
-        per-call enqueue path skips a coroutine and the registry's await."""
+        """The running loop's connector when it is made and ``queue`` is already registered
+        through it, else ``None``: the per-call enqueue path skips a coroutine and the
+        registry's await."""
         conn = self._loop_conn()
         return conn if conn is not None and registry.noted(conn, queue) else None
 

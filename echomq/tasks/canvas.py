@@ -34,12 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from echomq.connectors.plan import check_size
 from echomq.core import backoff as backoff_mod
 from echomq.core import guards as guard
 from echomq.core import ids, keyspace
 from echomq.core.options import check_unique
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
-from echomq.verbs import flows, registry
+from echomq.verbs import flows
 from echomq.verbs.flows import Node
 
 if TYPE_CHECKING:
@@ -218,21 +219,33 @@ class Flow:
         """Admit the tree (one round trip per level); the root job's id."""
         root = self.node()
         admission = flows.admit.steps(root)  # every node checked here, before any I/O
-        conn = self.parent.task.app.connector(root.queue)  # (which may start the server)
-        for q in dict.fromkeys(n.queue for n in root.walk()):
-            registry.note(conn, q)
+        app = self.parent.task.app
+        _sized(root, app.max_payload_bytes)
+        conn = app.connector()  # (which may start the server)
         flows.admit.run(conn, admission)
+        for q in dict.fromkeys(n.queue for n in root.walk()):  # once admitted, never before
+            app.registered(conn, q)
         return root.id
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
         root = self.node()
         admission = flows.admit.steps(root)  # checked before any I/O, as enqueue
-        conn = await self.parent.task.app.aconnector(root.queue)
-        for q in dict.fromkeys(n.queue for n in root.walk()):
-            await registry.anote(conn, q)
+        app = self.parent.task.app
+        _sized(root, app.max_payload_bytes)
+        conn = await app.aconnector()
         await flows.admit.run(conn, admission)
+        for q in dict.fromkeys(n.queue for n in root.walk()):
+            await app.aregistered(conn, q)
         return root.id
+
+
+def _sized(root: Node, limit: int) -> None:
+    """Refuse a flow with a payload over ``limit`` before anything is sent: the tree is
+    admitted one level per round trip, so the connector's own check on a lower level would
+    come after the upper levels were written."""
+    for node in root.walk():
+        check_size(node.payload, limit)
 
 
 def flow(parent: Signature, children: Sequence[Signature | Flow] = ()) -> Flow:

@@ -293,12 +293,12 @@ class Task(Generic[P, R]):
 
     def _enqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
-        conn = self.app.connector(args[0])
+        conn = self.app.connector()
         return self._id_of(self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     async def _aenqueue(self, mode: str, value: int, run: tuple[bytes, str | None]) -> str:
         verb, args, kwargs, job_id = self._admission(mode, value, *run)
-        conn = await self.app.aconnector(args[0])
+        conn = await self.app.aconnector()
         return self._id_of(await self.app.admit(conn, verb, *args, **kwargs), job_id)
 
     # sync enqueue ------------------------------------------------------------------------
@@ -311,7 +311,9 @@ class Task(Generic[P, R]):
             if self._binder is not None:
                 self._binder.check(args, kwargs)
             body, job_id = self._sent(*args, **kwargs), self.job_id or ids.mint()
-            jobs.enqueue(self.app.connector(self.queue), self.queue, job_id, body)
+            conn = self.app.connector()
+            jobs.enqueue(conn, self.queue, job_id, body)
+            self.app.registered(conn, self.queue)  # only once admitted: a refusal writes nothing
             return job_id
         return self._enqueue("now", 0, self._run(args, kwargs))
 
@@ -345,7 +347,7 @@ class Task(Generic[P, R]):
             return [self._enqueue("now", 0, run) for run in runs]
         per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
-            self.app.admit(self.app.connector(q), jobs.enqueue_many, q, items)
+            self.app.admit(self.app.connector(), jobs.enqueue_many, q, items)
         return job_ids
 
     # async enqueue -----------------------------------------------------------------------
@@ -357,9 +359,13 @@ class Task(Generic[P, R]):
                 self._binder.check(args, kwargs)
             body, job_id = self._sent(*args, **kwargs), self.job_id or ids.mint()
             # the loop's connector with this queue noted needs no await
-            conn = (self.app.aconnector_ready(self.queue)
-                    or await self.app.aconnector(self.queue))
+            conn = self.app.aconnector_ready(self.queue)
+            if conn is not None:
+                await jobs.enqueue(conn, self.queue, job_id, body)
+                return job_id
+            conn = await self.app.aconnector()
             await jobs.enqueue(conn, self.queue, job_id, body)
+            await self.app.aregistered(conn, self.queue)  # only once admitted
             return job_id
         return await self._aenqueue("now", 0, self._run(args, kwargs))
 
@@ -380,7 +386,7 @@ class Task(Generic[P, R]):
             return [await self._aenqueue("now", 0, run) for run in runs]
         per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
-            await self.app.admit(await self.app.aconnector(q), jobs.enqueue_many, q, items)
+            await self.app.admit(await self.app.aconnector(), jobs.enqueue_many, q, items)
         return job_ids
 
     def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:

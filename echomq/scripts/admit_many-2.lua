@@ -7,7 +7,8 @@
 -- Reply: an array with one entry per job, 1 admitted, 0 duplicate (row exists) or the
 -- owner's id (a live job owns the unique key; an earlier job of the same call may).
 -- Every id is checked before the first write (one foreign id refuses the whole call with
--- EMQKIND, nothing written). Each admission is @enqueue's or @schedule's; 'in' prices on
+-- EMQKIND, nothing written), and every due (includes/bound.lua: one that is not a finite
+-- number or prices a score past year 9999 refuses the call, nothing written). Each admission is @enqueue's or @schedule's; 'in' prices on
 -- the SERVER clock, read once per call.
 -- An item without options (its tail all '') takes the plain admission (one new_row, its
 -- id batched like admit()'s), skipping admit()'s option machinery: the same writes.
@@ -15,11 +16,14 @@
 --@include row
 --@include admit
 --@include chunks
+--@include bound
 local p = ARGV[1]
 if not all_jobs(2, 9) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
+local refused = dues_refusal('SCHEDULE', 2, 9, 2, now)
+if refused then return redis.error_reply(refused) end
 local out, batch = {}, {}
 local pending, schedule = {}, {}
 batch[KEYS[1]], batch[KEYS[2]] = pending, schedule

@@ -26,16 +26,19 @@
 -- and the parent is released only by the carry of its last kid. A parent's 'in'/'at' is
 -- a not-before instant (SERVER ms, on the row as not_before): released before it, the
 -- parent goes to the schedule instead of pending. Every id is checked before the first
--- write (EMQKIND, nothing written).
+-- write (EMQKIND, nothing written), and so is every due (includes/bound.lua).
 --@include kind
 --@include admit
 --@include chunks
+--@include bound
 local p = ARGV[1]
 local N = 12
 if not all_jobs(3, N) then
   return redis.error_reply(KIND_ERROR)
 end
 local now = now_ms()
+local refused = dues_refusal('FLOW', 3, N, 2, now)
+if refused then return redis.error_reply(refused) end
 -- link(id, jk, payload, owner): the node becomes a stub that settles when owner does; an
 -- owner that already ended (it holds the key only for its unique_for window) settles it
 -- at once. The caller writes parent and policy on the row first.

@@ -7,12 +7,15 @@
 -- block ms, on the SERVER clock. A grouped block parks the group on <base>gwait until
 -- SERVER now + ms.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone,
--- EMQSTALE rate_limited token mismatch, EMQSTATE rate_limited not active.
+-- EMQSTALE rate_limited token mismatch, EMQSTATE rate_limited not active, a block that is
+-- not a finite number or ends past year 9999 (includes/bound.lua).
 -- Derived (same slot): the queue base, KEYS[2] minus 'active'.
 --@include fence
 --@include lane
 --@include now
+--@include bound
 local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'rate_limited', KEYS[2])
+  or due_refusal('RATE_LIMITED', 'in', ARGV[3])
 if refused then return redis.error_reply(refused) end
 local p = string.sub(KEYS[2], 1, -7)
 local ms = tonumber(ARGV[3])

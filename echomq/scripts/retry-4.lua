@@ -11,14 +11,17 @@
 -- lowers its group's active count.
 -- Derived (same slot): the queue base, KEYS[2] minus 'active'.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE retry token mismatch,
--- EMQSTATE retry not active.
+-- EMQSTATE retry not active, a delay that is not a finite number or prices a run-at past
+-- year 9999 (includes/bound.lua: ERR EMQ.RETRY due ...).
 --@include fence
 --@include ended
 --@include ring
 --@include lead
-local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
-if refused then return redis.error_reply(refused) end
+--@include bound
 local now = now_ms()
+local refused = fence(KEYS[1], ARGV[1], ARGV[2], 'retry', KEYS[2])
+  or due_refusal('RETRY', 'in', ARGV[3], now)
+if refused then return redis.error_reply(refused) end
 local p = string.sub(KEYS[2], 1, -7)
 redis.call('ZREM', KEYS[2], ARGV[1])
 left_active(p, KEYS[1])

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
 from echomq.verbs.jobs import rate_args
 
@@ -83,7 +83,7 @@ def clear_rate(queue: str, group: str) -> Verb[None]:
 
 
 def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return readings.whole(value)  # a field another client garbled reads as unset
 
 
 @verb
@@ -105,7 +105,7 @@ def stats(queue: str) -> Verb[dict[str, GroupStats]]:
         out: dict[str, GroupStats] = {}
         for i, g in enumerate(names):
             waiting, (active, limit, paused, rmax, rms) = replies[2 * i], replies[2 * i + 1]
-            out[g] = GroupStats(int(waiting), int(active or 0), _int(limit),
+            out[g] = GroupStats(int(waiting), _int(active) or 0, _int(limit),
                                 paused is not None, _int(rmax), _int(rms))
         return out
 

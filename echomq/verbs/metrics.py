@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.core import keyspace
+from echomq.core import keyspace, readings
 from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
 
 #: upper bounds (seconds) of the handler-duration histogram; +Inf is implied after them
@@ -91,10 +92,10 @@ def observed(raw: dict[str, Any]) -> Observed:
     """An ``Observed`` from the ``emq:{q}:metrics`` hash's fields (``str`` keys)."""
 
     def num(key: str, default: float = 0.0) -> float:
-        try:
-            return float(text(raw[key])) if key in raw else default
-        except ValueError:
-            return default
+        # a field another client wrote (no number, nan, inf) reads as the default: the
+        # exposition must still render (core.readings)
+        got = readings.number(raw.get(key))
+        return default if got is None or not math.isfinite(got) else got
 
     beat_last = num("beat:last", -1.0)
     return Observed(
@@ -105,7 +106,7 @@ def observed(raw: dict[str, Any]) -> Observed:
         beat_sum_s=num("beat:sum"),
         beat_count=int(num("beat:count")),
         degraded=int(num("degraded")),
-        at_ms=int(num("at")) if "at" in raw else None,
+        at_ms=readings.score_ms(num("at")) if "at" in raw else None,
     )
 
 

@@ -98,3 +98,60 @@ def test_a_row_that_is_not_a_hash_is_shown_not_raised(app, raw, queue, url, boar
     for path in ("/", f"/q/{queue}?state=dead", f"/q/{queue}/job/{jid}", "/metrics"):
         code, _ = board.get(path)
         assert code == 200, path
+
+
+# -- 2. hostile scores ----------------------------------------------------------------------
+
+HOSTILE = ["inf", "1e300", "-inf", "-1e300"]
+
+
+@pytest.mark.parametrize("score", HOSTILE)
+def test_a_hostile_score_is_shown_by_every_reader(app, conn, raw, queue, url, board, score):
+    # one job of each state scored `score` by another client
+    made = {}
+    for state, key in (("scheduled", "schedule"), ("active", "active"), ("dead", "dead"),
+                       ("completed", "completed"), ("cancelled", "cancelled"),
+                       ("pending", "pending")):
+        jid = ids.mint()
+        raw.hset(keyspace.job_key(queue, jid), mapping={
+            "state": state, "attempts": "1", "payload": b'{"args":[],"kwargs":{},"task":"t"}',
+            "died_at": score, "completed_at": score})
+        raw.zadd(k(queue, key), {jid: float(score)})
+        made[state] = jid
+    jid = made["scheduled"]
+    info = app.job(jid, queue=queue)
+    assert info.state == "scheduled" and info.run_at is not None
+    assert any("run-at score" in n for n in info.notes)
+    out = ok(echomq("job", jid, "--queue", queue, url=url))
+    assert "run at" in out and "no time within years 1..9999" in out
+    ok(echomq("stats", "--queue", queue, url=url))
+    ok(echomq("dead", "list", "--queue", queue, url=url))
+    ok(echomq("dead", "list", "--queue", queue, "--json", url=url))
+    paths = ["/", "/metrics", f"/api/q/{queue}", "/api/queues", f"/q/{queue}/clock",
+             *(f"/q/{queue}?state={s}" for s in made),
+             *(f"/q/{queue}/job/{j}" for j in made.values())]
+    for path in paths:
+        code, _ = board.get(path)
+        assert code == 200, path
+
+
+@pytest.mark.slow
+def test_a_worker_runs_its_jobs_beside_hostile_scores(tmp_path, conn, raw, queue, url):
+    from tests.support.cli import popen
+    from tests.support.polling import wait_for
+
+    for score in ("-inf", "inf", "1e300"):
+        raw.zadd(k(queue, "schedule"), {ids.mint(): float(score)})
+    (tmp_path / "hostile_app.py").write_text(
+        "from echomq import App\napp = App()\n"
+        f"@app.task(queue='{queue}')\ndef ping(n):\n    return n\n")
+    proc = popen("worker", "hostile_app:app", url=url, cwd=tmp_path)
+    try:
+        for n in range(5):
+            jobs.enqueue(conn, queue, ids.mint(), f'{{"args":[{n}],"kwargs":{{}},'
+                         f'"task":"hostile_app.ping"}}'.encode())
+        wait_for(lambda: jobs.stats(conn, queue)["completed"] >= 5, 20, "five jobs run")
+        assert proc.poll() is None  # still serving
+    finally:
+        proc.terminate()
+        proc.wait(10)

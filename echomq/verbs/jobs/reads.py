@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace, states
+from echomq.core import keyspace, readings, states
 from echomq.core.steps import Batch, Command, Verb, scored, single, text, verb
 from echomq.verbs.jobs.claims import _held
 
@@ -154,7 +154,9 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
     of completion, death or cancel for ``completed``/``dead``/``cancelled`` (newest first for
     those three); ``pending``
-    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``.
+    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``. A
+    score past the instants a ``datetime`` holds (``inf``, ``1e300`` written by another
+    client) reads clamped (``core.readings.score_ms``), an attempts that is no number None.
     """
     if state not in STATE_SETS:
         raise ValueError(f"state must be one of {', '.join(STATE_SETS)}, not {state!r}")
@@ -178,10 +180,10 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
             st, att, err = row if isinstance(row, list) else (None, None, None)
             out.append({
                 "id": job_id,
-                "score": int(float(score)),
-                "state": text(st) if st is not None else None,
-                "attempts": int(att) if att is not None else None,
-                "error": text(err) if err is not None else None,
+                "score": readings.score_ms(score),
+                "state": readings.text_of(st) if st is not None else None,
+                "attempts": readings.whole(att),
+                "error": readings.text_of(err) if err is not None else None,
             })
         return out
 
@@ -211,12 +213,16 @@ def next_due_ms(queue: str) -> Verb[int | None]:
             Command(("TIME",)),
         ))
         now = int(secs) * 1000 + int(micros) // 1000
-        due = [int(float(head[0][1])) - now for head in (scored(sched), scored(gwait)) if head]
+        # a score another client wrote (inf, -1e300) is clamped, not raised: a beat loop
+        # reads this every beat (core.readings)
+        due = [readings.score_ms(head[0][1]) - now
+               for head in (scored(sched), scored(gwait)) if head]
         if int(blocked) > 0:
             due.append(int(blocked))
         oldest = scored(log)
-        if rate[0] is not None and oldest and int(size or 0) >= int(rate[0]):
-            due.append(int(float(oldest[0][1])) + int(rate[1]) - now)
+        cap = readings.whole(rate[0])
+        if cap is not None and oldest and (readings.whole(size) or 0) >= cap:
+            due.append(readings.score_ms(oldest[0][1]) + (readings.whole(rate[1]) or 0) - now)
         return min(due) if due else None
 
     return calls()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 # one module per command group, each with register(subparsers)
 GROUPS = ("servercmds", "democmd", "workercmds", "jobcmds", "controlcmds", "groupcmds",
-          "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd")
+          "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd", "aclcmd")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be
 # refused in words), not as an unknown option

@@ -165,6 +165,9 @@ def explain(exc: BaseException, url: str | None) -> tuple[str, int]:
     """One or two lines naming the problem and the fix, and the exit code."""
     from echomq.core import errors
     if isinstance(exc, errors.WireError):
+        tls_line = tls_reason(str(exc), where(url))
+        if tls_line:
+            return tls_line, 1
         reason = _reason(str(exc))
         return (f"cannot reach Valkey at {where(url)} ({reason}).\n"
                 "Start one with `echomq server` and set ECHOMQ_URL to the URL it prints, "
@@ -177,6 +180,35 @@ def explain(exc: BaseException, url: str | None) -> tuple[str, int]:
         return str(exc), 2
     return (f"unexpected {type(exc).__name__}: {exc}\n"
             "(run again with --verbose for the traceback)", 1)
+
+
+def tls_reason(text: str, at: str) -> str | None:
+    """One line for a TLS handshake that failed (``None`` when ``text`` is not one): what
+    went wrong and the setting that fixes it (``echomq.connectors.tls``)."""
+    low = text.lower()
+    detail = text.rsplit("] ", 1)[-1].split(" (_ssl.c")[0].strip(" .)")
+    if "certificate verify failed" in low and ("mismatch" in low or "hostname" in low):
+        return (f"TLS: the certificate of the server at {at} is not for that name "
+                f"({detail}); connect by a name it lists, or set tls_verify=ca (a URL query "
+                "parameter, App(tls_verify=...), or ECHOMQ_TLS_VERIFY) to check the chain "
+                "only")
+    if "certificate verify failed" in low:
+        return (f"TLS: the server at {at} sent a certificate no CA you trust signed "
+                f"({detail}); name the CA that signed it with tls_ca (a URL query parameter, "
+                "App(tls_ca=...), or ECHOMQ_TLS_CA)")
+    if "certificate required" in low or "alert handshake failure" in low:
+        return (f"TLS: the server at {at} asks for a client certificate (mutual TLS); give "
+                "tls_cert and tls_key (URL query parameters, App(...) keyword arguments, or "
+                "ECHOMQ_TLS_CERT and ECHOMQ_TLS_KEY)")
+    if "eof occurred in violation of protocol" in low:
+        return (f"TLS: the server at {at} closed the connection during the handshake: it "
+                "may ask for a client certificate (mutual TLS); give "
+                "tls_cert and tls_key (URL query parameters, App(...) keyword arguments, or "
+                "ECHOMQ_TLS_CERT and ECHOMQ_TLS_KEY)")
+    if "wrong version number" in low or "record layer failure" in low:
+        return (f"TLS: the server at {at} does not speak TLS on that port; use a valkey:// "
+                "URL for a plain port")
+    return None
 
 
 def _reason(text: str) -> str:

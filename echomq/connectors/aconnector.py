@@ -21,6 +21,7 @@ from echomq.connectors.plan import (
     check_payload_limit,
     check_wire,
     startup,
+    tls_options,
 )
 from echomq.connectors.replies import (
     CLIENT_FAULTS,
@@ -65,6 +66,7 @@ class AsyncConnector(Base):
         check_wire(wire)
         check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
+        options.update(tls_options(target, options))
         cluster = cluster or target.cluster
         client: Any
         if cluster:

@@ -43,6 +43,7 @@ from echomq.connectors.plan import (
     check_payload_limit,
     check_wire,
     startup,
+    tls_options,
 )
 from echomq.connectors.replies import (
     CLIENT_FAULTS,
@@ -78,10 +79,14 @@ class Connector(Base):
 
         ``cluster=True`` treats ``url`` as one startup node of a Valkey Cluster: the client
         discovers the rest and routes every step to the node owning its keys' slot (one
-        queue = one hash tag = one slot)."""
+        queue = one hash tag = one slot).
+
+        TLS (a ``valkeys://`` URL): ``tls_ca``, ``tls_cert``, ``tls_key``, ``tls_verify`` in
+        ``options``, the URL's query or the environment (``echomq.connectors.tls``)."""
         check_wire(wire)
         check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
+        options.update(tls_options(target, options))
         cluster = cluster or target.cluster
         try:
             if cluster:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from valkey import exceptions as vexc
 
 from echomq import native, scripts
-from echomq.connectors import urls
+from echomq.connectors import tls, urls
 from echomq.connectors.replies import WIRE_FAULTS, server_error, topology_guard
 from echomq.core import errors
 from echomq.core.steps import Arg, Batch, Command, Eval, Native, Nodes, Step
@@ -248,6 +248,15 @@ class Base:
     def __repr__(self) -> str:
         kind = " cluster" if self.cluster else ""
         return f"<{type(self).__name__} wire={self.wire}{kind} {self.client!r}>"
+
+
+def tls_options(target: urls.Target, explicit: dict[str, Any]) -> dict[str, Any]:
+    """The valkey-py options of ``target``'s TLS settings (``connectors.tls``): the keyword
+    arguments in ``explicit`` (``tls_ca`` ...; taken out of it) over the URL's query over
+    the environment; ``{}`` for a plain URL. Refusals raise before any I/O."""
+    given = {name: explicit.pop(name, None) for name in tls.NAMES}
+    settings = tls.resolve(target.tls, dict(target.tls_query), given)
+    return settings.client_options() if settings is not None else {}
 
 
 def startup(target: urls.Target, node: Any) -> dict[str, Any]:

@@ -7,7 +7,9 @@ TLS; ``redis+cluster://`` and ``rediss+cluster://`` are the same). The listed no
 startup nodes: any one that answers is enough, the client discovers the rest and routes
 every queue's calls to the node owning its hash tag's slot. A cluster has one database, so
 a path other than ``/`` or ``/0`` is refused; query options (``?socket_timeout=5``) pass to
-every node's connections, as for a single server.
+every node's connections, as for a single server. The TLS settings ``tls_ca``, ``tls_cert``,
+``tls_key`` and ``tls_verify`` are taken out of the query (``Target.tls``) for
+``echomq.connectors.tls``, the one place that reads them.
 
 Pure: parsing only, no I/O.
 """
@@ -15,7 +17,7 @@ Pure: parsing only, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 SINGLE = ("valkey", "valkeys", "redis", "rediss", "unix")
 CLUSTER_SUFFIX = "+cluster"
@@ -31,6 +33,24 @@ class Target:
     cluster: bool
     nodes: tuple[tuple[str, int], ...] = ()
     tls: bool = False
+    #: the URL's TLS settings (``tls_ca`` ...), taken out of ``url``'s query
+    tls_query: tuple[tuple[str, str], ...] = ()
+
+
+TLS_NAMES = ("tls_ca", "tls_cert", "tls_key", "tls_verify")
+
+
+def _take_tls(url: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``url`` without its ``tls_*`` query parameters, and those parameters."""
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url, ()
+    pairs = parse_qsl(query, keep_blank_values=True)
+    tls = tuple((k, v) for k, v in pairs if k in TLS_NAMES)
+    if not tls:
+        return url, ()
+    rest = urlencode([(k, v) for k, v in pairs if k not in TLS_NAMES])
+    return head + (f"?{rest}" if rest else ""), tls
 
 
 def given(url: str | None) -> str | None:
@@ -50,13 +70,15 @@ def parse(url: str) -> Target:
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"not a server URL: {url!r} (expected valkey://host:port/db or "
                          "valkey+cluster://host:port,host:port)")
+    url, tls_query = _take_tls(url)
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
     if not scheme.endswith(CLUSTER_SUFFIX):
         if scheme not in SINGLE:
             raise ValueError(f"unsupported URL scheme {scheme!r} (use one of "
                              f"{', '.join(SINGLE)}, or valkey+cluster / valkeys+cluster)")
-        return Target(url, cluster=False, tls=scheme in ("valkeys", "rediss"))
+        return Target(url, cluster=False, tls=scheme in ("valkeys", "rediss"),
+                      tls_query=tls_query)
     base = scheme[: -len(CLUSTER_SUFFIX)]
     if base not in ("valkey", "valkeys", "redis", "rediss"):
         raise ValueError(f"unsupported cluster URL scheme {scheme!r} "
@@ -73,7 +95,8 @@ def parse(url: str) -> Target:
     host, port = nodes[0]
     host_text = f"[{host}]" if ":" in host else host
     single = f"{base}://{userinfo}{at}{host_text}:{port}" + (f"?{query}" if query else "")
-    return Target(single, cluster=True, nodes=nodes, tls=base in ("valkeys", "rediss"))
+    return Target(single, cluster=True, nodes=nodes, tls=base in ("valkeys", "rediss"),
+                  tls_query=tls_query)
 
 
 def cluster_url(nodes: list[tuple[str, int]], *, password: str | None = None,

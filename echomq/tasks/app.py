@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
-from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit
+from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit, tls_options
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.errors import ConfigError, NotDurable
@@ -89,6 +89,11 @@ class App(Declarations):
     ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
     by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
     ``ValueError``) naming the size and the limit, before anything is sent.
+    ``tls_ca`` / ``tls_cert`` / ``tls_key`` / ``tls_verify``: TLS for a ``valkeys://`` URL
+    (the CA that signed the server's certificate, this client's certificate and key for
+    mutual TLS, ``"full"``/``"ca"``/``"none"`` verification), over the URL's query
+    parameters of the same names and ``ECHOMQ_TLS_*`` (``echomq.connectors.tls``); every
+    connection of the app and of its workers uses them.
     """
 
     def __init__(
@@ -108,9 +113,19 @@ class App(Declarations):
         wait_replicas: int = 0,
         wait_local: bool = False,
         wait_timeout_ms: int = 1_000,
+        tls_ca: str | os.PathLike[str] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_verify: str | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
+        given = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
+                 "tls_verify": tls_verify}
+        #: the TLS keyword arguments every connector of this app is made with
+        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in given.items() if v is not None}
+        if url is not None:  # a bad setting is refused here, before any I/O
+            tls_options(urls.parse(url), dict(self.tls))
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
@@ -228,7 +243,7 @@ class App(Declarations):
             keyspace.validate_queue(queue)
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self.wire,
-                                           max_payload_bytes=self.max_payload_bytes)
+                                           max_payload_bytes=self.max_payload_bytes, **self.tls)
         return self._conn
 
     async def aconnector(self, queue: str | None = None) -> AsyncConnector:
@@ -262,7 +277,8 @@ class App(Declarations):
         making = self._aconnecting.get(id(loop))
         if making is None or making[0] is not loop:
             making = (loop, loop.create_task(AsyncConnector.connect(
-                self.url, wire=self.wire, max_payload_bytes=self.max_payload_bytes)))
+                self.url, wire=self.wire, max_payload_bytes=self.max_payload_bytes,
+                **self.tls)))
             self._aconnecting[id(loop)] = making
         try:
             conn = await asyncio.shield(making[1])

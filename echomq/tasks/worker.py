@@ -102,7 +102,8 @@ class Worker:
         unfinished (abandoned to the reaper)."""
         # named connections: CLIENT LIST tells which worker process holds which connection
         conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire,
-                                            client_name=f"echomq-worker-{os.getpid()}")
+                                            client_name=f"echomq-worker-{os.getpid()}",
+                                            **getattr(self.app, "tls", {}))
         try:
             return await self._serve(conn, stop)
         finally:

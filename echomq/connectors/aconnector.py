@@ -30,6 +30,7 @@ from echomq.connectors.replies import (
     server_error,
     wire_error,
 )
+from echomq.connectors.steady import SteadyCluster
 from echomq.core.steps import Arg, Command, Eval, Step, run_async
 
 
@@ -70,7 +71,8 @@ class AsyncConnector(Base):
         cluster = cluster or target.cluster
         client: Any
         if cluster:
-            client = avcluster.ValkeyCluster.from_url(
+            # a failing primary costs its own shard only (connectors.steady)
+            client = SteadyCluster.from_url(
                 target.url, **startup(target, avcluster.ClusterNode), **options)
             packing.use_c_packer_cluster(client)  # before initialize() opens a connection
         else:

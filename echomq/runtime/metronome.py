@@ -12,6 +12,11 @@ next contender's beat takes it, so the legs miss at most two beats.
 Promote and reap are idempotent, so a brief overlap during a handover (a paused holder
 whose lease lapsed) costs a redundant pass, never a wrong one.
 
+Each queue degrades on its own: a queue whose beat fails (its primary is down, failing
+over, or answers an error) sleeps on the exponential curve over the beat, indexed by its
+own streak of degraded beats, while the other queues keep their beat; on Valkey Cluster a
+primary that fails over stalls its own queues' promote and reap, not every queue's.
+
 Between beats the Metronome wakes at the earliest run-at it read. A run-at admitted ahead
 of that instant leaves a due token (``emq:{q}:due``) that one of the pool's idle consumers
 pops and hands over (``lead(queue)``, the worker wires it): the Metronome re-reads that
@@ -117,6 +122,8 @@ class Metronome:
         self._led: set[str] = set()  # queues whose schedule has a new head to re-read
         self._chase: set[str] = set()  # queues not held whose new head this one promotes
         self._woken = asyncio.Event()
+        #: per degraded queue: its streak of failed beats and when (loop clock) to try again
+        self._degraded: dict[str, tuple[int, float]] = {}
 
     def _note(self, queue: str, ms: int | None) -> None:
         if ms is None:
@@ -162,6 +169,28 @@ class Metronome:
             return True
         return False
 
+    def _resting(self, queue: str) -> bool:
+        """Whether ``queue`` is degraded and its next try is still ahead."""
+        down = self._degraded.get(queue)
+        return down is not None and asyncio.get_running_loop().time() < down[1]
+
+    def _degrade(self, queue: str, exc: BaseException) -> None:
+        """``queue``'s beat failed: it rests on the exponential curve over the beat, by its
+        own streak; the other queues keep their beat."""
+        streak = self._degraded.get(queue, (0, 0.0))[0] + 1
+        ms = degraded_ms(self.beat_ms, streak)
+        self._degraded[queue] = (streak, asyncio.get_running_loop().time() + ms / 1000)
+        self.stats.degraded_sleeps.append(ms)
+        self.held.discard(queue)
+        self._due.pop(queue, None)
+        log.warning("metronome degraded on %s (streak %d, sleeping %d ms): %s", queue, streak,
+                    ms, exc)
+
+    def _recovered(self, queue: str) -> None:
+        down = self._degraded.pop(queue, None)
+        if down is not None:
+            log.warning("metronome recovered on %s after %d degraded beats", queue, down[0])
+
     async def promote_held(self) -> None:
         """Between beats, at a due run-at: promote (only) the queues whose lease is held,
         and a chased queue (led here, held elsewhere) once its led run-at is due, once."""
@@ -170,7 +199,15 @@ class Metronome:
         self._chase -= ripe
         self._due = {q: at for q, at in self._due.items() if q in self._chase}
         for q in list(self.held | ripe):
-            counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs), LegCounts())
+            if self._resting(q):
+                continue
+            try:
+                counts = await promote_due(self.conn, q, self.legs_for.get(q, self.legs),
+                                           LegCounts())
+            except (errors.WireError, errors.CommandError) as exc:
+                self._degrade(q, exc)
+                continue
+            self._recovered(q)
             self.stats.promoted += counts.promoted
             if q in self.held:  # a chased queue is let go: its holder plans the rest
                 self._note(q, counts.next_due_ms)
@@ -178,41 +215,55 @@ class Metronome:
                 self.on_due(q, counts.next_due_ms)
 
     async def tick(self) -> None:
-        """One beat: for each queue, hold the lease and, if held, run its legs."""
+        """One beat: for each queue, hold the lease and, if held, run its legs. A queue
+        whose beat fails degrades alone (``_degrade``); the rest beat on."""
         self.stats.beats += 1
         # a queue chased for a lead keeps its instant: its holder elsewhere never heard of it
         self._due = {q: at for q, at in self._due.items() if q in self._chase}
         for q in self.queues:
-            got = await hold(self.conn, q, self.owner, self.lease_ms)
-            if not got:
-                if q in self.held:
-                    log.info("metronome %s lost the lease on %s", self.owner, q)
-                self.held.discard(q)
+            if self._resting(q):
                 continue
-            if q not in self.held:
-                log.info("metronome %s holds %s", self.owner, q)
-                self.held.add(q)
-            began = time.monotonic()
-            counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
-                                    self.stats.beats)
-            meter = self.meters.setdefault(q, metrics.Meter())
-            meter.beat_s = time.monotonic() - began
-            if meter.due():  # the beat time, folded into the server's metrics once a second
-                meter.flush_soon(self.conn, q, 0)
-            self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
-            self.stats.reaped += counts.reaped
-            self.stats.promoted += counts.promoted
-            self.stats.trimmed += counts.trimmed
-            self._note(q, counts.next_due_ms)
-            if self.on_due is not None:
-                self.on_due(q, counts.next_due_ms)
-            if self.on_pass is not None:
-                self.on_pass(q, counts)
+            try:
+                await self._beat(q)
+            except (errors.WireError, errors.CommandError) as exc:
+                # an error reply (LOADING, READONLY, OOM, CLUSTERDOWN) is weather too
+                self._degrade(q, exc)
+            else:
+                self._recovered(q)
+
+    async def _beat(self, q: str) -> None:
+        """``q``'s part of a beat: hold its lease and, if held, run its legs."""
+        got = await hold(self.conn, q, self.owner, self.lease_ms)
+        if not got:
+            if q in self.held:
+                log.info("metronome %s lost the lease on %s", self.owner, q)
+            self.held.discard(q)
+            return
+        if q not in self.held:
+            log.info("metronome %s holds %s", self.owner, q)
+            self.held.add(q)
+        began = time.monotonic()
+        counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
+                                self.stats.beats)
+        meter = self.meters.setdefault(q, metrics.Meter())
+        meter.beat_s = time.monotonic() - began
+        if meter.due():  # the beat time, folded into the server's metrics once a second
+            meter.flush_soon(self.conn, q, 0)
+        self.stats.passes[q] = self.stats.passes.get(q, 0) + 1
+        self.stats.reaped += counts.reaped
+        self.stats.promoted += counts.promoted
+        self.stats.trimmed += counts.trimmed
+        self._note(q, counts.next_due_ms)
+        if self.on_due is not None:
+            self.on_due(q, counts.next_due_ms)
+        if self.on_pass is not None:
+            self.on_pass(q, counts)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat until ``stop`` is set. A wire error (or an error reply) does not end the
-        loop: it sleeps on the exponential curve over the beat, indexed by the streak of
-        degraded beats."""
+        loop: a queue's own failure degrades that queue alone (``tick``); one outside every
+        queue's beat sleeps the whole loop on the exponential curve over the beat, indexed
+        by the streak of degraded beats."""
         loop = asyncio.get_running_loop()
         beat_s = self.beat_ms / 1000
         streak = 0

@@ -69,6 +69,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; at the row's priority; grouped rows to their lane", "promote", "EMQ.PROMOTE"),
     Transition("claim", ("pending",), "active", "server", "lease = TIME + lease_ms; attempts + 1 = token; pending and the ring of ready groups in turn; nothing while paused"),
     Transition("claim", ("pending",), "cancelled", "server", "a row marked cancel is ended, not handed out"),
+    Transition("claim", ("pending",), "dead", "server", "a row it cannot run (no row, no payload, not a hash, an unknown state) ends dead: error 'corrupt row: <why>', counted corrupt; the next job is claimed in its place"),
     Transition("extend", ("active",), "active", "server", "lease checkpoint, token-fenced (checkpoint: also reports a cancel request)"),
     Transition("ack", ("active",), "completed", "server", "token-fenced; row kept or deleted; wins over a pending cancel request"),
     Transition("retry", ("active",), "scheduled", "server", "token-fenced; run-at = TIME + delay"),

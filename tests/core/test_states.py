@@ -35,6 +35,8 @@ def act(conn, raw, queue: str, t: states.Transition, jid: str, token: int) -> No
     if t.target == "cancelled" and t.verb in ("claim", "retry", "reap"):
         # the row a cancel request left (jobs.cancel of a waiting job ends it at once)
         raw.hset(keyspace.job_key(queue, jid), "cancel", "1")
+    if t.verb == "claim" and t.target == "dead":  # a row the claim cannot run
+        raw.hdel(keyspace.job_key(queue, jid), "payload")
     if t.verb == "cancel":
         assert jobs.cancel(conn, queue, jid) == ("requested" if t.target == "active"
                                                  else "cancelled")

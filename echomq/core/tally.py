@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from echomq.core import readings
+
 
 class Tally(NamedTuple):
     """A job's counts (see the module doc)."""
@@ -58,9 +60,9 @@ def _n(count: int, word: str) -> str:
 
 
 def of_row(row: dict[str, Any]) -> Tally:
-    """The tally of a job row (a missing field counts 0)."""
+    """The tally of a job row (a missing field, or one another client garbled, counts 0:
+    ``core.readings``)."""
     def num(name: str) -> int:
-        value = row.get(name)
-        return int(value) if value not in (None, "", b"") else 0
+        return readings.whole(row.get(name), 0) or 0
 
     return Tally(num("attempts"), num("failures"), num("delays"), num("stalled"))

@@ -98,7 +98,7 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
         state, attempts = reply
         if state is None:
             return "gone"
-        if text(state) in _SETTLED and attempts is not None and int(attempts) == token:
+        if text(state) in _SETTLED and readings.whole(attempts) == token:
             return "settled"
         return "moved"
 

@@ -121,6 +121,15 @@ def test_a_bad_time_writes_nothing(url, queue, unchanged):
 
 
 def test_a_bad_id_writes_nothing(url, conn, queue, unchanged):
+    app = fresh_app(url)
+    send = declare(app, queue)
+    try:
+        with pytest.raises((ValueError, errors.KindError)):
+            send.options(job_id="NOTAJOB").enqueue("hi")
+        with pytest.raises((ValueError, errors.KindError)):
+            asyncio.run(send.options(job_id="NOTAJOB").aenqueue("hi"))
+    finally:
+        app.close()
     with pytest.raises(errors.KindError):
         jobs.enqueue(conn, queue, "NOTAJOB", b"x")
     with pytest.raises(errors.KindError):

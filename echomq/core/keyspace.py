@@ -19,7 +19,12 @@ keys, as ``promote`` does).
 | ``emq:{q}:repeat``          | zset | registration names scored by next-run ms (host)    |
 | ``emq:{q}:repeat:<name>``   | hash | every_ms, template, ...                            |
 | ``emq:{q}:g:<group>:pending``| zset| a group's lane, ids at score 0                     |
+| ``emq:{q}:tasks``           | hash | task name -> its declared options (JSON), by the workers |
 | ``emq:queues``              | set  | the registry of queue names (no hash tag: see ``registry``) |
+| ``emq:{workers}:index``     | zset | live worker ids scored by their last heartbeat (server ms) |
+| ``emq:{workers}:w:<id>``    | hash | its registration, expiring 2 heartbeats after the last  |
+| ``emq:{workers}:w:<id>:busy``| str | the jobs it runs now (JSON), same expiry                |
+| ``emq:{workers}:w:<id>:control``| list | quiet/stop requests for it, popped by the worker   |
 
 Row fields: ``state``, ``attempts`` (the fencing token), ``payload``, and as they arise
 ``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``.
@@ -101,6 +106,21 @@ def group_key(queue: str, group: str) -> str:
 def lane_key(queue: str, group: str) -> str:
     """A group's lane, ``emq:{queue}:g:<group>:pending``."""
     return queue_key(queue, f"g:{group}:pending")
+
+
+#: the hash tag every key of the live worker registry shares (one slot on a cluster, so one
+#: script updates a worker's keys and the index together)
+WORKERS_TAG = "workers"
+
+
+def workers_key(suffix: str) -> str:
+    """``emq:{workers}:<suffix>``: a key of the live worker registry (``verbs.workers``)."""
+    return f"{PREFIX}:{{{WORKERS_TAG}}}:{suffix}"
+
+
+def worker_key(worker_id: str, part: str = "") -> str:
+    """A worker's registration ``emq:{workers}:w:<id>``, or its ``busy`` / ``control`` key."""
+    return workers_key(f"w:{worker_id}" + (f":{part}" if part else ""))
 
 
 def registry_key() -> str:

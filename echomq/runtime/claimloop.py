@@ -9,7 +9,9 @@ the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan t
 
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
-counts consecutive degraded beats, logs, and resumes when the server answers.
+counts consecutive degraded beats, reports to the process's ``Weather`` (one WARNING when
+an outage starts, one INFO when it ends: ``runtime.weather``), and resumes when the server
+answers.
 
 Clocks: every wait here is paced on the HOST monotonic clock (the event loop's); the due
 instants come from the SERVER clock as spans.
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,8 @@ from echomq.runtime.beat import degraded_ms
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.weather import Weather
 from echomq.verbs import jobs, metrics
-
-log = logging.getLogger("echomq.consumer")
 
 KICK_SLACK_S = 0.1
 
@@ -55,8 +55,10 @@ class ClaimLoop:
         meter: metrics.Meter,
         on_event: Observer | None,
         start: Callable[[list[jobs.Claim]], None],
+        weather: Weather | None = None,
     ) -> None:
         self.conn = conn
+        self.weather = weather if weather is not None else Weather(f"consumer {queue}")
         self.queue = queue
         self.lease_ms = lease_ms
         self.beat_ms = beat_ms
@@ -79,6 +81,19 @@ class ClaimLoop:
         self._due_at: float | None = None  # the next noted due instant (loop clock)
         self._idle_until: float | None = None  # when the wait ends, if waiting
         self._kick = asyncio.Event()
+        self._held_until: float | None = None  # no claims before then (loop clock)
+
+    def hold(self, seconds: float) -> None:
+        """Claim nothing for ``seconds`` (HOST monotonic): this consumer just handed a job
+        back for another worker, which must get the chance to claim it first."""
+        until = asyncio.get_running_loop().time() + seconds
+        if self._held_until is None or until > self._held_until:
+            self._held_until = until
+
+    def holding(self) -> bool:
+        """Whether a ``hold`` is under way (an ack flush claims nothing then either)."""
+        return (self._held_until is not None
+                and asyncio.get_running_loop().time() < self._held_until)
 
     def arm(self, stop: asyncio.Event) -> None:
         """A new run until ``stop``: its waits end at ``stop``, its streak starts at 0."""
@@ -98,6 +113,12 @@ class ClaimLoop:
             try:
                 if self.meter.due():  # at most once a second, busy or idle, in the background
                     self.meter.flush_soon(self.conn, self.queue, self.streak)
+                if self._held_until is not None:
+                    left = self._held_until - asyncio.get_running_loop().time()
+                    if left > 0:
+                        await self._sleep(left)
+                        continue
+                    self._held_until = None
                 free = slots.free()
                 got = 0
                 # a due token says a run-at leads the schedule, not that a job is ready:
@@ -165,8 +186,7 @@ class ClaimLoop:
             self.streak += 1
             ms = degraded_ms(self.beat_ms, self.streak)
             self.stats.degraded_sleeps.append(ms)
-            log.warning("consumer %s degraded (streak %d, sleeping %d ms): %s",
-                        self.queue, self.streak, ms, exc)
+            self.weather.failed(f"consumer {self.queue}", exc, ms)
             emit(self.on_event, "degraded", self.queue, None, 0,
                  {"streak": self.streak, "sleep_ms": ms, "error": str(exc)})
             await self._sleep(ms / 1000)
@@ -177,8 +197,7 @@ class ClaimLoop:
     def healthy(self) -> None:
         """A leg answered: end a degraded streak, if one runs."""
         if self.streak:
-            log.warning("consumer %s recovered after %d degraded beats", self.queue,
-                        self.streak)
+            self.weather.answered()
             emit(self.on_event, "recovered", self.queue, None, 0, {"streak": self.streak})
             self.streak = 0
 

@@ -57,24 +57,30 @@ from echomq.runtime.beat import (
 )
 from echomq.runtime.claimloop import ClaimLoop
 from echomq.runtime.events import Event, emit
-from echomq.runtime.handler import Job
+from echomq.runtime.handler import Delay, Job
 from echomq.runtime.leases import Checkpoints, Held, tick_for
 from echomq.runtime.route import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_DELAY_MS,
     Route,
+    UnknownTask,
     no_handler,
+    task_name,
 )
 from echomq.runtime.runner import Runner
 from echomq.runtime.settling import Settler
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.weather import Weather
 from echomq.verbs import jobs, metrics
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 
 DEFAULT_CONCURRENCY = 10
+#: a job handed back to another worker is remembered this long (s), up to this many ids
+HANDED_FOR_S = 10.0
+HANDED_MAX = 1000
 
 
 class Consumer:
@@ -114,6 +120,8 @@ class Consumer:
         on_event: Callable[[Event], None] | None = None,
         executor: ThreadPoolExecutor | None = None,
         timeout_ms: int | None = None,
+        weather: Weather | None = None,
+        on_unknown: Callable[[Job, str], Awaitable[int | None]] | None = None,
     ) -> None:
         keyspace.validate_queue(queue)
         if (handler is None) == (router is None):
@@ -143,11 +151,18 @@ class Consumer:
         self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
         self.stats = ConsumerStats()
+        #: where an outage is logged, once per outage (a worker shares one among its loops)
+        self.weather = weather if weather is not None else Weather(f"consumer {queue}")
+        #: asked about a job whose task the router does not know (``UnknownTask``): the ms
+        #: to send it back after (another live worker serves the task), or None (dead)
+        self.on_unknown = on_unknown
+        self._handed: dict[str, float] = {}  # job id -> when it was handed back (HOST)
         self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.slots = Slots(concurrency)
         self.claims = ClaimLoop(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms, pooled=pooled,
                                 slots=self.slots, stats=self.stats, meter=self.meter,
-                                on_event=on_event, start=self._start_all)
+                                on_event=on_event, start=self._start_all,
+                                weather=self.weather)
         self.settler = Settler(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms,
                                retention=self.retention, slots=self.slots, stats=self.stats,
                                on_event=on_event, start=self._start_all, spawn=self._spawn,
@@ -155,7 +170,7 @@ class Consumer:
                                reopens=functools.partial(self.claims.note_due, kick=True))
         self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
-                                   self._runner.cancel_requested)
+                                   self._runner.cancel_requested, self.weather)
         self._runner.held = self._leases.held
         self._checkpointer: asyncio.Task[None] | None = None
         self._running = False
@@ -168,6 +183,12 @@ class Consumer:
         """The tasks of the jobs in hand, by job id (a handler running, or a patient
         settlement)."""
         return self.slots.inflight
+
+    @property
+    def held(self) -> dict[str, Held]:
+        """The jobs whose handlers run now, by job id (each ``Held`` names its task and
+        when it started): what the worker publishes as its busy list."""
+        return self._leases.held
 
     @property
     def on_lead(self) -> Callable[[str], None] | None:
@@ -328,21 +349,38 @@ class Consumer:
     async def _process(self, job: Job) -> None:
         try:
             route: Route | None = None
+            unknown: UnknownTask | None = None
+            outcome: tuple[str, Any]
             try:
                 route = self.router(job)
+            except UnknownTask as exc:
+                unknown, outcome = exc, ("fail", exc)
             except Exception as exc:
-                outcome: tuple[str, Any] = ("fail", exc)
+                outcome = ("fail", exc)
+            name = route.name if route is not None else task_name(job.payload)
             if self.on_event is not None:
-                self._emit("started", job.id, job.token, task=route.name if route else None)
+                self._emit("started", job.id, job.token, task=name)
             # the claim priced the lease at self.lease_ms; the first checkpoint comes a
             # third of the way into the shorter of that and the route's lease
             lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
-            held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick)
+            held = Held(job, lease_ms, min(lease_ms, self.lease_ms), self._leases.tick,
+                        name=name)
             if route is None:
+                if unknown is not None and self.on_unknown is not None:
+                    # another live worker's app serves this task here: back to it, with
+                    # no attempt spent (the delay transition; the ask logs who serves it)
+                    back_ms = await self.on_unknown(job, unknown.task)
+                    if back_ms is not None:
+                        self._hand_back(job.id, back_ms)
+                        await self.settler.settle(job, Route(no_handler, name=name),
+                                                  ("delay", Delay(back_ms)), held,
+                                                  handed_back=True)
+                        return
                 # a job no route fits (an unknown task, a payload that is not a task's)
                 # fails the same way on every attempt: dead-letter it at once instead of
                 # retrying it 25 times
-                await self.settler.settle(job, Route(no_handler, max_attempts=1), outcome, held)
+                await self.settler.settle(job, Route(no_handler, max_attempts=1, name=name),
+                                          outcome, held)
                 return
             started = time.monotonic()
             outcome = await self._runner.run(route.handler, job, held,
@@ -359,14 +397,30 @@ class Consumer:
         finally:
             self._ended(job.id)
 
+    def _hand_back(self, job_id: str, back_ms: int) -> None:
+        """A job goes back for another worker in ``back_ms``. The first time, as is: the
+        serving worker claims it as often as this one does. A job this consumer handed
+        back before and claimed again: claim nothing past its return, so the serving
+        worker gets it then (HOST monotonic)."""
+        now = time.monotonic()
+        handed = self._handed
+        if len(handed) > HANDED_MAX:
+            for jid in [j for j, at in handed.items() if now - at > HANDED_FOR_S]:
+                del handed[jid]
+        if job_id in handed and now - handed[job_id] <= HANDED_FOR_S:
+            self.claims.hold((back_ms + self.beat_ms) / 1000)
+        handed[job_id] = now
+
     def _ensure_checkpointer(self) -> None:
         if self._checkpointer is None or self._checkpointer.done():
             self._checkpointer = asyncio.ensure_future(
                 self._leases.run(lambda: self._running or bool(self.slots.inflight)))
 
     def _claiming(self) -> bool:
-        """Whether an ack flush may claim: the consumer runs and is not stopping."""
-        return self._running and not (self._stop is not None and self._stop.is_set())
+        """Whether an ack flush may claim: the consumer runs, is not stopping and holds
+        no claims (after a hand-back)."""
+        return (self._running and not (self._stop is not None and self._stop.is_set())
+                and not self.claims.holding())
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)

@@ -3,7 +3,9 @@
 A consumer emits an ``Event`` for each step of a job it holds (``started``, ``completed``,
 ``retrying``, ``dead``, ``delayed``, ``rate_limited`` (info: ``ms``),
 ``cancelled``, ``timed_out``, ``lost``, ``settled``: an outcome an earlier try had already
-recorded) and for its own weather (``degraded``, ``recovered``). ``Event.attempts`` is the
+recorded, ``handed_back``: a job of a task its app does not declare, sent back for the live
+worker whose app does (info: ``ms``, ``task``)) and for its own weather (``degraded``,
+``recovered``). ``Event.attempts`` is the
 job's runs so far (the claim's token). ``retrying`` and ``dead`` say why and count in the
 one vocabulary of ``echomq.core.tally``: info ``error`` (``Type: text``), ``reason``
 (``retrying``: ``"backoff"`` or ``"retry"``, a ``Retry`` raised; ``dead``: ``"exhausted"``,
@@ -29,7 +31,7 @@ from echomq.runtime.imports import import_from_cwd
 log = logging.getLogger("echomq.events")
 
 KINDS = ("started", "completed", "retrying", "dead", "delayed", "rate_limited", "cancelled",
-         "timed_out", "lost", "settled", "degraded", "recovered")
+         "timed_out", "lost", "settled", "handed_back", "degraded", "recovered")
 
 
 @dataclass(frozen=True, slots=True)

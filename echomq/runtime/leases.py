@@ -27,6 +27,7 @@ from typing import Any
 
 from echomq.core import errors
 from echomq.runtime.handler import Job
+from echomq.runtime.weather import Weather
 from echomq.verbs import jobs
 
 log = logging.getLogger("echomq.consumer")
@@ -36,13 +37,19 @@ class Held:
     """A running job's lease as this process sees it, on the HOST monotonic clock: when to
     checkpoint next and when the lease lapses (a conservative guess of the SERVER-clock
     expiry: it starts after the server priced it). ``task`` is the task running an
-    ``async`` handler (cancelled on a cancel request), ``None`` for a plain function."""
+    ``async`` handler (cancelled on a cancel request), ``None`` for a plain function.
+    ``name`` is the job's task name and ``started`` when it started (HOST wall clock, the
+    worker's busy list) and ``began`` (HOST monotonic, its run time in the logs)."""
 
-    __slots__ = ("every", "extend_at", "job", "lapses_at", "lease_ms", "task")
+    __slots__ = ("began", "every", "extend_at", "job", "lapses_at", "lease_ms", "name",
+                 "started", "task")
 
     def __init__(self, job: Job, lease_ms: int, first_ms: int, tick: float,
-                 task: asyncio.Task[Any] | None = None) -> None:
+                 task: asyncio.Task[Any] | None = None, name: str | None = None) -> None:
         now = time.monotonic()
+        self.began = now
+        self.started = time.time()
+        self.name = name
         self.job = job
         self.lease_ms = lease_ms
         self.task = task
@@ -54,6 +61,10 @@ class Held:
         now = time.monotonic()
         self.lapses_at = now + self.lease_ms / 1000
         self.extend_at = now + self.every
+
+    def ran_ms(self) -> float:
+        """How long the job has run so far (HOST monotonic ms)."""
+        return (time.monotonic() - self.began) * 1000
 
     def lapsed(self) -> bool:
         return time.monotonic() >= self.lapses_at
@@ -69,8 +80,9 @@ class Checkpoints:
     """The checkpoint loop of one consumer over ``held`` (job id -> ``Held``)."""
 
     def __init__(self, conn: Any, queue: str, beat_ms: int, tick: float,
-                 on_cancel: Callable[[Held], None]) -> None:
+                 on_cancel: Callable[[Held], None], weather: Weather | None = None) -> None:
         self.conn = conn
+        self.weather = weather if weather is not None else Weather(f"consumer {queue}")
         self.queue = queue
         self.beat_ms = beat_ms
         self.tick = tick
@@ -92,9 +104,10 @@ class Checkpoints:
             point = await jobs.checkpoint(self.conn, self.queue, job.id, job.token,
                                           held.lease_ms)
             held.renewed()
+            self.weather.answered()
         except (errors.WireError, errors.Unavailable) as exc:
             # a full, loading or demoted server refused for now: not a lost lease
-            log.warning("checkpoint of %s failed, will retry: %s", job.id, exc)
+            self.weather.failed(f"lease checkpoint of {job.id}", exc, self.beat_ms)
             held.extend_at = time.monotonic() + self.beat_ms / 1000
             return
         except errors.ServerError as exc:

@@ -50,6 +50,7 @@ from echomq.runtime.beat import (
     sleep_unless,
     wake_delay,
 )
+from echomq.runtime.weather import Weather
 from echomq.verbs import jobs, metrics
 
 log = logging.getLogger("echomq.metronome")
@@ -101,6 +102,7 @@ class Metronome:
         legs_for: dict[str, Legs] | None = None,
         on_pass: Callable[[str, LegCounts], None] | None = None,
         on_due: Callable[[str, int | None], None] | None = None,
+        weather: Weather | None = None,
     ) -> None:
         for q in queues:
             keyspace.validate_queue(q)
@@ -113,6 +115,8 @@ class Metronome:
         self.legs_for = dict(legs_for or {})
         self.on_pass = on_pass
         self.on_due = on_due
+        #: where an outage is logged (once per outage: ``runtime.weather``)
+        self.weather = weather if weather is not None else Weather("metronome")
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
         # each held queue's next due instant, on the loop's (HOST monotonic) clock, from the
@@ -282,12 +286,12 @@ class Metronome:
                 ms = degraded_ms(self.beat_ms, streak)
                 self.stats.degraded_sleeps.append(ms)
                 self.held.clear()
-                log.warning("metronome degraded (streak %d, sleeping %d ms): %s", streak, ms, exc)
+                self.weather.failed("metronome", exc, ms)
                 await sleep_unless(stop, ms / 1000)
                 next_at = loop.time()
                 continue
             if streak:
-                log.warning("metronome recovered after %d degraded beats", streak)
+                self.weather.answered()
                 streak = 0
             if not due_wake:
                 next_at += beat_s
@@ -299,7 +303,7 @@ class Metronome:
                     await self._replan()
                     delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
             except (errors.WireError, errors.CommandError) as exc:
-                log.warning("metronome could not re-read a schedule's head: %s", exc)
+                self.weather.failed("metronome (re-reading a schedule's head)", exc)
                 next_at, due_wake = loop.time(), False
         await self.release()
 

@@ -33,6 +33,7 @@ from echomq.runtime.beat import (
     degraded_ms,
     promote_once,
 )
+from echomq.runtime.weather import Weather
 from echomq.verbs import repeat
 
 log = logging.getLogger("echomq.pump")
@@ -71,12 +72,15 @@ class Pump:
         flows: FlowHook | None = None,
         legs: tuple[str, ...] = LEGS,
         elect: bool = False,
+        weather: Weather | None = None,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
         if not getattr(conn, "is_async", False):
             raise TypeError("a Pump runs on an AsyncConnector (await AsyncConnector.connect(url))")
         self.conn = conn
+        #: where an outage is logged (once per outage: ``runtime.weather``)
+        self.weather = weather if weather is not None else Weather("pump")
         self.queues = list(queues)
         for q in self.queues:
             keyspace.validate_queue(q)
@@ -180,12 +184,14 @@ class Pump:
         while not stop.is_set():
             try:
                 await self.tick()
+                if degraded:
+                    self.weather.answered()
                 degraded = 0
                 wait_ms = self.tick_ms
             except errors.WireError as exc:
                 degraded += 1
                 wait_ms = degraded_ms(self.tick_ms, degraded)
-                log.warning("pump tick failed (%s); retrying in %d ms", exc, wait_ms)
+                self.weather.failed("pump", exc, wait_ms)
             except errors.ServerError as exc:
                 wait_ms = self.tick_ms
                 log.error("pump tick refused by the server: %s", exc)

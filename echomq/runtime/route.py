@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.core import backoff
+from echomq.core.payload import decode
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
 from echomq.runtime.verdict import Classes, Verdict, judge
@@ -48,6 +49,26 @@ class Route:
         if self.backoff is not None:
             return backoff.delay_ms(self.backoff, max(1, attempts))
         return self.retry_delay_ms
+
+
+class UnknownTask(LookupError):
+    """A job names a task its app does not declare (a router raises it): the consumer
+    dead-letters the job at once, unless another live worker serves that task on the
+    queue (``Consumer(on_unknown=...)``), in which case it sends the job back for that
+    worker without spending an attempt."""
+
+    def __init__(self, task: str, message: str) -> None:
+        super().__init__(message)
+        self.task = task
+
+
+def task_name(payload: bytes) -> str:
+    """The task a payload names, for logs and events (read without a route: an unknown
+    task's job names it all the same); ``?`` for a payload that is no task's."""
+    try:
+        return decode(payload)[0]
+    except (ValueError, TypeError, IndexError):
+        return "?"
 
 
 def no_handler(job: Job) -> None:  # pragma: no cover - never called

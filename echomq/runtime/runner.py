@@ -133,8 +133,9 @@ class Runner:
         it is left to finish on its own (its return is ignored; its job was failed) and new
         jobs get a fresh pool, so the slot it held is free at once."""
         self.stats.abandoned += 1
-        log.warning("job %s: plain-function handler abandoned in its thread at its timeout "
-                    "(%d abandoned so far)", job.id, self.stats.abandoned)
+        # the attempt's failure is the line an operator sees: one failure, one line
+        log.debug("job %s: plain-function handler abandoned in its thread at its timeout "
+                  "(%d abandoned so far)", job.id, self.stats.abandoned)
         if self._own_executor and self._executor is not None:
             self._executor.shutdown(wait=False)
             self._executor = None

@@ -38,7 +38,7 @@ from echomq.core.tally import Tally
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.handler import Job
 from echomq.runtime.leases import Held
-from echomq.runtime.route import Route
+from echomq.runtime.route import Route, task_name
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.verdict import describe
@@ -185,9 +185,12 @@ class Settler:
         self.spawn(job, self.settle(job, route, ("ok", result), deadline, tried=True))
 
     async def settle(self, job: Job, route: Route, outcome: tuple[str, Any],
-                     deadline: Held, *, tried: bool = False) -> None:
+                     deadline: Held, *, tried: bool = False,
+                     handed_back: bool = False) -> None:
         """Record ``outcome``, patiently: retried through weather until the lease would
-        have lapsed. ``tried``: a success whose batched ack already failed once."""
+        have lapsed. ``tried``: a success whose batched ack already failed once.
+        ``handed_back``: a ``delay`` that sends another app's job back to its queue
+        (counted and reported as ``handed_back``, not as the handler's own delay)."""
         kind, value = outcome
         priced: dict[str, int] = {}
         keep_ms = route.keep_result_ms
@@ -256,8 +259,9 @@ class Settler:
                 # Unavailable too: a restarted server answers LOADING, a full one OOM, a
                 # demoted one READONLY, and each wrote nothing: the same weather
                 if deadline.lapsed():
-                    log.warning("job %s: outcome %s not recorded before its lease lapsed "
-                                "(%s); the reaper will return it", job.id, kind, exc)
+                    log.warning("job %s %s: outcome %s not recorded before its lease "
+                                "lapsed (%s); the reaper will return it", job.id,
+                                _task(route, deadline), kind, exc)
                     self.stats.lost += 1
                     self._emit("lost", job.id, job.token, outcome=kind)
                     return
@@ -266,8 +270,8 @@ class Settler:
             except errors.ServerError as exc:
                 if await self._landed_before(job, kind, exc):
                     return
-                log.warning("job %s: %s refused (%s); another holder owns it now",
-                            job.id, kind, exc)
+                log.warning("job %s %s: %s refused (%s); another holder owns it now",
+                            job.id, _task(route, deadline), kind, exc)
                 self.stats.lost += 1
                 self._emit("lost", job.id, job.token, outcome=kind, error=str(exc))
                 return
@@ -280,6 +284,10 @@ class Settler:
             # its group (or the queue) reopens then, with no wake token: claim again then
             self.reopens(value.ms)
             self._emit("rate_limited", job.id, job.token, ms=value.ms)
+        elif kind == "delay" and handed_back:
+            self.stats.handed_back += 1
+            self._emit("handed_back", job.id, job.token, ms=value.value,
+                       task=_task(route, deadline))
         elif kind == "delay":
             self.stats.delayed += 1
             self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
@@ -290,8 +298,11 @@ class Settler:
         elif result == "dead":
             self.stats.dead += 1
             tally, reason = seen[0], verdict.reason if verdict.final else "exhausted"
-            log.error("job %s dead after %s%s: %s", job.id, tally.text(), describe(reason),
-                      verdict.error)
+            # one line per failure: the task, the counts, why, and the run time last (as
+            # every job line ends)
+            log.error("job %s %s: dead after %s%s: %s (%.1f ms)", job.id,
+                      _task(route, deadline), tally.text(), describe(reason), verdict.error,
+                      deadline.ran_ms())
             self._emit("dead", job.id, job.token, tried=priced["tried"], error=verdict.error,
                        reason=reason, **tally.info())
             await self._after(job, route, "dead", error=value, error_text=verdict.error,
@@ -299,9 +310,10 @@ class Settler:
         else:
             self.stats.retried += 1
             tally, delay_ms = seen[0], priced["delay_ms"]
-            log.warning("job %s failed on run %d %s, retry in %d ms%s: %s", job.id,
-                        tally.runs, tally.detail(), delay_ms,
-                        " (Retry)" if verdict.reason == "retry" else "", verdict.error)
+            log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)",
+                        job.id, _task(route, deadline), tally.runs, tally.detail(), delay_ms,
+                        " (Retry)" if verdict.reason == "retry" else "", verdict.error,
+                        deadline.ran_ms())
             self._emit("retrying", job.id, job.token, delay_ms=delay_ms,
                        tried=priced["tried"], error=verdict.error, reason=verdict.reason,
                        **tally.info())
@@ -330,10 +342,20 @@ class Settler:
         self.stats.already_settled += 1
         if kind == "ok":
             self.stats.completed += 1
-        log.info("job %s: %s already settled (%s; row %s at token %d): an earlier try "
-                 "landed", job.id, kind, exc, fate, job.token)
+        log.info("job %s %s: %s already settled (%s; row %s at token %d): an earlier "
+                 "try landed", job.id, job_task(job), kind, exc, fate, job.token)
         self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
         return True
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)
+
+
+def _task(route: Route | None, held: Held) -> str:
+    """The task a settlement's log line names: the route's, else the one the job's payload
+    names (``?`` for a payload that is no task's)."""
+    return (route.name if route is not None else None) or held.name or job_task(held.job)
+
+
+def job_task(job: Job) -> str:
+    return task_name(job.payload)

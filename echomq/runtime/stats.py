@@ -12,6 +12,7 @@ class ConsumerStats:
     retried: int = 0
     dead: int = 0
     delayed: int = 0
+    handed_back: int = 0  # jobs of another app's task sent back to their queue
     rate_limited: int = 0
     cancelled: int = 0
     timed_out: int = 0

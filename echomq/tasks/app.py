@@ -48,7 +48,7 @@ from echomq.embedded.launch import check_durability
 from echomq.runtime import tracing
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
-from echomq.runtime.route import DEFAULT_LEASE_MS, Route
+from echomq.runtime.route import DEFAULT_LEASE_MS, Route, UnknownTask
 from echomq.tasks import canvas
 from echomq.tasks.declare import Declarations, Recurrence
 from echomq.tasks.task import Task
@@ -344,8 +344,8 @@ class App(Declarations):
             task = self.tasks.get(name)
             if task is None:
                 known = ", ".join(sorted(self.tasks)) or "none"
-                raise LookupError(f"unknown task {name!r}: this app has no task of that "
-                                  f"name (its tasks: {known})")
+                raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
+                                        f"that name (its tasks: {known})")
             # a flow node keeps its result for its parent; a fed parent gets its children's
             run = task.route(args, kwargs, tracing.carrier_of(job.payload))
             return canvas.adapt(run, job.payload, task, args, kwargs)

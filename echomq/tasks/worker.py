@@ -12,6 +12,16 @@ is lost; a job may run again (at least once).
 Pool mode: the worker's consumers skip their own recovery and promote legs and one
 Metronome per worker runs them, elected across worker processes by a SERVER-side lease, so
 a fleet reaps and promotes each queue once per beat.
+
+Presence: a worker registers in the live worker registry before it claims (``verbs.workers``:
+its id, host, pid, app, queues, concurrency, the tasks its app declares per queue),
+heartbeats every ``heartbeat_ms`` (default 5 s) with the jobs it runs now, and leaves on a
+clean exit; killed, it drops out within two heartbeats. It records its app's task
+declarations per queue (``verbs.declarations``). An operator's ``echomq workers quiet``
+stops its claims (running jobs finish; it stays up, idle, until stopped) and ``echomq
+workers stop`` stops it as SIGTERM does. A job whose task its app does not declare, while
+another live worker's app declares that task on the queue (two apps sharing a queue name),
+goes back to the queue without spending an attempt, and one WARNING names both apps.
 """
 
 from __future__ import annotations
@@ -21,9 +31,12 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import secrets
 import signal
+import socket
 import time
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from echomq.connectors import urls
@@ -34,9 +47,12 @@ from echomq.core.times import seconds_to_ms
 from echomq.runtime.beat import DEFAULT_BEAT_MS, Legs
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer
 from echomq.runtime.events import Event
+from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
-from echomq.tasks import ratecaps
-from echomq.verbs import backlog, groups, registry
+from echomq.runtime.presence import Presence
+from echomq.runtime.weather import Weather
+from echomq.tasks import catalog, ratecaps
+from echomq.verbs import backlog, declarations, groups, registry, workers
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
@@ -55,6 +71,10 @@ class Worker:
     drain then runs as after a signal). ``log_jobs`` logs one INFO line per finished job.
     ``timeout`` (seconds or ``timedelta``) is the handler timeout for tasks declared
     without one (off unless set). ``on_event`` defaults to the app's observer.
+    ``presence=False`` keeps the worker out of the live worker registry (no heartbeat, no
+    quiet/stop requests, no hand-back of another app's tasks); ``heartbeat_ms`` is its
+    heartbeat period (a killed worker drops out within two); ``name`` names its app there
+    (``echomq worker`` passes its ``module:attribute``).
     """
 
     def __init__(
@@ -71,6 +91,9 @@ class Worker:
         burst: bool = False,
         log_jobs: bool = True,
         timeout: float | dt.timedelta | None = None,
+        presence: bool = True,
+        heartbeat_ms: int = workers.DEFAULT_HEARTBEAT_MS,
+        name: str | None = None,
     ) -> None:
         self.app = app
         # a partitioned queue named by its logical name runs a consumer per partition
@@ -96,6 +119,19 @@ class Worker:
         self.unfinished = 0
         self.abandoned: list[str] = []  # the ids the drain left to the reaper
         self.force = asyncio.Event()
+        self.use_presence = presence
+        self.heartbeat_ms = guard.span("heartbeat_ms", heartbeat_ms, minimum=1)
+        self.name = name or catalog.app_name(app)
+        #: this process's id in the live worker registry
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.presence: Presence | None = None
+        #: set by a quiet request: no more claims; running jobs finish; up until stopped
+        self.quiet = asyncio.Event()
+        self.weather = Weather(f"worker {os.getpid()}")
+        self._stop: asyncio.Event | None = None
+        self._conn: Any = None
+        self._live: tuple[float, list[workers.WorkerRecord]] | None = None
+        self._warned: set[tuple[str, str]] = set()
 
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until ``stop`` is set, then drain; returns how many jobs were left
@@ -111,6 +147,9 @@ class Worker:
 
     async def _serve(self, conn: AsyncConnector, stop: asyncio.Event) -> int:
         retention = self.app.retention
+        self._stop = stop
+        self._conn = conn
+        self.quiet = asyncio.Event()
         # the job lines cost an event per transition: none when INFO would drop them
         observer = (JobLog(self.on_event) if self.log_jobs and log.isEnabledFor(logging.INFO)
                     else self.on_event)
@@ -119,18 +158,33 @@ class Worker:
                 conn, q, router=self.app.router(q), concurrency=self.concurrency,
                 beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
                 pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
+                weather=self.weather,
+                on_unknown=self._hand_back if self.use_presence else None,
             )
             for q in self.queues
         ]
-        background = asyncio.Event()  # the metronome and pump outlive the drain
+        background = asyncio.Event()  # the metronome, pump and presence outlive the drain
+        claims_end = asyncio.Event()  # stop, or a quiet request: no more claims
         helpers: list[asyncio.Task[Any]] = []
         runs: list[asyncio.Task[None]] = []
+        watch = asyncio.ensure_future(self._watch(stop, claims_end))
         try:
             # inside the try: a start that fails (a refused registration, a lost server)
             # stops what already runs instead of leaving it to die with the connection
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
             await ratecaps.apply(conn, self.app, self.queues)  # @app.task(rate=...)
+            await self._declare(conn)
             await log_groups(conn, self.queues)
+            if self.use_presence:
+                # registered before the first claim: a peer app's worker that claims one of
+                # this app's jobs sees this worker serve it and hands the job back
+                self.presence = Presence(
+                    conn, self._registration(conn.wire), running=self._running_jobs,
+                    on_request=self._requested, publish_ms=min(self.heartbeat_ms,
+                                                               max(self.beat_ms, 100)),
+                    weather=self.weather)
+                await self.presence.join()
+                helpers.append(asyncio.ensure_future(self.presence.run(background)))
             if self.use_metronome:
                 by_queue = {c.queue: c for c in self.consumers}
                 # the due instants the metronome reads (run-ats, group and queue reopens)
@@ -138,27 +192,35 @@ class Worker:
                 self.metronome = Metronome(
                     conn, self.queues, beat_ms=self.beat_ms,
                     legs=Legs(retention=retention, carry_lease_ms=3 * self.beat_ms),
-                    on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None)
+                    on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None,
+                    weather=self.weather)
                 for c in self.consumers:  # a due token they pop re-plans the metronome
                     c.on_lead = self.metronome.lead
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
-                pump = await _start_pump(conn, recurrences, background, self.beat_ms)
+                pump = await _start_pump(conn, recurrences, background, self.beat_ms,
+                                         self.weather)
                 if pump is not None:
                     self.pump, task = pump
                     helpers.append(task)
             log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
-                     "beat %d ms%s%s)", os.getpid(), urls.redact(self.app.url), conn.wire,
+                     "beat %d ms%s%s)%s", os.getpid(), urls.redact(self.app.url), conn.wire,
                      ", ".join(self.queues), self.concurrency, self.beat_ms,
                      ", metronome" if self.use_metronome else "",
-                     ", burst" if self.burst else "")
-            runs = [asyncio.ensure_future(c.run(stop)) for c in self.consumers]
+                     ", burst" if self.burst else "",
+                     f"; registered as {self.id}" if self.presence else "")
+            runs = [asyncio.ensure_future(c.run(claims_end)) for c in self.consumers]
             if self.burst:
                 helpers.append(asyncio.ensure_future(self._burst(conn, stop)))
             await asyncio.gather(*runs)
+            if not stop.is_set():
+                # quiet: what runs finishes in its own tasks; the worker stays up, claiming
+                # nothing, until it is stopped
+                await stop.wait()
             self.unfinished = await self._drain()
         finally:
+            watch.cancel()
             for r in runs:
                 r.cancel()
             background.set()
@@ -168,12 +230,98 @@ class Worker:
                 h.cancel()
             if helpers:
                 await asyncio.wait(helpers, timeout=1.0)
+            if self.presence is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.presence.leave(), 2.0)
         if self.unfinished:
             log.warning("%d jobs unfinished at exit (%s); the reaper returns them after "
                         "their leases", self.unfinished, ", ".join(self.abandoned))
         else:
             log.info("worker stopped cleanly")
         return self.unfinished
+
+    async def _watch(self, stop: asyncio.Event, claims_end: asyncio.Event) -> None:
+        """End the claims at a stop or a quiet request, and publish the state."""
+        quiet = asyncio.ensure_future(self.quiet.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({quiet, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            claims_end.set()
+            if not stop.is_set():
+                if self.presence is not None:
+                    self.presence.set_state("quiet")
+                await stop.wait()
+            if self.presence is not None:
+                self.presence.set_state("stopping")
+        finally:
+            quiet.cancel()
+            stopped.cancel()
+
+    def _requested(self, action: str) -> None:
+        """A quiet or stop request from an operator (``echomq workers quiet|stop``)."""
+        if action == "quiet":
+            if not self.quiet.is_set() and not (self._stop and self._stop.is_set()):
+                running = sum(len(c.inflight) for c in self.consumers)
+                log.info("quiet requested: no new claims; %d running jobs finish; the "
+                         "worker stays up until it is stopped", running)
+                self.quiet.set()
+        elif action == "stop":
+            if self._stop is not None and not self._stop.is_set():
+                log.info("stop requested: no new claims; draining in-flight jobs (grace "
+                         "%.1f s)", self.grace_s)
+                self._stop.set()
+        else:
+            log.warning("ignored an unknown control request %r", action)
+
+    def _registration(self, wire: int) -> workers.Registration:
+        return workers.Registration(
+            id=self.id, host=socket.gethostname(), pid=os.getpid(), app=self.name,
+            queues=tuple(self.queues), concurrency=self.concurrency, wire=wire,
+            version=_version(), heartbeat_ms=self.heartbeat_ms,
+            tasks=catalog.tasks_by_queue(self.app, self.queues))
+
+    async def _declare(self, conn: AsyncConnector) -> None:
+        """Record the app's task declarations on each served queue (``emq:{q}:tasks``)."""
+        for q in self.queues:
+            declared = catalog.declared_on(self.app, q)
+            if declared:
+                await declarations.declare(conn, q, declared)
+
+    def _running_jobs(self) -> list[Any]:
+        return [h for c in self.consumers for h in c.held.values()]
+
+    async def _hand_back(self, job: Job, task: str) -> int | None:
+        """A job of ``task``, which this app does not declare: the ms to send it back for
+        (a quarter beat: the serving worker claims it that soon) when another live
+        worker's app serves ``task`` on its queue, else None (it dies, as a job no app
+        serves)."""
+        found = await self._owners(job.queue, task)
+        if found is None:
+            return None
+        key = (job.queue, task)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("job %s %s: this worker's app %s does not declare task %r, but app "
+                        "%s (worker %s) serves it on queue %r: sent back without spending "
+                        "an attempt. Two apps share the queue name %r: give each app its "
+                        "own queues", job.id, task, self.name, task, found.app, found.id,
+                        job.queue, job.queue)
+        else:
+            log.debug("job %s %s: sent back for %s", job.id, task, found.app)
+        return max(1, self.beat_ms // 4)
+
+    async def _owners(self, queue: str, task: str) -> workers.WorkerRecord | None:
+        """A live worker (not this one) whose app declares ``task`` on ``queue``; the
+        registry is read at most once a second (HOST monotonic) for these asks."""
+        now = time.monotonic()
+        if self._live is None or now - self._live[0] > 1.0:
+            try:
+                self._live = (now, await workers.live(self._conn))
+            except Exception as exc:  # a read that fails decides nothing: keep the job
+                log.debug("registry read failed (%s); job kept for a later claim", exc)
+                return None if self._live is None else _first(
+                    workers.owners(self._live[1], queue, task, exclude=self.id))
+        return _first(workers.owners(self._live[1], queue, task, exclude=self.id))
 
     async def _burst(self, conn: AsyncConnector, stop: asyncio.Event) -> None:
         """Burst mode: set ``stop`` once two checks a beat apart (HOST monotonic clock) see
@@ -231,7 +379,8 @@ async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
 
 
 async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
-                      beat_ms: int) -> tuple[Any, asyncio.Task[Any]] | None:
+                      beat_ms: int, weather: Weather | None = None
+                      ) -> tuple[Any, asyncio.Task[Any]] | None:
     """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
     start a Pump for their queues, ticking on its own (HOST-clock) cadence."""
     from echomq.runtime.pump import Pump
@@ -247,16 +396,32 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
     periods = [r.every_ms for r in recurrences if r.every_ms is not None]
     tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
     pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms,
-                legs=("promote", "repeats"))
+                legs=("promote", "repeats"), weather=weather)
     return pump, asyncio.ensure_future(pump.run(stop))
+
+
+def _first(records: list[workers.WorkerRecord]) -> workers.WorkerRecord | None:
+    return records[0] if records else None
+
+
+def _version() -> str:
+    try:
+        return metadata.version("echomq")
+    except metadata.PackageNotFoundError:  # a source tree, not installed
+        return "unknown"
 
 
 class JobLog:
     """An ``on_event`` observer that logs one INFO line per finished job: its id, task,
     outcome and run time (HOST monotonic clock, from its start to its outcome), then hands
-    the event to ``forward``."""
+    the event to ``forward``. A failure is logged once, by the settlement that records it
+    (a WARNING for a retry, an ERROR for a death, naming the task and the run time), so
+    this logs nothing for those kinds: one failure is one line."""
 
     QUIET = frozenset({"started", "degraded", "recovered"})
+    #: kinds the settlement logs itself (a timeout's retry or death follows its timed_out)
+    SETTLED_LOGS = frozenset({"retrying", "dead", "lost", "settled", "timed_out",
+                              "handed_back"})
 
     def __init__(self, forward: Callable[[Event], None] | None = None) -> None:
         self.forward = forward
@@ -266,6 +431,10 @@ class JobLog:
         if ev.job_id is not None:
             if ev.kind == "started":
                 self.running[ev.job_id] = (ev.info.get("task") or "?", time.monotonic())
+            elif ev.kind == "timed_out":
+                pass  # its retry or death ends the attempt, and logs it
+            elif ev.kind in self.SETTLED_LOGS:
+                self.running.pop(ev.job_id, None)
             elif ev.kind not in self.QUIET:
                 task, t0 = self.running.pop(ev.job_id, ("?", time.monotonic()))
                 log.info("job %s %s: %s (%.1f ms)", ev.job_id, task, ev.kind,

@@ -31,7 +31,7 @@ from typing import Any
 
 from echomq.core import guards as guard
 from echomq.core import keyspace
-from echomq.core.steps import Eval, Verb, pairs, single, text, verb
+from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
 
 INDEX = keyspace.workers_key("index")
 PREFIX = keyspace.workers_key("w:")
@@ -288,3 +288,17 @@ def owners(records: Sequence[WorkerRecord], queue: str, task: str,
     """The live workers among ``records`` whose app declares ``task`` on ``queue``
     (``exclude``: a worker id left out, the asker's own). Pure."""
     return [r for r in records if r.id != exclude and r.declares(queue, task)]
+
+
+@verb
+def next_request(worker_id: str, timeout_s: float) -> Verb[str | None]:
+    """Block up to ``timeout_s`` seconds (HOST clock, BLPOP's timeout) for the next
+    quiet/stop request on the worker's control list; the action, or None."""
+    key = control_key(worker_id)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a number > 0, not {timeout_s!r}")
+
+    def decode(reply: Any) -> str | None:
+        return text(reply[1]) if reply else None
+
+    return single(Command(("BLPOP", key, f"{timeout_s:.3f}")), decode)

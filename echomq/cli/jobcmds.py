@@ -32,6 +32,9 @@ def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unique", default=None, metavar="KEY",
                    help="a unique key: while its owner waits or runs, print the owner's id "
                         "and write nothing")
+    p.add_argument("--force", action="store_true",
+                   help="queue the task even when no live worker or declared app knows its "
+                        "name on the queue (without --app the name is checked)")
     url_flag(p)
 
 
@@ -50,10 +53,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser("job", help="show a job's status (found on any queue)")
     p.add_argument("id")
     p.add_argument("--queue", default=None, help="only look on this queue")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: state, task, args, kwargs, result, error, attempts")
     url_flag(p)
     p.set_defaults(func=run_job)
 
-    p = sub.add_parser("stats", help="job counts per state per queue")
+    p = sub.add_parser("stats", help="job counts per state per queue (completed: every "
+                       "job completed, kept or not, from the server's counters) and the "
+                       "last minute's throughput")
     p.add_argument("--queue", action="append", default=None, help="only this queue (repeatable)")
     p.add_argument("--app", default=None,
                    help="module:attribute of an App: list its queues even when empty")
@@ -119,6 +126,8 @@ def run_enqueue(args: argparse.Namespace) -> int:
         check_unique(args.unique)
     conn, app = connect(args)
     try:
+        if not args.app and not args.force:
+            check_task(conn, name, queue)  # refused: nothing written
         if args.unique is not None:
             mode, value = (("in", args.in_ms) if getattr(args, "in_ms", None) is not None
                            else ("at", args.at_ms) if getattr(args, "at_ms", None) is not None
@@ -137,6 +146,44 @@ def run_enqueue(args: argparse.Namespace) -> int:
         app.close()
     print(f"{job_id} {outcome} {queue}")
     return 0 if outcome != "duplicate" else 1
+
+
+class UnknownTaskName(LookupError):
+    """``echomq enqueue`` of a task name nothing declares on the queue (exit 2)."""
+
+
+def check_task(conn: Any, name: str, queue: str) -> None:
+    """Refuse ``name`` on ``queue`` when tasks are known there (the live workers' apps
+    declare them, or a worker recorded them: ``verbs.declarations``) and it is not one of
+    them: a typo would wait for ever, served by nothing. A queue where nothing is known
+    (no worker ever started on it) is not checked."""
+    import difflib
+
+    from echomq.verbs import declarations, workers
+
+    live = workers.live(conn)
+    known = {t for w in live for t in w.tasks.get(queue, ())}
+    known |= set(declarations.declared(conn, queue))
+    if name in known:
+        return
+    elsewhere = sorted({q for w in live for q, ts in w.tasks.items() if name in ts})
+    if not known and not elsewhere:
+        return  # nothing declared here yet (no worker ever served this queue)
+    hints = []
+    if elsewhere:
+        hints.append(f"it is declared on queue {', '.join(map(repr, elsewhere))}: "
+                     f"pass --queue {elsewhere[0]}")
+    else:
+        close = (sorted(k for k in known if k.rsplit(".", 1)[-1] == name)
+                 or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6))
+        if close:
+            hints.append(f"did you mean {' or '.join(map(repr, close))}?")
+    hint = f" ({'; '.join(hints)})" if hints else ""
+    listed = "\n".join(f"  {k}" for k in sorted(known)) or "  (none)"
+    raise UnknownTaskName(
+        f"unknown task {name!r} on queue {queue!r}: no live worker or declared app knows "
+        f"it{hint}; nothing was queued (--force queues it anyway).\n"
+        f"known tasks on {queue!r}:\n{listed}")
 
 
 def _job_id(text: str) -> str:
@@ -161,6 +208,9 @@ def run_job(args: argparse.Namespace) -> int:
               "completed jobs are not kept unless the app's retention keeps them)",
               file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps(job_json(info), indent=2, default=str))
+        return 0
     print(f"id        {info.id}\nqueue     {info.queue}\nstate     {info.state}\n"
           f"task      {info.task or '-'}\nruns      {info.runs} {info.tally.detail()}\n"
           f"error     {info.error or '-'}\n"
@@ -178,6 +228,34 @@ def run_job(args: argparse.Namespace) -> int:
     return 0
 
 
+def job_json(info: Any) -> dict[str, Any]:
+    """``echomq job ID --json``: the job's status with its call (task, args, kwargs), its
+    kept result, its last error and what its row records of its attempts (claims,
+    failures, self-delays, stalls and when it ended; SERVER ms)."""
+    row = info.row
+
+    def ms(name: str) -> int | None:
+        value = row.get(name)
+        try:
+            return int(value) if value not in (None, "") else None
+        except ValueError:
+            return None
+
+    return {
+        "id": info.id, "queue": info.queue, "state": info.state, "task": info.task,
+        "args": info.args, "kwargs": info.kwargs, "result": info.result,
+        "error": info.error, "attempts": info.attempts, "priority": info.priority,
+        "group": info.group, "progress": info.progress, "run_at_ms": info.run_at_ms,
+        "cancel_requested": info.cancel_requested,
+        "history": {
+            "claims": info.attempts, "failures": info.failures, "delays": info.delays,
+            "stalled": info.stalled, "last_error": info.error,
+            "completed_at_ms": info.completed_at_ms, "died_at_ms": info.died_at_ms,
+            "cancelled_at_ms": ms("cancelled_at"),
+        },
+    }
+
+
 def _shown(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
@@ -192,7 +270,7 @@ def _flow_lines(conn: Any, queue: str, job_id: str, state: str) -> list[str]:
 def run_stats(args: argparse.Namespace) -> int:
     from echomq.cli.groupcmds import totals as group_totals
     from echomq.core import partitions
-    from echomq.verbs import flows, jobs
+    from echomq.verbs import flows, jobs, metrics
 
     declared: list[str] = []
     if args.app:
@@ -205,12 +283,23 @@ def run_stats(args: argparse.Namespace) -> int:
         table: dict[str, dict[str, Any]] = {}
         grouped: dict[str, dict[str, int]] = {}
         paused: set[str] = set()
+        # the server's counters: completed rows are deleted on ack by default, so the
+        # completed set alone reads 0 right after jobs completed
+        totals: dict[str, tuple[int, int, float, float]] = {}
         # a partitioned queue (mail#0 ... mail#7) is one row: its partitions' counts summed
         for base, members in partitions.fold(queues).items():
             table[base] = partitions.sum_counts(jobs.counts(conn, q) for q in members)
-            corrupt = sum(jobs.stats(conn, q).get("corrupt", 0) for q in members)
+            counters = [jobs.stats(conn, q) for q in members]
+            corrupt = sum(c.get("corrupt", 0) for c in counters)
             if corrupt:  # rows a claim could not run: dead with the reason, counted apart
                 table[base]["corrupt"] = corrupt
+            recent = [metrics.last_minute(conn, q) for q in members]
+            done = sum(c["completed"] for c in counters)
+            failed = sum(c["failed"] for c in counters)
+            table[base]["completed"] = max(table[base].get("completed", 0), done)
+            if done or failed:
+                totals[base] = (done, failed, sum(r[0] for r in recent),
+                                sum(r[1] for r in recent))
             if members != [base]:
                 table[base]["partitions"] = len(members)
             if any(jobs.is_paused(conn, q) for q in members):
@@ -238,6 +327,9 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    for q, (done, failed, done_min, failed_min) in totals.items():
+        print(f"{q}: {done:,} completed and {failed:,} failed attempts in all (server "
+              f"counters); last minute: {done_min:,.0f} completed, {failed_min:,.0f} failed")
     for q, counts in table.items():
         if counts.get("waiting-children"):
             print(f"{q}: {counts['waiting-children']} flow parents waiting for their children "
@@ -271,14 +363,25 @@ def run_dead_list(args: argparse.Namespace) -> int:
         if args.json:
             out = {k: v for k, v in row.items() if k != "payload"}
             out["payload"] = (row["payload"] or b"").decode(errors="replace")
+            out["task"] = _task_of(row["payload"])
             print(json.dumps(out))
         else:
             counts = Tally(row["runs"], row["failures"], row["delays"]).text()
-            print(f"{row['id']}  {row['queue']}  died {died}  {counts}  {row['error'] or ''}")
+            print(f"{row['id']}  {row['queue']}  {_task_of(row['payload']) or '?'}  "
+                  f"died {died}  {counts}  {row['error'] or ''}")
     if not rows and not args.json:
         where = f"queue {args.queue!r}" if args.queue else f"any of {len(queues)} queues"
         print(f"(no dead jobs on {where})")
     return 0
+
+
+def _task_of(payload: bytes | None) -> str | None:
+    from echomq.core.payload import decode
+
+    try:
+        return decode(payload or b"")[0]
+    except ValueError:
+        return None
 
 
 def run_dead_retry(args: argparse.Namespace) -> int:

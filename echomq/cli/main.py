@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 # one module per command group, each with register(subparsers)
 GROUPS = ("servercmds", "democmd", "workercmds", "jobcmds", "controlcmds", "groupcmds",
-          "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd", "aclcmd")
+          "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd", "aclcmd",
+          "opscmds")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be
 # refused in words), not as an unknown option
@@ -169,6 +170,13 @@ def explain(exc: BaseException, url: str | None) -> tuple[str, int]:
         if tls_line:
             return tls_line, 1
         reason = _reason(str(exc))
+        if reason in ("wrong password", "a password is required"):
+            said = ("refused the password in the URL" if reason == "wrong password"
+                    else "needs a password and the URL gives none")
+            return (f"Valkey at {where(url)} {said} ({reason}).\n"
+                    "Put the server's password in the URL (valkey://:PASSWORD@host:port/0, "
+                    "or valkey://USER:PASSWORD@... for an ACL user) in --url or ECHOMQ_URL; "
+                    "`echomq server status` prints the embedded server's URL.", 1)
         return (f"cannot reach Valkey at {where(url)} ({reason}).\n"
                 "Start one with `echomq server` and set ECHOMQ_URL to the URL it prints, "
                 "or pass --url.", 1)
@@ -218,6 +226,7 @@ def _reason(text: str) -> str:
                           ("timeout", "timed out"), ("name or service", "unknown host"),
                           ("nodename", "unknown host"), ("wrongpass", "wrong password"),
                           ("noauth", "a password is required"),
+                          ("authentication required", "a password is required"),
                           ("invalid username-password", "wrong password")):
         if needle in low:
             return words
@@ -250,7 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader that left (| head) ends it here
+        return code
+    except BrokenPipeError:
+        return _reader_left()
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
@@ -261,6 +274,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = explain(exc, default_url(getattr(args, "url", None)))
         print(f"echomq: {message}", file=sys.stderr, flush=True)
         return code
+
+
+def _reader_left() -> int:
+    """Output piped into a reader that stopped reading (``| head``): end quietly, as other
+    command-line tools do. Later writes (the interpreter's flush at exit) go nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file (a test's capture)
+        pass
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,11 +19,15 @@ from collections.abc import Callable
 from typing import Any
 
 from echomq.core import guards as guard
+from echomq.core import keyspace
 from echomq.core.steps import Command, Nodes, Verb, verb
 
 SCAN_BUDGET = 200_000
 SCAN_COUNT = 1000
 _NAME = re.compile(rb"^emq:\{(.+)\}:[a-z]+$")
+#: sorted sets under the key pattern that belong to no queue: the live worker registry's
+#: index (a queue named ``workers`` is still found by its own sets)
+_NOT_QUEUES = frozenset({keyspace.workers_key("index").encode()})
 
 
 def _scan_reply(reply: Any) -> tuple[int, list[bytes]]:
@@ -52,7 +56,10 @@ def queues(
             cursor, keys = _scan_reply(reply)
             scanned += len(keys)
             for key in keys:
-                m = _NAME.match(key if isinstance(key, bytes) else str(key).encode())
+                raw = key if isinstance(key, bytes) else str(key).encode()
+                if raw in _NOT_QUEUES:
+                    continue
+                m = _NAME.match(raw)
                 if m:
                     found.add(m.group(1).decode())
             if progress is not None:

@@ -165,3 +165,30 @@ class Meter:
                           beat_s=beat, degraded=degraded)
         except Exception:
             return
+
+
+@verb
+def last_minute(queue: str) -> Verb[tuple[float, float]]:
+    """Jobs of ``queue`` completed and failed in the last 60 s, fleet-wide, from the
+    per-minute ring ``observe`` keeps (SERVER clock): this minute's counts plus the
+    previous minute's, weighted by the share of it still inside the window. Workers fold
+    their counts in about once a second, so the figure trails by that much."""
+    key = keyspace.queue_key(queue, "series")
+
+    def calls() -> Verb[tuple[float, float]]:
+        secs, micros = yield Command(("TIME",))
+        now = int(secs) * 1000 + int(micros) // 1000
+        raw = yield Command(("HGETALL", key))
+        ring = ({text(k): v for k, v in raw.items()} if isinstance(raw, dict)
+                else pairs(raw or []))
+        minute, into = divmod(now, 60_000)
+        done = failed = 0.0
+        for m, weight in ((minute, 1.0), (minute - 1, 1.0 - into / 60_000)):
+            slot = str(m % 60)
+            if text(ring.get(f"{slot}:t", b"")) != str(m):
+                continue
+            done += weight * int(text(ring.get(f"{slot}:c", b"0")) or 0)
+            failed += weight * int(text(ring.get(f"{slot}:f", b"0")) or 0)
+        return done, failed
+
+    return calls()

@@ -7,10 +7,11 @@
 and ``echomq workers stop ID|--all`` stops workers as SIGTERM does; a worker acts on the
 request as soon as it arrives.
 
-``echomq health [--queue Q]... [--max-lag 30s]`` exits 0 when the server answers, each
-named queue has a live worker serving it and (with ``--max-lag``) no due job has waited
-longer than the bound; otherwise 1 with one line naming the failed check. It never starts
-a server: with no URL it checks the embedded server recorded for the default data dir.
+``echomq health [--queue Q]... [--max-lag 30s] [--local]`` exits 0 when the server
+answers, each named queue has a live worker serving it (with ``--local``: one on this
+host) and (with ``--max-lag``) no due job has waited longer than the bound; otherwise 1
+with one line naming the failed check. It never starts a server: with no URL it checks the
+embedded server recorded for the default data dir.
 
 ``echomq purge QUEUE --state dead|pending|scheduled --yes`` deletes every job of the queue
 in that state; without ``--yes`` it refuses (exit 2) before connecting.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from typing import Any
 
@@ -62,6 +64,8 @@ def register(sub: Any) -> None:
     p.add_argument("--max-lag", type=parse_duration, default=None, metavar="DURATION",
                    help="fail when a due job has waited longer than this (e.g. 30s) on the "
                         "named queues (all queues when none is named)")
+    p.add_argument("--local", action="store_true",
+                   help="count only the workers on this host (a pod's liveness probe)")
     p.add_argument("--timeout", type=parse_duration, default=None, metavar="DURATION",
                    help=f"give up on the server after this long (default "
                         f"{HEALTH_TIMEOUT_S:g}s)")
@@ -217,19 +221,26 @@ def _health(args: argparse.Namespace, queues: list[str]) -> str:
             raise Unhealthy(f"server unreachable: {where(url)} ({exc})") from None
     finally:
         conn.close()
+    here = ""
+    if args.local:
+        host = socket.gethostname()
+        live = [w for w in live if w.host == host]
+        here = f" on this host ({host})"
+        if not live:
+            raise Unhealthy(f"no live worker{here}")
     for q in queues:
         serving = [w for w in live if w.serves(q)]
         if not serving:
             quiet = [w for w in live if q in w.queues]
             why = (f" ({len(quiet)} quiet or stopping)" if quiet else "")
-            raise Unhealthy(f"no live worker for queue {q!r}{why}")
+            raise Unhealthy(f"no live worker{here} for queue {q!r}{why}")
     if args.max_lag is not None:
         late = {q: ms for q, ms in lags.items() if ms is not None and ms > args.max_lag}
         if late:
             q, ms = max(late.items(), key=lambda kv: kv[1])
             raise Unhealthy(f"oldest due job on queue {q!r} has waited {ms / 1000:.1f} s, "
                             f"over --max-lag {args.max_lag / 1000:g} s")
-    parts = [f"server {where(url)} answers", f"{len(live)} live workers"]
+    parts = [f"server {where(url)} answers", f"{len(live)} live workers{here}"]
     if queues:
         parts.append("serving " + ", ".join(queues))
     if lags:

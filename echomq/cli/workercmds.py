@@ -1,8 +1,10 @@
 """``echomq worker myapp.tasks:app --queues a,b --concurrency 50``: run an app's tasks.
 
-SIGTERM/SIGINT: stop claiming, let in-flight jobs (on every queue) finish within ``--grace``
-seconds, exit 0; a second signal, or the end of the grace, abandons what is left to the
-reaper, and the worker names those job ids and exits 3.
+SIGTERM/SIGINT (or ``echomq workers stop ID``): stop claiming, let in-flight jobs (on every
+queue) finish within ``--grace`` seconds, exit 0; a second signal, or the end of the grace,
+abandons what is left to the reaper, and the worker names those job ids and exits 3.
+``echomq workers quiet ID`` stops its claims and lets what runs finish; it stays up until
+stopped. It is listed by ``echomq workers`` while it runs (``--heartbeat-ms``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from echomq.cli.main import DefaultsFormatter, default_url
 from echomq.runtime.beat import DEFAULT_BEAT_MS
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY
 from echomq.tasks.worker import DEFAULT_GRACE_S
+from echomq.verbs.workers import DEFAULT_HEARTBEAT_MS
 
 ABANDONED = 3  # the exit code of a worker that left running jobs to the reaper
 
@@ -44,6 +47,9 @@ def register(sub: Any) -> None:
                         "TimeoutError, for tasks declared without timeout= (default: off)")
     p.add_argument("--events", default=None, metavar="MODULE:FUNCTION",
                    help="an observer called with every runtime event (echomq.runtime.events.Event)")
+    p.add_argument("--heartbeat-ms", type=int, default=DEFAULT_HEARTBEAT_MS,
+                   help="how often the worker renews its entry in the live worker registry "
+                        "(`echomq workers`); a killed worker drops out within two periods")
     p.add_argument("--no-metronome", action="store_true",
                    help="each consumer runs its own reap/promote legs (no pool election)")
     p.add_argument("--url", default=None,
@@ -106,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         worker = serve(Worker(app, queues, concurrency=args.concurrency, beat_ms=args.beat_ms,
                               grace_s=args.grace, metronome=not args.no_metronome,
-                              burst=args.burst, **extra))
+                              burst=args.burst, heartbeat_ms=args.heartbeat_ms,
+                              name=args.app if ":" in args.app else f"{args.app}:app",
+                              **extra))
     finally:
         app.close()
     if not worker.unfinished:

@@ -189,15 +189,17 @@ class ClaimLoop:
             self.weather.failed(f"consumer {self.queue}", exc, ms)
             emit(self.on_event, "degraded", self.queue, None, 0,
                  {"streak": self.streak, "sleep_ms": ms, "error": str(exc)})
-            await self._sleep(ms / 1000)
+            assert self._stop is not None
+            await self.weather.pause(ms / 1000, self._stop)
         finally:
             done, self._degrading = self._degrading, None
             done.set()
 
     def healthy(self) -> None:
         """A leg answered: end a degraded streak, if one runs."""
+        if self.weather.down:  # its lease checkpoints report under its name too
+            self.weather.answered(f"consumer {self.queue}")
         if self.streak:
-            self.weather.answered()
             emit(self.on_event, "recovered", self.queue, None, 0, {"streak": self.streak})
             self.streak = 0
 

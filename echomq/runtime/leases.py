@@ -83,6 +83,9 @@ class Checkpoints:
                  on_cancel: Callable[[Held], None], weather: Weather | None = None) -> None:
         self.conn = conn
         self.weather = weather if weather is not None else Weather(f"consumer {queue}")
+        # the consumer's own name: its claim loop, which always runs, answers for it once
+        # the server is back (this loop runs only while jobs are held)
+        self.source = f"consumer {queue}"
         self.queue = queue
         self.beat_ms = beat_ms
         self.tick = tick
@@ -104,10 +107,10 @@ class Checkpoints:
             point = await jobs.checkpoint(self.conn, self.queue, job.id, job.token,
                                           held.lease_ms)
             held.renewed()
-            self.weather.answered()
+            self.weather.answered(self.source)
         except (errors.WireError, errors.Unavailable) as exc:
             # a full, loading or demoted server refused for now: not a lost lease
-            self.weather.failed(f"lease checkpoint of {job.id}", exc, self.beat_ms)
+            self.weather.failed(self.source, exc, self.beat_ms)
             held.extend_at = time.monotonic() + self.beat_ms / 1000
             return
         except errors.ServerError as exc:

@@ -117,6 +117,8 @@ class Metronome:
         self.on_due = on_due
         #: where an outage is logged (once per outage: ``runtime.weather``)
         self.weather = weather if weather is not None else Weather("metronome")
+        self._ever_held: set[str] = set()  # queues this metronome has held at some time
+        self._backs_at: dict[str, int] = {}  # the weather's ``backs`` when a queue degraded
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
         # each held queue's next due instant, on the loop's (HOST monotonic) clock, from the
@@ -174,9 +176,12 @@ class Metronome:
         return False
 
     def _resting(self, queue: str) -> bool:
-        """Whether ``queue`` is degraded and its next try is still ahead."""
+        """Whether ``queue`` is degraded and its next try is still ahead (a loop that had
+        failed and got through since, on the weather, ends the rest: the server is back)."""
         down = self._degraded.get(queue)
-        return down is not None and asyncio.get_running_loop().time() < down[1]
+        if down is None or self.weather.backs > self._backs_at.get(queue, 0):
+            return False
+        return asyncio.get_running_loop().time() < down[1]
 
     def _degrade(self, queue: str, exc: BaseException) -> None:
         """``queue``'s beat failed: it rests on the exponential curve over the beat, by its
@@ -187,13 +192,14 @@ class Metronome:
         self.stats.degraded_sleeps.append(ms)
         self.held.discard(queue)
         self._due.pop(queue, None)
-        log.warning("metronome degraded on %s (streak %d, sleeping %d ms): %s", queue, streak,
-                    ms, exc)
+        self._backs_at[queue] = self.weather.backs
+        self.weather.failed(f"metronome {queue}", exc, ms)
 
     def _recovered(self, queue: str) -> None:
         down = self._degraded.pop(queue, None)
         if down is not None:
-            log.warning("metronome recovered on %s after %d degraded beats", queue, down[0])
+            self._backs_at.pop(queue, None)
+            self.weather.answered(f"metronome {queue}")
 
     async def promote_held(self) -> None:
         """Between beats, at a due run-at: promote (only) the queues whose lease is held,
@@ -244,7 +250,11 @@ class Metronome:
             self.held.discard(q)
             return
         if q not in self.held:
-            log.info("metronome %s holds %s", self.owner, q)
+            # once at INFO; a lease taken back after an outage is the outage's story, which
+            # the weather tells in one line
+            (log.debug if q in self._ever_held else log.info)(
+                "metronome %s holds %s", self.owner, q)
+            self._ever_held.add(q)
             self.held.add(q)
         began = time.monotonic()
         counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
@@ -287,11 +297,11 @@ class Metronome:
                 self.stats.degraded_sleeps.append(ms)
                 self.held.clear()
                 self.weather.failed("metronome", exc, ms)
-                await sleep_unless(stop, ms / 1000)
+                await self.weather.pause(ms / 1000, stop)
                 next_at = loop.time()
                 continue
             if streak:
-                self.weather.answered()
+                self.weather.answered("metronome")
                 streak = 0
             if not due_wake:
                 next_at += beat_s
@@ -303,7 +313,7 @@ class Metronome:
                     await self._replan()
                     delay, due_wake = wake_delay(next_at - loop.time(), self._soonest())
             except (errors.WireError, errors.CommandError) as exc:
-                self.weather.failed("metronome (re-reading a schedule's head)", exc)
+                self.weather.failed("metronome", exc)
                 next_at, due_wake = loop.time(), False
         await self.release()
 

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from echomq.core import errors
-from echomq.runtime.beat import degraded_ms, sleep_unless
+from echomq.runtime.beat import degraded_ms
 from echomq.runtime.leases import Held
 from echomq.runtime.weather import Weather
 from echomq.verbs import workers
@@ -142,10 +142,10 @@ class Presence:
                 streak += 1
                 ms = degraded_ms(self.heartbeat_ms, streak)
                 self.weather.failed("worker heartbeat", exc, ms)
-                await sleep_unless(stop, min(ms, self.heartbeat_ms) / 1000)
+                await self.weather.pause(min(ms, self.heartbeat_ms) / 1000, stop)
                 continue
             if streak:
-                self.weather.answered()
+                self.weather.answered("worker heartbeat")
                 streak = 0
             self._clock(before, now)
             self._published = seen
@@ -174,10 +174,10 @@ class Presence:
                 streak += 1
                 ms = degraded_ms(self.heartbeat_ms, streak)
                 self.weather.failed("worker control", exc, ms)
-                await sleep_unless(stop, min(ms, self.heartbeat_ms) / 1000)
+                await self.weather.pause(min(ms, self.heartbeat_ms) / 1000, stop)
                 continue
             if streak:
-                self.weather.answered()
+                self.weather.answered("worker control")
                 streak = 0
             if action is not None:
                 self.on_request(action)

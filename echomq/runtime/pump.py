@@ -185,7 +185,7 @@ class Pump:
             try:
                 await self.tick()
                 if degraded:
-                    self.weather.answered()
+                    self.weather.answered("pump")
                 degraded = 0
                 wait_ms = self.tick_ms
             except errors.WireError as exc:
@@ -195,5 +195,8 @@ class Pump:
             except errors.ServerError as exc:
                 wait_ms = self.tick_ms
                 log.error("pump tick refused by the server: %s", exc)
+            if degraded:  # asleep on its backoff: woken when another loop gets through
+                await self.weather.pause(wait_ms / 1000, stop)
+                continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait_ms / 1000)

@@ -6,7 +6,10 @@ checkpoints, the registry heartbeat) meets the same outage at about the same tim
 each retries on its own backoff curve. Logged per loop and per retry, a six-second outage
 printed dozens of lines. Instead they all report to one ``Weather``: the first failure of
 an outage logs a WARNING naming the error and the loop that met it, later failures log at
-DEBUG, and the first call that answers afterwards logs one INFO with the outage's length.
+DEBUG, and the outage ends (one INFO with its length) when every loop that failed has
+answered again. The first failed loop to answer wakes the others from their backoff sleeps
+(``pause``), so they try at once and the INFO follows the server's return within a round
+trip, not at the end of the longest backoff.
 A failure soon after a recovery (a pooled connection that broke in the outage fails once
 when next used) continues the same outage instead of starting a new one, so it logs
 nothing.
@@ -16,6 +19,8 @@ Clock: the HOST monotonic clock (how long the outage lasted, the relapse window)
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 
@@ -26,34 +31,44 @@ RELAPSE_S = 5.0
 
 
 class Weather:
-    """What one process's loops report about the server: ``failed`` and ``answered``.
+    """What one process's loops report about the server: ``failed`` and ``answered``, each
+    naming its loop (``source``). The outage starts with the first loop that fails and ends
+    when every loop that failed has answered again, so on a cluster with one node down the
+    loops of the healthy nodes do not end it early (and start it anew on the next try).
 
     ``what`` names the process in the log lines (``worker 1234``)."""
 
-    __slots__ = ("down_since", "failures", "log", "quiet", "recovered_at", "what")
+    __slots__ = ("_back", "backs", "down", "failures", "log", "quiet", "recovered_at", "since",
+                 "what")
 
     def __init__(self, what: str = "worker", logger: logging.Logger | None = None) -> None:
         self.what = what
         self.log = logger or log
-        self.down_since: float | None = None  # HOST monotonic: the outage's first failure
+        self.down: set[str] = set()  # the loops failing now
+        self.since: float | None = None  # HOST monotonic: the outage's first failure
         self.failures = 0
         self.recovered_at: float | None = None
         self.quiet = False  # this outage relapsed after a logged recovery: log nothing
+        self._back = asyncio.Event()  # set when a failed loop answers: the others try now
+        #: how many times a failed loop got through: a loop resting on a deadline of its
+        #: own (the Metronome's per-queue rest) ends its rest when this moved on
+        self.backs = 0
 
     @property
     def degraded(self) -> bool:
-        return self.down_since is not None
+        return bool(self.down)
 
     def failed(self, source: str, exc: BaseException, retry_ms: int | None = None) -> None:
         """A call of ``source`` (a loop's name) met ``exc`` (a wire error or a refusal
         for now); ``retry_ms``: when that loop tries again."""
         now = time.monotonic()
+        self.down.add(source)
         self.failures += 1
-        if self.down_since is not None:
+        if self.since is not None:
             self.log.debug("%s: %s failed again (%d failures): %s", self.what, source,
                            self.failures, exc)
             return
-        self.down_since = now
+        self.since = now
         self.failures = 1
         self.quiet = (self.recovered_at is not None
                       and now - self.recovered_at < RELAPSE_S)
@@ -66,15 +81,38 @@ class Weather:
                          "with backoff, one line when it answers again", self.what, source,
                          exc, retry)
 
-    def answered(self) -> None:
-        """A call answered: the end of the outage, if one was under way."""
-        if self.down_since is None:
+    def answered(self, source: str) -> None:
+        """A call of ``source`` answered: the end of the outage once every loop that
+        failed has answered."""
+        if source not in self.down:
+            return
+        self.down.discard(source)
+        # the server answered a loop that had failed: the others, asleep on their backoff,
+        # try again now instead of at the end of a sleep that may last 30 s
+        back, self._back = self._back, asyncio.Event()
+        back.set()
+        self.backs += 1
+        if self.down or self.since is None:
             return
         now = time.monotonic()
         if not self.quiet:
             self.log.info("%s recovered: the server answers again after %.1f s (%d failed "
-                          "calls)", self.what, now - self.down_since, self.failures)
+                          "calls)", self.what, now - self.since, self.failures)
             self.recovered_at = now
-        self.down_since = None
+        self.since = None
         self.failures = 0
         self.quiet = False
+
+    async def pause(self, seconds: float, stop: asyncio.Event) -> None:
+        """A failed loop's backoff sleep (HOST monotonic): ``seconds``, or until ``stop``
+        is set, or until another loop that had failed answers (the server is back)."""
+        if seconds <= 0 or stop.is_set():
+            return
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._back.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*waits, return_exceptions=True)

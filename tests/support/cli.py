@@ -40,3 +40,13 @@ def kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
             p.kill()
         with contextlib.suppress(Exception):
             p.wait(5)
+
+
+def worker(app: str, *args: str, url: str, cwd: Any, log: Any,
+           env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m echomq.cli worker APP *args`` (as a deploy runs it) in ``cwd`` with
+    ``ECHOMQ_URL=url``, its output (both streams) appended to the file ``log``."""
+    full = {**os.environ, "ECHOMQ_URL": url, **(env or {})}
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "echomq.cli", "worker", app, *args],
+                                cwd=cwd, env=full, stdout=out, stderr=subprocess.STDOUT)

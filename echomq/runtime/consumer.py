@@ -354,7 +354,8 @@ class Consumer:
             try:
                 route = self.router(job)
             except UnknownTask as exc:
-                unknown, outcome = exc, ("fail", exc)
+                # recorded as the LookupError it is (the row's error text names that)
+                unknown, outcome = exc, ("fail", LookupError(str(exc)))
             except Exception as exc:
                 outcome = ("fail", exc)
             name = route.name if route is not None else task_name(job.payload)

@@ -150,7 +150,10 @@ def test_a_job_no_task_fits_is_dead_on_its_first_attempt(tmp_path, url, conn, ra
         row = raw.hgetall(keyspace.job_key(queue, jid))
         assert (row[b"state"], row[b"attempts"]) == (b"dead", b"1")
         assert row[b"error"].decode().startswith(why)
-        assert f"job {jid} dead after 1 run (1 failure): {why}" in err  # the type kept in the log
+        (line,) = [ln for ln in err.splitlines() if jid in ln]  # one line, naming the task
+        task = "nope" if jid == unknown else "?"
+        assert f"job {jid} {task}: dead after 1 run (1 failure): {why}" in line  # the type kept
+        assert line.endswith(" ms)")  # and the run time
     assert "retry in" not in err
 
 

@@ -218,6 +218,6 @@ def test_stop_drains_and_exits_0(fleet):
 def test_the_worker_log_names_its_registration(fleet):
     proc = fleet.start()
     rec = fleet.registered(proc)
-    assert f"registered as {rec.id}" in fleet.log()
+    wait_for(lambda: f"registered as {rec.id}" in fleet.log(), 10, "the start line")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(20) == 0

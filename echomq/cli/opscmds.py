@@ -2,7 +2,8 @@
 
 ``echomq workers`` lists the live worker processes (the registry they heartbeat into:
 ``echomq.verbs.workers``): id, host, pid, queues, busy n/N, uptime, last seen; ``--busy``
-(or ``echomq inspect``) lists every job they run now; ``--json`` prints the same as JSON.
+(or ``echomq inspect``) lists every job they run now; ``--json`` prints one object per live
+worker, with the jobs it runs in its ``busy`` list (with or without ``--busy``).
 ``echomq workers quiet ID|--all`` stops claims (running jobs finish; the worker stays up)
 and ``echomq workers stop ID|--all`` stops workers as SIGTERM does; a worker acts on the
 request as soon as it arrives.
@@ -114,18 +115,16 @@ def run_workers(args: argparse.Namespace) -> int:
         live = workers.live(conn)
     finally:
         app.close()
+    if args.json:  # one object per live worker, its running jobs in ``busy``
+        print(json.dumps([w.as_dict() for w in live], indent=2))
+        return 0
     if args.busy:
-        running = [{"worker": w.id, **r.as_dict(),
-                    "runtime_s": round(max(0, w.now_ms - r.started_ms) / 1000, 3)}
-                   for w in live for r in w.busy]
-        if args.json:
-            print(json.dumps(running, indent=2))
-            return 0
+        running = [(w, r) for w in live for r in w.busy]
         if not running:
             print(f"(nothing running: {len(live)} live workers)")
             return 0
-        _table([[r["worker"], r["id"], r["queue"], str(r["task"] or "?"),
-                 _span(int(r["runtime_s"] * 1000)), str(r["attempt"])] for r in running],
+        _table([[w.id, r.id, r.queue, str(r.task or "?"),
+                 _span(max(0, w.now_ms - r.started_ms)), str(r.attempt)] for w, r in running],
                ["WORKER", "JOB", "QUEUE", "TASK", "RUNTIME", "ATTEMPT"])
         return 0
     if args.json:
@@ -231,7 +230,7 @@ def _health(args: argparse.Namespace, queues: list[str]) -> str:
     for q in queues:
         serving = [w for w in live if w.serves(q)]
         if not serving:
-            quiet = [w for w in live if q in w.queues]
+            quiet = [w for w in live if w.listens(q)]
             why = (f" ({len(quiet)} quiet or stopping)" if quiet else "")
             raise Unhealthy(f"no live worker{here} for queue {q!r}{why}")
     if args.max_lag is not None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import keyspace, partitions
 from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
 
 INDEX = keyspace.workers_key("index")
@@ -155,8 +155,15 @@ class WorkerRecord:
         return max(0, self.now_ms - self.seen_ms)
 
     def serves(self, queue: str) -> bool:
-        """Whether this worker claims from ``queue`` now (it is not quiet nor stopping)."""
-        return queue in self.queues and self.state == "running"
+        """Whether this worker claims from ``queue`` now (it is not quiet nor stopping); a
+        partitioned queue's logical name (``mail``) counts any of its partitions."""
+        return self.state == "running" and self.listens(queue)
+
+    def listens(self, queue: str) -> bool:
+        """Whether ``queue`` (or, for a logical name, one of its partitions) is among this
+        worker's queues, whatever its state."""
+        return queue in self.queues or any(partitions.split(q)[0] == queue
+                                           for q in self.queues)
 
     def declares(self, queue: str, task: str) -> bool:
         """Whether this worker's app declares ``task`` on ``queue``."""
@@ -171,7 +178,9 @@ class WorkerRecord:
             "heartbeat_ms": self.heartbeat_ms, "started_ms": self.started_ms,
             "seen_ms": self.seen_ms, "uptime_s": round(self.uptime_ms / 1000, 3),
             "seen_ago_s": round(self.seen_ago_ms / 1000, 3), "tasks": self.tasks,
-            "busy": [r.as_dict() for r in self.busy],
+            "busy": [{**r.as_dict(),
+                      "runtime_s": round(max(0, self.now_ms - r.started_ms) / 1000, 3)}
+                     for r in self.busy],
         }
 
 

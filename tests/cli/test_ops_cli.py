@@ -88,9 +88,12 @@ def test_workers_lists_and_inspects_the_live_ones(ops_app, url, queue):
             assert busy.returncode == 0, busy.stderr
             line = next(ln for ln in busy.stdout.splitlines() if jid in ln)
             assert line.split()[:4] == [worker.id, jid, queue, "slow"]
-        as_json = json.loads(echomq("inspect", "--json", url=url).stdout)
-        mine_busy = [r for r in as_json if r["id"] == jid]
-        assert mine_busy[0]["worker"] == worker.id and mine_busy[0]["attempt"] == 1
+        for args in (("inspect", "--json"), ("workers", "--busy", "--json")):
+            as_json = json.loads(echomq(*args, url=url).stdout)  # one object per worker
+            (mine,) = [w for w in as_json if w["id"] == worker.id]
+            (running,) = mine["busy"]
+            assert running["id"] == jid and running["attempt"] == 1
+            assert running["runtime_s"] >= 0
         conn.call("SET", gate, "1")
 
 

@@ -119,6 +119,17 @@ def test_bad_arguments_are_refused_before_any_io(run):
     assert workers.owners([], "a", "t") == []
 
 
+def test_a_partitioned_queue_is_served_by_any_of_its_partitions(run):
+    reg = _reg(queues=("mail#0", "mail#1"))
+    run(workers.register, reg)
+    try:
+        rec = _mine(run, reg.id)
+        assert rec.serves("mail") and rec.serves("mail#1") and not rec.serves("mail#2")
+        assert not rec.serves("mai")
+    finally:
+        run(workers.unregister, reg.id)
+
+
 def test_busy_snapshot_round_trips():
     busy = [workers.Running("JOB1", "q", None, 5, 1), workers.Running("JOB2", "q", "t", 6, 3)]
     assert workers.busy_of(workers.busy_text(busy)) == busy

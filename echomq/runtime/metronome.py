@@ -47,7 +47,6 @@ from echomq.runtime.beat import (
     degraded_ms,
     promote_due,
     run_legs,
-    sleep_unless,
     wake_delay,
 )
 from echomq.runtime.weather import Weather

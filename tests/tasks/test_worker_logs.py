@@ -84,6 +84,10 @@ def test_an_outage_is_one_warning_and_one_info(tmp_path, procs):
         jid = ids.mint()
         jobs.enqueue(conn, queue + "b", jid, encode("other", []))
         wait_for(lambda: any(jid in ln for ln in _lines(log)), 10, "serving again")
+        # its loops all get through within a second of the first (the one that answers
+        # wakes the others from their backoff), and then the outage's end is one line
+        wait_for(lambda: any("recovered" in ln for ln in _lines(log)), 5, "the INFO line",
+                 detail=log.read_text)
         conn.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0

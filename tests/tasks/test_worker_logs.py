@@ -124,7 +124,7 @@ def test_a_failure_is_one_line_naming_the_task(tmp_path, server, procs):
     assert len(flaky) == 2, "\n".join(lines)  # attempt 1 retried, attempt 2 dead
     assert all(" flaky: " in ln for ln in flaky)
     assert " WARNING " in flaky[0] and "retry in 50 ms: ValueError: boom 7" in flaky[0]
-    assert " ERROR " in flaky[1] and "dead after 2 attempts" in flaky[1]
+    assert " ERROR " in flaky[1] and "dead after 2 runs (2 failures)" in flaky[1]
     timed = [ln for ln in lines if timing in ln]
     assert len(timed) == 1, "\n".join(lines)
     assert " sleepy: " in timed[0] and "TimeoutError: job exceeded its timeout" in timed[0]

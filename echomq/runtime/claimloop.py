@@ -29,6 +29,7 @@ from echomq.runtime.beat import degraded_ms
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
 from echomq.verbs import jobs, metrics
 
@@ -66,6 +67,8 @@ class ClaimLoop:
         self.slots = slots
         self.stats = stats
         self.meter = meter
+        #: the per-task counts (task metrics on): flushed with the meter, in the background
+        self.tally: TaskTally | None = None
         self.on_event = on_event
         self.start = start
         #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
@@ -113,6 +116,9 @@ class ClaimLoop:
             try:
                 if self.meter.due():  # at most once a second, busy or idle, in the background
                     self.meter.flush_soon(self.conn, self.queue, self.streak)
+                tally = self.tally
+                if tally is not None and tally.due():
+                    tally.flush_soon(self.conn, self.queue)
                 if self._held_until is not None:
                     left = self._held_until - asyncio.get_running_loop().time()
                     if left > 0:

@@ -72,6 +72,7 @@ from echomq.runtime.runner import Runner
 from echomq.runtime.settling import Settler
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
 from echomq.verbs import jobs, metrics
 from echomq.verbs.retention import Retention
@@ -94,7 +95,9 @@ class Consumer:
     for routes without their own (off when ``None``): an ``async`` handler is cancelled at
     its deadline; a plain function is abandoned in its thread (it cannot be interrupted)
     and its slot freed. Either way the attempt fails with a ``TimeoutError`` text and
-    retries by policy.
+    retries by policy. ``task_metrics=True`` counts each run of a named route (a task)
+    by outcome and run time in memory and flushes the counts to the server about once a
+    second (``echomq.runtime.taskstats``, read with ``verbs.taskmetrics``).
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class Consumer:
         timeout_ms: int | None = None,
         weather: Weather | None = None,
         on_unknown: Callable[[Job, str], Awaitable[int | None]] | None = None,
+        task_metrics: bool = False,
     ) -> None:
         keyspace.validate_queue(queue)
         if (handler is None) == (router is None):
@@ -159,6 +163,7 @@ class Consumer:
         self._handed: dict[str, float] = {}  # job id -> when it was handed back (HOST)
         self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
         self.slots = Slots(concurrency)
+        self.tally = TaskTally() if task_metrics else None
         self.claims = ClaimLoop(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms, pooled=pooled,
                                 slots=self.slots, stats=self.stats, meter=self.meter,
                                 on_event=on_event, start=self._start_all,
@@ -167,7 +172,9 @@ class Consumer:
                                retention=self.retention, slots=self.slots, stats=self.stats,
                                on_event=on_event, start=self._start_all, spawn=self._spawn,
                                claiming=self._claiming,
-                               reopens=functools.partial(self.claims.note_due, kick=True))
+                               reopens=functools.partial(self.claims.note_due, kick=True),
+                               tally=self.tally)
+        self.claims.tally = self.tally
         self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
                                    self._runner.cancel_requested, self.weather)
@@ -223,6 +230,8 @@ class Consumer:
             watch.cancel()
             if self.meter.durations:
                 await self.meter.flush(self.conn, self.queue, self.claims.streak)
+            if self.tally is not None and self.tally.pending:
+                await self.tally.settle(self.conn, self.queue)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -388,13 +397,14 @@ class Consumer:
                                              route.timeout_ms or self.timeout_ms,
                                              route.keep_result_ms is not None)
             kind = outcome[0]
-            self.meter.handled(time.monotonic() - started, kind != "fail")
+            ran_s = time.monotonic() - started
+            self.meter.handled(ran_s, kind != "fail")
             if kind == "ok" and route.after is None:
                 # the hot path: the ack rides the next batch; the task ends (a task with
                 # callbacks settles patiently, its callback in the job's slot)
-                self.settler.queue_ack(job, route, outcome[1], held)
+                self.settler.queue_ack(job, route, outcome[1], held, ran_s)
                 return
-            await self.settler.settle(job, route, outcome, held)
+            await self.settler.settle(job, route, outcome, held, ran_s=ran_s)
         finally:
             self._ended(job.id)
 
@@ -458,6 +468,8 @@ class Consumer:
             await asyncio.wait(left, timeout=1.0)
         unfinished = len(self.abandoned)
         self.settler.forget()
+        if self.tally is not None:  # the runs settled while draining
+            await self.tally.settle(self.conn, self.queue)
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None

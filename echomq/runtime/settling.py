@@ -41,6 +41,7 @@ from echomq.runtime.leases import Held
 from echomq.runtime.route import Route, task_name
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
+from echomq.runtime.taskstats import CANCELLED, COMPLETED, DEAD, RETRIED, TIMED_OUT, TaskTally
 from echomq.runtime.verdict import describe
 from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
@@ -57,7 +58,8 @@ class Settler:
     ``spawn`` (run a patient settlement in a task that holds the job's slot), ``claiming``
     (whether a flush may claim: the consumer runs and is not stopping) and ``reopens``
     (a ``rate_limited`` span this consumer set ends ``ms`` from now: the claim loop wakes
-    then).
+    then). With a ``tally`` (task metrics on), each settled run of a named route is
+    counted there under its outcome, with its handler time.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Settler:
         spawn: Callable[[Job, Awaitable[None]], None],
         claiming: Callable[[], bool],
         reopens: Callable[[int], None],
+        tally: TaskTally | None = None,
     ) -> None:
         self.conn = conn
         self.queue = queue
@@ -88,6 +91,7 @@ class Settler:
         self.spawn = spawn
         self.claiming = claiming
         self.reopens = reopens
+        self.tally = tally
         #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
         #: hot path's entries (no future) carry what the patient fallback needs
         self._acks: list[tuple[Any, ...]] = []
@@ -104,7 +108,8 @@ class Settler:
         self._acks, self._acking = [], []
         self.slots.settling = 0
 
-    def queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held) -> None:
+    def queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held,
+                  ran_s: float = 0.0) -> None:
         """The hot path of a success: queue ``job``'s ack for the next pipelined
         ``ack_many`` and return at once (its task ends; its slot stays taken, counted in
         ``slots.settling``, until the ack lands). The flusher counts it completed, or hands
@@ -112,7 +117,7 @@ class Settler:
         held: tuple[Any, ...] = ((job.id, job.token) if result is None else
                                  (job.id, job.token, result, route.keep_result_ms))
         self.slots.settling += 1
-        self._acks.append((held, None, job, route, deadline))
+        self._acks.append((held, None, job, route, deadline, ran_s))
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.get_running_loop().create_task(self._flush_acks())
 
@@ -124,7 +129,7 @@ class Settler:
             asyncio.get_running_loop().create_future())
         held: tuple[Any, ...] = ((job.id, job.token) if result is None else
                                  (job.id, job.token, result, keep_result_ms))
-        self._acks.append((held, fut, job, None, None))
+        self._acks.append((held, fut, job, None, None, 0.0))
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.get_running_loop().create_task(self._flush_acks())
         refused = await fut
@@ -165,7 +170,7 @@ class Settler:
                failed: bool = False) -> None:
         """One ack's reply (``failed``: the whole call raised ``reply``): to its waiting
         caller, or (hot path) counted here."""
-        _held, fut, job, route, deadline = entry
+        _held, fut, job, route, deadline, ran_s = entry
         if fut is not None:
             if not fut.done():
                 if failed:
@@ -176,21 +181,25 @@ class Settler:
         self.slots.settling -= 1
         if reply is None:
             self.stats.completed += 1
+            if self.tally is not None and route.name is not None:
+                self.tally.add(route.name, COMPLETED, ran_s)
             if self.on_event is not None:
                 self._emit("completed", job.id, job.token)
             return
         # refused (another holder, or an earlier try that landed) or weather: the patient
         # loop settles it, holding the slot in its own task
         result = _held[2] if len(_held) > 2 else None
-        self.spawn(job, self.settle(job, route, ("ok", result), deadline, tried=True))
+        self.spawn(job, self.settle(job, route, ("ok", result), deadline, tried=True,
+                                    ran_s=ran_s))
 
     async def settle(self, job: Job, route: Route, outcome: tuple[str, Any],
                      deadline: Held, *, tried: bool = False,
-                     handed_back: bool = False) -> None:
+                     handed_back: bool = False, ran_s: float = 0.0) -> None:
         """Record ``outcome``, patiently: retried through weather until the lease would
         have lapsed. ``tried``: a success whose batched ack already failed once.
         ``handed_back``: a ``delay`` that sends another app's job back to its queue
-        (counted and reported as ``handed_back``, not as the handler's own delay)."""
+        (counted and reported as ``handed_back``, not as the handler's own delay).
+        ``ran_s``: the handler's time (HOST monotonic), for the task metrics."""
         kind, value = outcome
         priced: dict[str, int] = {}
         keep_ms = route.keep_result_ms
@@ -206,6 +215,7 @@ class Settler:
                 pass  # a refusal or a wire error: the patient loop below settles it
             else:
                 self.stats.completed += 1
+                self._count(route, COMPLETED, ran_s)
                 self._emit("completed", job.id, job.token)
                 await self._after(job, route, "completed", tally=done)
                 return
@@ -269,6 +279,8 @@ class Settler:
                 pause = min(pause * 2, 1.0)
             except errors.ServerError as exc:
                 if await self._landed_before(job, kind, exc):
+                    if kind == "ok":
+                        self._count(route, COMPLETED, ran_s)
                     return
                 log.warning("job %s %s: %s refused (%s); another holder owns it now",
                             job.id, _task(route, deadline), kind, exc)
@@ -277,6 +289,7 @@ class Settler:
                 return
         if kind == "ok":
             self.stats.completed += 1
+            self._count(route, COMPLETED, ran_s)
             self._emit("completed", job.id, job.token)
             await self._after(job, route, "completed", tally=done)
         elif kind == "rate_limited":
@@ -294,9 +307,11 @@ class Settler:
         elif kind == "cancelled" or result == "cancelled":
             # a failure of a cancel-marked row ends it cancelled too (retry's CANCELLED)
             self.stats.cancelled += 1
+            self._count(route, CANCELLED, ran_s)
             self._emit("cancelled", job.id, job.token)
         elif result == "dead":
             self.stats.dead += 1
+            self._count(route, DEAD, ran_s)
             tally, reason = seen[0], verdict.reason if verdict.final else "exhausted"
             # one line per failure: the task, the counts, why, and the run time last (as
             # every job line ends)
@@ -309,6 +324,7 @@ class Settler:
                               reason=reason, tally=tally)
         else:
             self.stats.retried += 1
+            self._count(route, TIMED_OUT if kind == "timeout" else RETRIED, ran_s)
             tally, delay_ms = seen[0], priced["delay_ms"]
             log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)",
                         job.id, _task(route, deadline), tally.runs, tally.detail(), delay_ms,
@@ -346,6 +362,10 @@ class Settler:
                  "try landed", job.id, job_task(job), kind, exc, fate, job.token)
         self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
         return True
+
+    def _count(self, route: Route, outcome: int, ran_s: float) -> None:
+        if self.tally is not None and route.name is not None:
+            self.tally.add(route.name, outcome, ran_s)
 
     def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
         emit(self.on_event, kind, self.queue, job_id, attempts, info)

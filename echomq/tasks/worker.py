@@ -75,6 +75,8 @@ class Worker:
     quiet/stop requests, no hand-back of another app's tasks); ``heartbeat_ms`` is its
     heartbeat period (a killed worker drops out within two); ``name`` names its app there
     (``echomq worker`` passes its ``module:attribute``).
+    ``task_metrics`` (on by default) counts each task's runs by outcome and run time on the
+    server (``verbs.taskmetrics``: the dashboard's Tasks page and ``/metrics``).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class Worker:
         presence: bool = True,
         heartbeat_ms: int = workers.DEFAULT_HEARTBEAT_MS,
         name: str | None = None,
+        task_metrics: bool = True,
     ) -> None:
         self.app = app
         # a partitioned queue named by its logical name runs a consumer per partition
@@ -111,6 +114,7 @@ class Worker:
         self.on_event = on_event
         self.timeout_ms = seconds_to_ms("timeout", timeout)
         self.burst = burst
+        self.task_metrics = task_metrics
         # one INFO line per finished job, as rq and arq print (the user's observer still runs)
         self.log_jobs = log_jobs
         self.consumers: list[Consumer] = []
@@ -160,6 +164,7 @@ class Worker:
                 pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
                 weather=self.weather,
                 on_unknown=self._hand_back if self.use_presence else None,
+                task_metrics=self.task_metrics,
             )
             for q in self.queues
         ]

@@ -226,7 +226,7 @@ class Dashboard:
             return Response(200, self._events(), [("Content-Type", "text/event-stream"),
                                                   ("X-Accel-Buffering", "no")])
         if head == "metrics" and len(parts) == 1:
-            body = prometheus.render(self.conn, self.queues())
+            body = prometheus.scrape(self.conn, self.queues)
             return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
         if head == "backoff" and len(parts) == 1:
             return html_response(200, backoff_pages.backoff_page(req, self.tasks))

@@ -143,8 +143,8 @@ def main() -> int:
             ratios.append(got[True] / got[False])
         off, on = statistics.median(seen[False]), statistics.median(seen[True])
         print()
-        print("| drain (N = {:,}, concurrency {}) | jobs/s (median of {}) |".format(
-            args.n, args.concurrency, args.rounds))
+        print(f"| drain (N = {args.n:,}, concurrency {args.concurrency}) "
+              f"| jobs/s (median of {args.rounds}) |")
         print("|---|---:|")
         print(f"| task metrics off | {off:,.0f} |")
         print(f"| task metrics on | {on:,.0f} |")

@@ -8,10 +8,10 @@ whole fleet.
 
 Layout (every key under the queue's hash tag, so a cluster keeps it on the queue's slot):
 
-| key | type | content |
-|---|---|---|
-| ``emq:{q}:tm`` | hash | running totals: ``<code>:<task>`` for each code below |
-| ``emq:{q}:tm:<task>:<w>`` | hash | window ``w`` (five minutes from epoch minute ``5 w``): ``<m>:<code>``, ``m`` 0..4 the minute in the window; expires 24 h after the window ends |
+- ``emq:{q}:tm`` (hash): running totals, a field ``<code>:<task>`` per code below;
+- ``emq:{q}:tm:<task>:<w>`` (hash): window ``w``, the five minutes from epoch minute
+  ``5 w``: a field ``<m>:<code>`` per code, ``m`` (0..4) the minute in the window; it
+  expires 24 h after the window ends.
 
 Codes: ``c`` completed, ``r`` retried, ``d`` dead, ``x`` cancelled, ``t`` timed out (one per
 run, see ``OUTCOMES``), ``h0`` .. ``h13`` runs per duration bucket (``metrics.BUCKETS_S``,

@@ -102,4 +102,4 @@ def test_quantile_interpolates_inside_a_bucket():
     assert s.failure_rate == pytest.approx(0.2) and s.per_minute == 1.0
     assert s.p50_s == pytest.approx(0.0025)
     assert taskmetrics.summarize(taskmetrics.tally_of(empty()), 60).failure_rate is None
-    assert SUM_AT == len(CODES) - 1
+    assert len(CODES) - 1 == SUM_AT

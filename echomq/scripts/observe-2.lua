@@ -5,12 +5,12 @@
 -- ARGV[3] = handler seconds summed, ARGV[4] = handler runs,
 -- ARGV[5] = the last beat's seconds (-1: none), ARGV[6] = the degraded streak (-1: none),
 -- ARGV[7..] = handler runs per duration bucket, in metrics.BUCKETS_S order, +Inf last
--- Reply: 1. The minute ring is priced on the SERVER clock (TIME): slot = minute mod 60,
--- reset when its stamp names another minute, so readers never see an hour-old count.
+-- Reply: 1. The minute ring is priced on the SERVER clock (TIME): slot = minute mod 1440
+-- (a day), reset when its stamp names another minute, so readers never see a day-old count.
 --@include now
 local now = now_ms()
 local minute = math.floor(now / 60000)
-local slot = tostring(minute % 60)
+local slot = tostring(minute % 1440)
 if redis.call('HGET', KEYS[2], slot .. ':t') ~= tostring(minute) then
   redis.call('HSET', KEYS[2], slot .. ':t', minute, slot .. ':c', 0, slot .. ':f', 0)
 end

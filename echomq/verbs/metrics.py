@@ -3,7 +3,8 @@
 The transitions count jobs themselves (``emq:{q}:stats``: completed, failed, retried, dead,
 cancelled, enqueued). What only the runtime knows, it reports here: each handler run's
 duration (a histogram), the last beat's duration, the degraded streak, and per-minute
-completed/failed counts for the dashboard's sparklines. A ``Meter`` gathers them in the
+completed/failed counts in a ring of a day's minutes (the dashboard's sparklines and
+throughput charts). A ``Meter`` gathers them in the
 consumer's memory and ``observe`` folds them into ``emq:{q}:metrics`` and
 ``emq:{q}:series`` in one script call, at most once a second per consumer (so the cost is
 one round trip a second, whatever the job rate).

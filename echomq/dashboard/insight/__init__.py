@@ -35,12 +35,18 @@ from echomq.dashboard.insight.listing import (
     parse_cursor,
     preview,
 )
-from echomq.dashboard.insight.overview import QueueView, fold_views, overview, series_of
+from echomq.dashboard.insight.overview import (
+    QueueView,
+    fold_views,
+    overview,
+    series_of,
+    throughput,
+)
 from echomq.dashboard.insight.schedule import Release, Timeline, release_at, timeline
 
 __all__ = [
     "NEWEST_FIRST", "PAGE_MAX", "SERIES_SLOTS", "SET_OF", "STATES", "GroupPage", "Page",
     "QueueView", "Release", "Timeline", "discard", "fold_views", "folded_cursors",
     "group_page", "job", "merge_pages", "overview", "page", "parse_cursor", "preview",
-    "release_at", "run_now", "series_of", "set_key", "timeline",
+    "release_at", "run_now", "series_of", "set_key", "throughput", "timeline",
 ]

@@ -14,7 +14,9 @@ STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
 SET_OF = states.SET_OF
 #: states listed newest first (scored by the SERVER ms they ended)
 NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
-#: per-minute series kept by ``metrics.observe`` (slots of one minute, a ring of an hour)
+#: the per-minute series ``metrics.observe`` keeps: a ring of a day's minute slots, of which
+#: a queue's view shows the last hour
+SERIES_RING = 1440
 SERIES_SLOTS = 60
 PAGE_MAX = 200
 

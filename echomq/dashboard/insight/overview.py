@@ -1,5 +1,7 @@
 """One queue at a glance (``QueueView``: counts, counters, ages and lags, the last hour),
-and a partitioned queue's views folded into one. SERVER ms throughout."""
+a queue's throughput over the last day (``throughput``), and a partitioned queue's views
+folded into one. SERVER ms throughout, except the HOST-clock hint a caller may give to
+read the minute ring in the same round trip."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 from echomq.core import ids, keyspace, partitions
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
 from echomq.dashboard.insight.common import (
+    SERIES_RING,
     SERIES_SLOTS,
     STATES,
     _dict,
@@ -18,6 +21,10 @@ from echomq.dashboard.insight.common import (
     _score,
     set_key,
 )
+
+#: minutes read around a HOST-clock hint beyond the hour shown, each side: the ring reads
+#: right while the host and the server agree within this much
+HINT_SLACK_MIN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +46,23 @@ class QueueView:
     metrics: dict[str, str] = field(default_factory=dict)
 
 
-def series_of(raw: dict[str, Any], now_ms: int) -> list[tuple[int, int, int]]:
-    """The per-minute ring written by ``metrics.observe`` as the last hour, oldest first;
-    a slot last written in another hour reads as zero."""
+def ring_fields(first_minute: int, last_minute: int) -> list[str]:
+    """The ring's fields (``<slot>:t``, ``:c``, ``:f``) of the minutes first..last."""
+    out = []
+    for minute in range(first_minute, last_minute + 1):
+        slot = minute % SERIES_RING
+        out += [f"{slot}:t", f"{slot}:c", f"{slot}:f"]
+    return out
+
+
+def series_of(raw: dict[str, Any], now_ms: int, minutes: int = SERIES_SLOTS
+              ) -> list[tuple[int, int, int]]:
+    """The per-minute ring written by ``metrics.observe`` as the last ``minutes``, oldest
+    first; a slot last written for another minute (a day ago, or never) reads as zero."""
     minute_now = now_ms // 60_000
     out = []
-    for minute in range(minute_now - SERIES_SLOTS + 1, minute_now + 1):
-        slot = minute % SERIES_SLOTS
+    for minute in range(minute_now - minutes + 1, minute_now + 1):
+        slot = minute % SERIES_RING
         if _int(raw.get(f"{slot}:t"), -1) == minute:
             out.append((minute, _int(raw.get(f"{slot}:c")), _int(raw.get(f"{slot}:f"))))
         else:
@@ -54,13 +71,24 @@ def series_of(raw: dict[str, Any], now_ms: int) -> list[tuple[int, int, int]]:
 
 
 @verb
-def overview(queue: str) -> Verb[QueueView]:
-    """Counts per state, the server-side counters, paused, ages and lags: one round trip of
-    a fixed number of commands (no scan)."""
+def overview(queue: str, near_ms: int | None = None) -> Verb[QueueView]:
+    """Counts per state, the server-side counters, paused, ages and lags and the last
+    hour's throughput: a fixed number of commands (no scan). ``near_ms``, the caller's
+    HOST-clock now, lets the minute ring be read in the same round trip (the hour around
+    it, ``HINT_SLACK_MIN`` each side, picked by the SERVER now); without it the server's
+    ``TIME`` is read first (two round trips)."""
     q = keyspace.validate_queue(queue)
     sets = [set_key(q, s) for s in STATES]
+    series_key = keyspace.queue_key(q, "series")
 
     def calls() -> Verb[QueueView]:
+        if near_ms is None:
+            near = _ms((yield Command(("TIME",))))
+            slack = 1
+        else:
+            near, slack = int(near_ms), HINT_SLACK_MIN
+        fields = ring_fields(near // 60_000 - SERIES_SLOTS + 1 - slack,
+                             near // 60_000 + slack)
         replies = yield Batch((
             *(Command(("ZCARD", k)) for k in sets),
             Command(("HGETALL", keyspace.queue_key(q, "stats"))),
@@ -70,7 +98,7 @@ def overview(queue: str) -> Verb[QueueView]:
             Command(("ZCARD", keyspace.queue_key(q, "repeat"))),
             Command(("SCARD", keyspace.queue_key(q, "groups"))),
             Command(("HGETALL", keyspace.queue_key(q, "metrics"))),
-            Command(("HGETALL", keyspace.queue_key(q, "series"))),
+            Command(("HMGET", series_key, *fields)),
             Command(("TIME",)),
         ))
         for reply in replies:  # a key of the wrong type: refuse the whole view
@@ -99,9 +127,28 @@ def overview(queue: str) -> Verb[QueueView]:
             registrations=int(repeats),
             groups=int(n_groups),
             next_run_at_ms=next_at,
-            series=series_of(_dict(series_raw), now_ms),
+            series=series_of(dict(zip(fields, series_raw or [], strict=False)), now_ms),
             metrics={k: text(v) for k, v in _dict(metrics_raw).items()},
         )
+
+    return calls()
+
+
+@verb
+def throughput(queue: str, minutes: int = SERIES_RING) -> Verb[list[tuple[int, int, int]]]:
+    """The queue's last ``minutes`` (1..1440) of ``(minute, completed, failed)``, oldest
+    first, from the minute ring ``metrics.observe`` keeps (SERVER clock): ``TIME``, then
+    one ``HMGET``."""
+    q = keyspace.validate_queue(queue)
+    if not isinstance(minutes, int) or not 1 <= minutes <= SERIES_RING:
+        raise ValueError(f"minutes must be an int in 1..{SERIES_RING}, got {minutes!r}")
+
+    def calls() -> Verb[list[tuple[int, int, int]]]:
+        now_ms = _ms((yield Command(("TIME",))))
+        last = now_ms // 60_000
+        fields = ring_fields(last - minutes + 1, last)
+        got = yield Command(("HMGET", keyspace.queue_key(q, "series"), *fields))
+        return series_of(dict(zip(fields, got or [], strict=False)), now_ms, minutes)
 
     return calls()
 

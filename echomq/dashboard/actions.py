@@ -1,6 +1,7 @@
 """The dashboard's actions: what a POST does (retry, run now, delete or cancel a job; the
 bulk retry/delete of dead jobs after a confirmation; pause/resume a queue, a group or a
-registration), each through a verb. The access gate has already let the POST through."""
+registration; quiet or stop a live worker), each through a verb. The access gate has
+already let the POST through."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from urllib.parse import unquote
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace
-from echomq.dashboard import insight, pages
+from echomq.dashboard import insight, pages, worker_pages
 from echomq.dashboard.web import Request, Response, e, html_response, q, redirect
 from echomq.verbs import dead, flows, groups, jobs, repeat
 
@@ -20,6 +21,8 @@ BULK_MAX = 500
 def act(conn: Connector, req: Request) -> Response:
     """Run the action a POST names (its path) and answer where the browser goes next."""
     parts = [unquote(p) for p in req.path.split("/") if p]
+    if parts and parts[0] == "workers":  # /workers/<id|*>/quiet|stop
+        return worker_pages.act(conn, req, parts)
     form = req.form()
     if len(parts) < 3 or parts[0] != "q":
         raise LookupError(req.path)

@@ -1,6 +1,6 @@
-"""The backoff pages: the tasks' retry policies and the backoff explorer (the curve a
-policy gives, attempt by attempt: fixed, exponential, a list of delays whose last repeats,
-each with full jitter or not; pure, no clock)."""
+"""The backoff explorer (the curve a policy gives, attempt by attempt: fixed, exponential,
+a list of delays whose last repeats, each with full jitter or not; pure, no clock) and a
+task's retry policy as a backoff policy, which the Tasks pages (``task_pages``) link to."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from echomq.core.times import parse_duration
 from echomq.dashboard import charts
 from echomq.dashboard.charts import DASH, duration
 from echomq.dashboard.layout import shell
-from echomq.dashboard.web import Request, e, q
+from echomq.dashboard.web import Request, e
 
 # -- backoff ------------------------------------------------------------------------------
 
@@ -38,28 +38,6 @@ def backoff_link(name: str, task: Any) -> str:
     policy, attempts = task_policy(task)
     return "/backoff?" + urlencode({**_policy_args(policy), "max_attempts": attempts,
                                     "task": name})
-
-
-def tasks_page(req: Request, tasks: dict[str, Any]) -> str:
-    if not tasks:
-        body = ("<p class='note'>No tasks known: start the dashboard with "
-                "<code>--app module:app</code> to list an app's tasks and their retry "
-                "policies.</p>")
-        return shell(req, "Tasks", body)
-    rows = []
-    for name, t in sorted(tasks.items()):
-        policy, attempts = task_policy(t)
-        c = charts.curve(policy, attempts)
-        rows.append(
-            f"<tr><td><b>{e(name)}</b></td><td><a href='{e(req.url('/q/' + q(t.queue)))}'>"
-            f"{e(t.queue)}</a></td><td><code>{e(repr(policy))}</code></td>"
-            f"<td class='n'>{attempts}</td><td class='n'>{e(duration(c.total_ms))}</td>"
-            f"<td><a href='{e(req.url(backoff_link(name, t)))}'>curve</a></td></tr>")
-    body = (
-        "<table class='grid'><thead><tr><th>task</th><th>queue</th><th>backoff</th>"
-        "<th class='n'>max attempts</th><th class='n'>to dead-letter (at most)</th><th></th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
-    return shell(req, "Tasks", body)
 
 
 def _steps(text: str) -> list[int]:

@@ -207,3 +207,72 @@ def clock_svg(frame: ClockFrame, run_ats: Sequence[int], now_ms: int, at_ms: int
         f"<circle cx='0' cy='{base_y + 8}' r='7'/></g>")
     parts.append("</svg>")
     return "".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One bar of a task chart: runs that ended well (completed, cancelled) and failed
+    (retried, dead, timed out), and the run time's p50 / p95 in seconds (``None``: no
+    run)."""
+
+    label: str
+    ok: int
+    failed: int
+    p50_s: float | None
+    p95_s: float | None
+
+
+def task_svg(steps: Sequence[Step], title: str, width: int = 640, height: int = 200) -> str:
+    """Stacked bars of runs per step (ok below, failed above) on the left axis, and the
+    run time's p50 and p95 as lines on the right axis (seconds)."""
+    pad_l, pad_b, pad_t, pad_r = 44, 24, 10, 56
+    w, h = width - pad_l - pad_r, height - pad_b - pad_t
+    top = max([s.ok + s.failed for s in steps] + [1])
+    slow = max([s.p95_s or 0.0 for s in steps] + [s.p50_s or 0.0 for s in steps] + [0.0])
+    slow = slow or 1.0
+    n = max(1, len(steps))
+    bw = w / n
+    parts = [f"<svg class='taskchart' width='{width}' height='{height}' viewBox='0 0 "
+             f"{width} {height}' role='img' aria-label='{e(title)}'><title>{e(title)}</title>"]
+    for frac in (0, 0.5, 1):
+        y = pad_t + h - frac * h
+        parts.append(f"<line class='grid' x1='{pad_l}' x2='{pad_l + w}' y1='{y:.1f}' "
+                     f"y2='{y:.1f}'/><text class='axis' x='{pad_l - 6}' y='{y + 4:.1f}' "
+                     f"text-anchor='end'>{top * frac:.3g}</text><text class='axis cum' "
+                     f"x='{pad_l + w + 6}' y='{y + 4:.1f}'>{e(duration(slow * frac * 1000))}"
+                     "</text>")
+    lines: dict[str, list[str]] = {"p50": [], "p95": []}
+    for i, s in enumerate(steps):
+        x = pad_l + i * bw
+        oh = s.ok / top * h
+        fh = s.failed / top * h
+        tip = (f"{s.label}: {s.ok} ok, {s.failed} failed; p50 {duration(_ms(s.p50_s))}, "
+               f"p95 {duration(_ms(s.p95_s))}")
+        if s.ok:
+            parts.append(f"<rect class='okbar' x='{x + bw * 0.1:.1f}' y='{pad_t + h - oh:.1f}' "
+                         f"width='{max(bw * 0.8, 0.6):.1f}' height='{oh:.1f}'><title>{e(tip)}"
+                         "</title></rect>")
+        if s.failed:
+            parts.append(f"<rect class='failbar' x='{x + bw * 0.1:.1f}' "
+                         f"y='{pad_t + h - oh - fh:.1f}' width='{max(bw * 0.8, 0.6):.1f}' "
+                         f"height='{fh:.1f}'><title>{e(tip)}</title></rect>")
+        for key, v in (("p50", s.p50_s), ("p95", s.p95_s)):
+            if v is not None:
+                lines[key].append(f"{x + bw / 2:.1f},{pad_t + h - v / slow * h:.1f}")
+    for key, pts in lines.items():
+        if len(pts) == 1:
+            cx, cy = pts[0].split(",")
+            parts.append(f"<circle class='{key}' cx='{cx}' cy='{cy}' r='2.5'/>")
+        elif pts:
+            parts.append(f"<polyline class='{key}' points='{' '.join(pts)}'/>")
+    ticks = max(1, n // 6)
+    for i, s in enumerate(steps):
+        if i % ticks == 0 or i == n - 1:
+            parts.append(f"<text class='axis' x='{pad_l + (i + 0.5) * bw:.1f}' "
+                         f"y='{height - 8}' text-anchor='middle'>{e(s.label)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000

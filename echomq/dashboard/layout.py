@@ -69,6 +69,7 @@ def shell(req: Request, title: str, body: str, crumbs: str = "", now_ms: int | N
         f"<header class='top'><a class='brand' href='{root}/'><span class='logo'>◷</span> "
         "EchoMQ</a><nav>"
         f"<a href='{root}/'>Queues</a><a href='{root}/tasks'>Tasks</a>"
+        f"<a href='{root}/workers'>Workers</a><a href='{root}/busy'>Busy</a>"
         f"<a href='{root}/backoff'>Backoff</a>"
         f"<a href='{root}/metrics'>Metrics</a></nav>"
         f"<form class='search' method='get' action='{root}/find'><input name='id' "

@@ -15,10 +15,14 @@ Routes (all under the mount root):
 | ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
 | ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
 | ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
+| ``/tasks?q=NAME`` | each task's options, runs, failure rate, p50/p95 over an hour and a day |
+| ``/tasks/<q>/<task>`` | one task: its options and its hour and day plotted |
+| ``/workers``, ``/busy`` | live workers (quiet/stop buttons); every job running now |
 | ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
 | ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
 | ``/metrics`` | Prometheus text format |
 | ``/api/queues``, ``/api/q/<q>``, ``/api/q/<q>/release?at=MS`` | JSON |
+| ``/api/workers``, ``/api/tasks?q=``, ``/api/q/<q>/throughput?minutes=N`` | JSON |
 
 Every POST is an action: it needs a same-origin ``Origin``/``Referer`` and is refused when
 the dashboard is read-only.
@@ -37,10 +41,19 @@ from urllib.parse import unquote, urlencode
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace, partitions
-from echomq.dashboard import actions, backoff_pages, insight, layout, pages, prometheus
+from echomq.dashboard import (
+    actions,
+    backoff_pages,
+    insight,
+    layout,
+    pages,
+    prometheus,
+    task_pages,
+    worker_pages,
+)
 from echomq.dashboard.access import COOKIE, SECURITY_HEADERS, Access
 from echomq.dashboard.web import Request, Response, html_response, json_response, q, redirect
-from echomq.verbs import discovery, flows, registry, repeat
+from echomq.verbs import discovery, flows, registry, repeat, taskmetrics, workers
 
 SCAN_BUDGET = 20_000  # keys looked at when no queue registry answers
 MAX_QUEUES = 500  # queues shown (and read per overview) at most
@@ -238,7 +251,21 @@ class Dashboard:
         if head == "backoff" and len(parts) == 1:
             return html_response(200, backoff_pages.backoff_page(req, self.tasks))
         if head == "tasks" and len(parts) == 1:
-            return html_response(200, backoff_pages.tasks_page(req, self.tasks))
+            search = req.arg("q")
+            rows = task_pages.gather(self.conn, self.queues(), self.tasks, search)
+            return html_response(200, task_pages.tasks_page(req, rows, search, self.tasks))
+        if head == "tasks" and len(parts) == 3:
+            queue, name = keyspace.validate_queue(parts[1]), parts[2]
+            rows = task_pages.gather(self.conn, [queue], self.tasks, only=(queue, name))
+            if not rows:
+                raise LookupError(name)
+            totals = taskmetrics.totals(self.conn, queue).get(name)
+            return html_response(200, task_pages.task_page(req, rows[0], totals))
+        if head == "workers" and len(parts) == 1:
+            live = workers.live(self.conn)
+            return html_response(200, worker_pages.workers_page(req, live, self.access))
+        if head == "busy" and len(parts) == 1:
+            return html_response(200, worker_pages.busy_page(req, workers.live(self.conn)))
         if head == "find" and len(parts) == 1:
             return self._find(req, self.queues())
         if head == "api":
@@ -296,6 +323,16 @@ class Dashboard:
             req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
 
     def _api(self, req: Request, parts: list[str]) -> Response:
+        if parts == ["workers"]:
+            return json_response(json.dumps([w.as_dict() for w in workers.live(self.conn)]))
+        if parts == ["tasks"]:
+            rows = task_pages.gather(self.conn, self.queues(), self.tasks, req.arg("q"))
+            return json_response(json.dumps([_task_json(r) for r in rows]))
+        if len(parts) == 3 and parts[0] == "q" and parts[2] == "throughput":
+            queue = keyspace.validate_queue(parts[1])
+            got = insight.throughput(self.conn, queue, int(req.arg("minutes") or 1440))
+            return json_response(json.dumps({"queue": queue, "minutes": [
+                {"minute": m, "completed": c, "failed": f} for m, c, f in got]}))
         if parts == ["queues"]:
             return json_response(json.dumps(_queues_json(self.views())))
         if len(parts) == 2 and parts[0] == "q":
@@ -373,3 +410,13 @@ def _view_json(v: insight.QueueView) -> dict[str, Any]:
         "completed_per_min": [c for _, c, _ in v.series],
         "failed_per_min": [f for _, _, f in v.series],
     }
+
+
+def _task_json(r: task_pages.TaskRow) -> dict[str, Any]:
+    def summary(s: taskmetrics.Summary) -> dict[str, Any]:
+        return {"runs": s.runs, "total": s.total, "failures": s.failures,
+                "failure_rate": s.failure_rate, "per_minute": s.per_minute,
+                "p50_s": s.p50_s, "p95_s": s.p95_s}
+
+    return {"queue": r.queue, "task": r.task, "options": r.options,
+            "hour": summary(r.hour), "day": summary(r.day)}

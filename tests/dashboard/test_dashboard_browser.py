@@ -22,7 +22,7 @@ import pytest
 from echomq import dashboard
 from echomq.core import ids, keyspace
 from echomq.core.payload import encode
-from echomq.verbs import flows, groups, jobs, metrics, repeat
+from echomq.verbs import flows, groups, jobs, metrics, repeat, taskmetrics, workers
 from tests.support.paths import ROOT
 
 CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
@@ -88,16 +88,17 @@ def shot(page: Page, name: str) -> None:
 
 def seed(conn: Any, queue: str, raw: Any = None) -> dict[str, Any]:
     """A queue a person would look at: tasks of several kinds in every state (and, given
-    ``raw``, an hour of per-minute throughput in the ring ``metrics.observe`` keeps)."""
+    ``raw``, an hour of per-minute throughput in the day's ring ``metrics.observe``
+    keeps)."""
     out: dict[str, Any] = {"dead": [], "soon": []}
     if raw is not None:
         minute = jobs.server_now_ms(conn) // 60_000
         ring: dict[str, int] = {}
         for back in range(1, 60):
             m = minute - back
-            ring[f"{m % 60}:t"] = m
-            ring[f"{m % 60}:c"] = 40 + int(25 * math.sin(m / 6)) + (m * 7) % 11
-            ring[f"{m % 60}:f"] = (m * 5) % 7 // 3 + (4 if m % 17 == 0 else 0)
+            ring[f"{m % 1440}:t"] = m
+            ring[f"{m % 1440}:c"] = 40 + int(25 * math.sin(m / 6)) + (m * 7) % 11
+            ring[f"{m % 1440}:f"] = (m * 5) % 7 // 3 + (4 if m % 17 == 0 else 0)
         raw.hset(keyspace.queue_key(queue, "series"), mapping=ring)
     for err in ("TimeoutError: upstream took 30 s", "ValueError: no such invoice 42"):
         jid = ids.mint()
@@ -191,6 +192,80 @@ def test_every_page_renders_and_is_saved(browser, site, conn, raw, queue):
     resp = page.goto(site.base + "/metrics")
     assert resp is not None and "echomq_jobs{" in resp.text()
     assert problems == [], problems
+
+
+def seed_operations(conn: Any, queue: str) -> dict[str, Any]:
+    """A day of per-task metrics (three tasks, a bad hour for one) and a live worker with
+    two jobs running, registered through the registry's own verbs."""
+    now = jobs.server_now_ms(conn)
+    codes = taskmetrics.CODES
+    for back in range(0, 1440, 4):
+        at = now - back * 60_000
+        wave = 20 + int(15 * math.sin(back / 90))
+        day: dict[str, list[int]] = {}
+        for task, ok, bad, bucket in (("mail.send", wave, 1 if back % 40 == 0 else 0, 3),
+                                      ("thumbs.resize", wave // 2, 0, 5),
+                                      ("invoice.charge", 6, 4 if 120 < back < 200 else 0, 7)):
+            slots = taskmetrics.empty()
+            slots[codes.index("c")] = ok
+            slots[codes.index("r")] = bad
+            slots[codes.index(f"h{bucket}")] = ok + bad - 1
+            slots[codes.index(f"h{bucket + 2}")] = 1
+            slots[codes.index("s")] = (ok + bad) * 40_000 * bucket
+            day[task] = slots
+        taskmetrics.record(conn, queue, day, at)
+    from echomq.verbs import declarations
+
+    declarations.declare(conn, queue, {
+        "mail.send": {"timeout_ms": 30_000, "max_attempts": 5,
+                      "backoff": ["exponential", 1000, 60000], "keep_result_ms": 600_000},
+        "invoice.charge": {"max_attempts": 3, "group": "tenant", "rate": "10/s"}})
+    reg = workers.Registration(
+        id="w-" + ids.mint()[-8:].lower(), host="web-1", pid=4242, app="shop.tasks:app",
+        queues=(queue,), concurrency=8, wire=6, version="0.9", heartbeat_ms=30_000,
+        tasks={queue: ["mail.send", "thumbs.resize", "invoice.charge"]})
+    workers.register(conn, reg)
+    running = [workers.Running(ids.mint(), queue, "mail.send", now - 2_500, 1),
+               workers.Running(ids.mint(), queue, "invoice.charge", now - 95_000, 3)]
+    workers.heartbeat(conn, reg.id, reg.heartbeat_ms, running)
+    return {"worker": reg, "running": running}
+
+
+def test_operating_pages_in_the_browser(browser, site, conn, queue):
+    data = seed_operations(conn, queue)
+    reg = data["worker"]
+    try:
+        page, problems = open_page(browser)
+        page.goto(site.base + "/tasks")
+        expect(page.locator("tr[data-task]")).to_have_count(3)
+        row = page.locator("tr[data-task='invoice.charge']")
+        expect(row.locator("td.day.fail")).not_to_have_text("0.0%")
+        expect(row.locator("svg.spark").first).to_be_visible()
+        shot(page, "tasks")
+        page.locator("form.tasksearch input[name=q]").fill("MAIL")
+        page.locator("form.tasksearch button").click()
+        expect(page.locator("tr[data-task]")).to_have_count(1)
+        page.locator("tr[data-task='mail.send'] a").first.click()
+        expect(page.locator("h1")).to_have_text("mail.send")
+        expect(page.locator("svg.taskchart")).to_have_count(2)
+        expect(page.locator("#chart-day svg.taskchart rect.okbar")).to_have_count(48)
+        shot(page, "task")
+        page.goto(site.base + "/busy")
+        expect(page.locator("tr[data-job]")).to_have_count(2)
+        first = page.locator("tr[data-job]").first  # the longest running first
+        expect(first).to_contain_text("invoice.charge")
+        expect(first.locator("td.runtime")).to_contain_text("1m")
+        shot(page, "busy")
+        page.goto(site.base + "/workers")
+        expect(page.locator(f"tr[data-worker='{reg.id}'] td.busy")).to_have_text("2 / 8")
+        shot(page, "workers")
+        page.once("dialog", lambda d: d.accept())
+        page.locator(f"tr[data-worker='{reg.id}'] button", has_text="quiet").click()
+        expect(page.locator(f"tr[data-worker='{reg.id}']")).to_contain_text("asked: quiet")
+        assert next(w for w in workers.live(conn) if w.id == reg.id).requested == "quiet"
+        assert problems == [], problems
+    finally:
+        workers.unregister(conn, reg.id)
 
 
 def drag_to(page: Page, at_ms: int) -> None:

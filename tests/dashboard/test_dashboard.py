@@ -484,8 +484,14 @@ def test_consumer_reports_handler_durations(url, queue):
 
 def test_grafana_sample_reads_only_metrics_the_scrape_has(board, conn, queue):
 
+    from echomq.verbs import taskmetrics
+
     die(conn, queue)
     metrics.observe(conn, queue, [0.1], completed=1, beat_s=0.01, degraded=0)
+    slots = taskmetrics.empty()
+    slots[0] = slots[taskmetrics.CODES.index("h3")] = 1
+    taskmetrics.record(conn, queue, {"a.task": slots}, jobs.server_now_ms(conn))
+    jobs.enqueue(conn, queue, ids.mint(), b"x", group="tenant")
     _, text = board.get("/metrics")
     names = set(re.findall(r"^(echomq_\w+?)(?:\{| )", text, re.M))
     doc = ROOT / "docs" / "grafana-echomq.json"

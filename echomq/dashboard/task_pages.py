@@ -26,10 +26,11 @@ from typing import Any
 from echomq.connectors.connector import Connector
 from echomq.core import errors
 from echomq.dashboard import charts
-from echomq.dashboard.backoff_pages import backoff_link, task_policy
+from echomq.dashboard.backoff_pages import backoff_link
 from echomq.dashboard.charts import NONE, Step, duration
 from echomq.dashboard.layout import shell
 from echomq.dashboard.web import Request, e, q
+from echomq.tasks import catalog
 from echomq.verbs import declarations, jobs, taskmetrics
 from echomq.verbs.taskmetrics import History, Summary, Tally
 
@@ -53,25 +54,64 @@ class TaskRow:
     day_steps: list[Step]
 
 
-def options_of(task: Any, recurrences: Sequence[Any] = ()) -> dict[str, str]:
-    """A ``Task``'s options as a person reads them."""
-    policy, attempts = task_policy(task)
-    queues = list(getattr(task, "queues", None) or [task.queue])
-    group = getattr(task, "group", None)
+def options_of(task: Any) -> dict[str, str]:
+    """An app ``Task``'s options as a person reads them (what its worker would declare,
+    ``tasks.catalog.options``)."""
+    raw = catalog.options(task.app, task)
     rate = getattr(task, "rate", None)
-    runs = [r.cron + (f" ({r.tz})" if r.tz else "") if r.cron else
-            f"every {duration(r.every_ms)}" for r in recurrences if r.task == task.name]
-    return {
-        "queue": task.queue + (f" ({len(queues)} partitions)" if len(queues) > 1 else ""),
-        "timeout": duration(task.timeout_ms) if task.timeout_ms else "none",
-        "retries": f"{attempts} attempts, backoff {policy!r} ({_policy_text(policy)}), "
-                   f"dead-lettered at most {duration(charts.curve(policy, attempts).total_ms)} "
-                   "after the first failure",
-        "keep_result": duration(task.keep_result_ms) if task.keep_result_ms else "no",
-        "cron": ", ".join(runs) or NONE,
-        "group": NONE if group is None else group if isinstance(group, str) else "per call",
-        "rate": str(rate) if rate else NONE,
-    }
+    if rate:
+        raw["rate"] = rate
+    return declared_options(raw)
+
+
+def declared_options(raw: Mapping[str, Any]) -> dict[str, str]:
+    """Declared options (``tasks.catalog.options``: what a worker records on the server)
+    as label -> text: queue, timeout, retries and backoff, keep_result, cron, group, rate,
+    then any other option as it was written."""
+    raw = dict(raw)
+    out: dict[str, str] = {}
+    try:
+        if "queue" in raw:
+            parts = int(raw.pop("partitions", 1) or 1)
+            out["queue"] = str(raw.pop("queue")) + (f" ({parts} partitions)"
+                                                    if parts > 1 else "")
+        if "timeout_ms" in raw:
+            ms = raw.pop("timeout_ms")
+            out["timeout"] = duration(ms) if ms else "none"
+        if "max_attempts" in raw:
+            attempts = int(raw.pop("max_attempts"))
+            back = raw.pop("backoff", None)
+            delay = raw.pop("retry_delay_ms", None)
+            policy: Any = (tuple(back) if isinstance(back, list | tuple) and back else
+                           ("fixed", int(delay)) if delay is not None else None)
+            text = f"{attempts} attempts"
+            if policy is not None:
+                if policy[0] == "jitter" and isinstance(policy[1], list):
+                    policy = ("jitter", tuple(policy[1]))
+                text += f", backoff {policy!r} ({_policy_text(policy)})"
+                with contextlib.suppress(ValueError, TypeError, IndexError):
+                    total = charts.curve(policy, attempts).total_ms
+                    text += f", dead-lettered at most {duration(total)} after the first failure"
+            out["retries"] = text
+        if "keep_result_ms" in raw:
+            ms = raw.pop("keep_result_ms")
+            out["keep_result"] = duration(ms) if ms else "no"
+        recurrences = raw.pop("recurrences", None) or []
+        runs = [(r.get("cron") or "") + (f" ({r['tz']})" if r.get("tz") else "")
+                if r.get("cron") else f"every {duration(r.get('every_ms'))}"
+                for r in recurrences if isinstance(r, dict)]
+        out["cron"] = ", ".join(runs) or NONE
+        if "group" in raw:
+            group = raw.pop("group")
+            out["group"] = NONE if group is None else str(group)
+        rate = raw.pop("rate", None)
+        out["rate"] = str(rate) if rate else NONE
+    except (TypeError, ValueError):  # a declaration this version cannot read: shown raw
+        pass
+    for k, v in raw.items():
+        if v is not None:
+            out[str(k)] = v if isinstance(v, str) else json.dumps(v)
+    return out
 
 
 def _policy_text(policy: Any) -> str:
@@ -82,11 +122,6 @@ def _policy_text(policy: Any) -> str:
     if policy[0] == "jitter":
         return f"{_policy_text(policy[1])} with jitter"
     return repr(policy)
-
-
-def declared_options(raw: Mapping[str, Any]) -> dict[str, str]:
-    """A declaration's options (whatever the worker wrote) as label -> text."""
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
 def _steps(tallies: Sequence[Tally], first_minute: int, step: int) -> list[Step]:
@@ -117,11 +152,6 @@ def gather(conn: Connector, queues: Sequence[str], app_tasks: Mapping[str, Any],
            search: str = "", only: tuple[str, str] | None = None) -> list[TaskRow]:
     """The tasks of ``queues`` whose names contain ``search`` (any case), at most
     ``MAX_TASKS``, with their options and last day (``only``: that one queue and task)."""
-    recurrences = []
-    for t in app_tasks.values():
-        with contextlib.suppress(AttributeError):
-            recurrences = list(t.app.recurrences)
-            break
     needle = search.strip().lower()
     now = jobs.server_now_ms(conn)
     out: list[TaskRow] = []
@@ -138,7 +168,7 @@ def gather(conn: Connector, queues: Sequence[str], app_tasks: Mapping[str, Any],
             continue
         for name, t in app_tasks.items():
             if x in (getattr(t, "queues", None) or [t.queue]):
-                names[name] = options_of(t, recurrences)
+                names[name] = options_of(t)
         chosen = sorted(n for n in names if needle in n.lower()
                         and (only is None or n == only[1]))[:MAX_TASKS - len(out)]
         if not chosen:

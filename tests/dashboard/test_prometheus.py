@@ -5,6 +5,7 @@ slots, group gauges, and ``echomq_up`` (0 with HTTP 200 while Valkey is away).""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import textwrap
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ from echomq.core import ids
 from echomq.core.payload import encode
 from echomq.verbs import groups, jobs, workers
 from tests.support.board import Client
-from tests.support.cli import echomq
+from tests.support.cli import echomq, popen
+from tests.support.polling import wait_for
 
 APP = textwrap.dedent('''
     import os, time
@@ -38,6 +40,11 @@ APP = textwrap.dedent('''
     @app.task(queue=Q, name="shop.slow", max_attempts=2, retry_delay_ms=0, timeout=0.2)
     def slow():
         time.sleep(1)
+
+    @app.task(queue=Q, name="shop.hold")
+    async def hold(seconds):
+        import asyncio
+        await asyncio.sleep(seconds)
 ''')
 
 
@@ -112,6 +119,33 @@ def test_task_families_after_a_known_workload(board, conn, url, queue, tmp_path)
     assert {frozenset(dict(k)) for k in buckets} == {frozenset({"queue", "task", "le"})}
     # the worker exited: none left
     assert one(fams, "echomq_workers", queue=queue) == len(workers.live(conn, queue=queue))
+
+
+@pytest.mark.slow
+def test_a_running_worker_is_counted_with_its_slots_and_busy_one(board, conn, url, queue,
+                                                                   tmp_path):
+    (tmp_path / "shop_app.py").write_text(APP)
+    env = {"T_QUEUE": queue,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = popen("worker", "shop_app:app", "--concurrency", "3", "--beat-ms", "50",
+                 "--grace", "0.5", url=url, cwd=tmp_path, env=env)
+    try:
+        jobs.enqueue(conn, queue, ids.mint(), encode("shop.hold", [30], {}))
+
+        def scraped() -> dict[str, Any] | None:
+            fams = families(board.get("/metrics")[1])
+            busy = samples(fams, "echomq_worker_busy_slots", queue=queue)
+            return fams if list(busy.values()) == [1.0] else None
+
+        fams = wait_for(scraped, 20, "the running job in /metrics")
+        assert one(fams, "echomq_workers", queue=queue) == 1
+        assert one(fams, "echomq_workers_claiming", queue=queue) == 1
+        assert one(fams, "echomq_worker_slots", queue=queue) == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the held job is abandoned at the grace's end
+        proc.wait(20)
+    fams = families(board.get("/metrics")[1])
+    assert one(fams, "echomq_workers", queue=queue) == 0
 
 
 def test_workers_slots_and_busy_from_the_registry(board, conn, queue):

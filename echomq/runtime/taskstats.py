@@ -66,6 +66,9 @@ class TaskTally:
         """Send what gathered (one ``taskmetrics.record``); dropped on failure."""
         tallies, self.pending = self.pending, {}
         self.last_flush = time.monotonic()
+        # a name the server layout refuses (over 200 bytes) must not cost the others
+        tallies = {t: s for t, s in tallies.items()
+                   if 0 < len(t.encode()) <= taskmetrics.MAX_TASK_BYTES}
         if not tallies:
             return
         try:

@@ -1,14 +1,17 @@
 """Per-task metrics: their cost on drain throughput (on vs off, alternating) and their
 memory per task-day, on one fresh embedded Valkey.
 
-    .venv/bin/python bench/taskmetrics.py                  # 10 rounds of 20,000 jobs, memory
-    .venv/bin/python bench/taskmetrics.py --rounds 4 --n 5000 --no-memory
+    .venv/bin/python bench/taskmetrics.py                  # 30 rounds of 5,000 jobs, memory
+    .venv/bin/python bench/taskmetrics.py --rounds 4 --n 2000 --no-memory
 
 Drain: the runtime's ``Consumer`` (concurrency 50, async no-op handlers under four task
 names) drains N pre-loaded jobs with ``task_metrics`` off and on, alternately (off, on, on,
 off, ...) so drift and load hit both alike; each run gets a fresh queue and event loop.
 The rate is N over the HOST monotonic time from the consumer's start to its N-th
-completion. Printed: every run, the medians, and on/off of the medians and of each round.
+completion. Printed: every run, the medians, and on/off of the medians and of each round
+(the paired ratio: the two halves of a round share the box's load, so its median is the
+figure to read on a shared machine), the load average, and the hot path's own cost
+(``TaskTally.add`` per call, ``timeit``) beside the drain's CPU time per job.
 
 Memory: a whole day written through ``taskmetrics.record`` (one flush a minute, 1,440 of
 them, each stamped with its own minute), then ``MEMORY USAGE`` summed over the task's
@@ -23,9 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import statistics
 import sys
 import time
+import timeit
 from typing import Any
 
 from echomq import AsyncConnector, Connector
@@ -34,6 +39,7 @@ from echomq.core.steps import Command
 from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
 from echomq.runtime.route import Route
+from echomq.runtime.taskstats import TaskTally
 from echomq.verbs import jobs, taskmetrics
 
 TASKS = ("bench.a", "bench.b", "bench.c", "bench.d")
@@ -119,8 +125,8 @@ def memory(url: str) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--n", type=int, default=5_000)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--no-memory", action="store_true")
     args = ap.parse_args()
@@ -154,6 +160,15 @@ def main() -> int:
         c_off, c_on = statistics.median(cpus[False]), statistics.median(cpus[True])
         print(f"| worker CPU µs per job, off / on (medians) | {c_off:.1f} / {c_on:.1f} "
               f"({c_off / c_on:.3f}x) |")
+        tally = TaskTally()
+        add = tally.add
+        calls = 1_000_000
+        per_add = min(timeit.repeat(lambda: add("bench.a", 0, 0.0003), number=calls,
+                                    repeat=3)) / calls * 1e6
+        print(f"| hot path: `TaskTally.add` per run (µs, best of 3 x 1M) | {per_add:.2f} "
+              f"({per_add / c_off * 100:.1f}% of the CPU per job off) |")
+        print(f"| load average at the end (1, 5, 15 min) | "
+              f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} |")
         if not args.no_memory:
             print()
             print("| memory (MEMORY USAGE) | value |")

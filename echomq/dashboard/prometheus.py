@@ -172,7 +172,7 @@ def _tasks(conn: Connector, queues: list[str]) -> list[str]:
 
 def _workers(conn: Connector, queues: list[str]) -> list[str]:
     """Live workers per queue, their slots (concurrency) and the busy ones."""
-    live = workers.live(conn)
+    live = workers.live(conn, sweep=False)
     out: list[str] = []
     rows = []
     for x in queues:

@@ -262,10 +262,11 @@ class Dashboard:
             totals = taskmetrics.totals(self.conn, queue).get(name)
             return html_response(200, task_pages.task_page(req, rows[0], totals))
         if head == "workers" and len(parts) == 1:
-            live = workers.live(self.conn)
+            live = workers.live(self.conn, sweep=False)
             return html_response(200, worker_pages.workers_page(req, live, self.access))
         if head == "busy" and len(parts) == 1:
-            return html_response(200, worker_pages.busy_page(req, workers.live(self.conn)))
+            return html_response(200, worker_pages.busy_page(
+                req, workers.live(self.conn, sweep=False)))
         if head == "find" and len(parts) == 1:
             return self._find(req, self.queues())
         if head == "api":
@@ -324,7 +325,8 @@ class Dashboard:
 
     def _api(self, req: Request, parts: list[str]) -> Response:
         if parts == ["workers"]:
-            return json_response(json.dumps([w.as_dict() for w in workers.live(self.conn)]))
+            return json_response(json.dumps(
+                [w.as_dict() for w in workers.live(self.conn, sweep=False)]))
         if parts == ["tasks"]:
             rows = task_pages.gather(self.conn, self.queues(), self.tasks, req.arg("q"))
             return json_response(json.dumps([_task_json(r) for r in rows]))

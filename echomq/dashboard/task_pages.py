@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from echomq.connectors.connector import Connector
-from echomq.core import errors
+from echomq.core import backoff, errors
 from echomq.dashboard import charts
 from echomq.dashboard.backoff_pages import backoff_link
 from echomq.dashboard.charts import NONE, Step, duration
@@ -82,12 +82,10 @@ def declared_options(raw: Mapping[str, Any]) -> dict[str, str]:
             attempts = int(raw.pop("max_attempts"))
             back = raw.pop("backoff", None)
             delay = raw.pop("retry_delay_ms", None)
-            policy: Any = (tuple(back) if isinstance(back, list | tuple) and back else
+            policy: Any = (_policy_of(back) if isinstance(back, list | tuple) and back else
                            ("fixed", int(delay)) if delay is not None else None)
             text = f"{attempts} attempts"
             if policy is not None:
-                if policy[0] == "jitter" and isinstance(policy[1], list):
-                    policy = ("jitter", tuple(policy[1]))
                 text += f", backoff {policy!r} ({_policy_text(policy)})"
                 with contextlib.suppress(ValueError, TypeError, IndexError):
                     total = charts.curve(policy, attempts).total_ms
@@ -114,7 +112,20 @@ def declared_options(raw: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _policy_of(declared: list[Any] | tuple[Any, ...]) -> Any:
+    """A declared backoff (JSON: lists throughout) as the policy it was: a list of delays
+    stays a list, a named kind is a tuple (and a jitter's inner policy likewise)."""
+    if backoff.is_steps(declared):
+        return list(declared)
+    policy = tuple(declared)
+    if policy[0] == "jitter" and isinstance(policy[1], list | tuple):
+        policy = ("jitter", _policy_of(policy[1]))
+    return policy
+
+
 def _policy_text(policy: Any) -> str:
+    if backoff.is_steps(policy):
+        return "list " + ", ".join(duration(ms) for ms in policy) + ", the last repeating"
     if policy[0] == "fixed":
         return f"fixed {duration(policy[1])}"
     if policy[0] == "exponential":

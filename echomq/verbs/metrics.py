@@ -30,6 +30,8 @@ from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
 BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                                 10.0, 30.0, 60.0)
 FLUSH_EVERY_S = 1.0
+#: the minute ring's slots (a day of minutes; ``observe-2.lua`` prices the slot the same)
+SERIES_RING = 1440
 
 
 def bucket_counts(durations_s: Sequence[float]) -> list[int]:
@@ -179,13 +181,13 @@ def last_minute(queue: str) -> Verb[tuple[float, float]]:
     def calls() -> Verb[tuple[float, float]]:
         secs, micros = yield Command(("TIME",))
         now = int(secs) * 1000 + int(micros) // 1000
-        raw = yield Command(("HGETALL", key))
-        ring = ({text(k): v for k, v in raw.items()} if isinstance(raw, dict)
-                else pairs(raw or []))
         minute, into = divmod(now, 60_000)
+        fields = [f"{m % SERIES_RING}:{f}" for m in (minute, minute - 1) for f in "tcf"]
+        got = yield Command(("HMGET", key, *fields))
+        ring = {k: v for k, v in zip(fields, got or [], strict=False) if v is not None}
         done = failed = 0.0
         for m, weight in ((minute, 1.0), (minute - 1, 1.0 - into / 60_000)):
-            slot = str(m % 60)
+            slot = str(m % SERIES_RING)
             if text(ring.get(f"{slot}:t", b"")) != str(m):
                 continue
             done += weight * int(text(ring.get(f"{slot}:c", b"0")) or 0)

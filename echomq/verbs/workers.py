@@ -31,7 +31,7 @@ from typing import Any
 
 from echomq.core import guards as guard
 from echomq.core import keyspace, partitions
-from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
+from echomq.core.steps import Batch, Command, Eval, Verb, pairs, single, text, verb
 
 INDEX = keyspace.workers_key("index")
 PREFIX = keyspace.workers_key("w:")
@@ -258,10 +258,13 @@ def unregister(worker_id: str) -> Verb[bool]:
 
 
 @verb
-def live(*, queue: str | None = None) -> Verb[list[WorkerRecord]]:
+def live(*, queue: str | None = None, sweep: bool = True) -> Verb[list[WorkerRecord]]:
     """Every live worker (registered and renewed within ``TTL_PERIODS`` heartbeats), with
     the jobs each runs now; with ``queue``, only those whose queues include it. Sweeps
-    expired entries from the index. One script call; the order is the heartbeat order."""
+    expired entries from the index: one script call; the order is the heartbeat order.
+    ``sweep=False`` reads the same with plain read commands and writes nothing (``TIME``,
+    the index, then one pipelined batch of the registrations: what a read-only dashboard
+    user may run)."""
     if queue is not None:
         keyspace.validate_queue(queue)
 
@@ -277,7 +280,22 @@ def live(*, queue: str | None = None) -> Verb[list[WorkerRecord]]:
                 out.append(rec)
         return out
 
-    return single(Eval("workers", (INDEX,), (PREFIX,)), decode)
+    if sweep:
+        return single(Eval("workers", (INDEX,), (PREFIX,)), decode)
+
+    def calls() -> Verb[list[WorkerRecord]]:
+        now = yield Command(("TIME",))
+        ids = [text(i) for i in (yield Command(("ZRANGE", INDEX, 0, -1)))]
+        replies = [] if not ids else (yield Batch(tuple(
+            c for i in ids for c in (Command(("HGETALL", PREFIX + i)),
+                                     Command(("GET", PREFIX + i + ":busy"))))))
+        reply: list[Any] = [int(now[0]) * 1000 + int(now[1]) // 1000]
+        for i, raw, busy in zip(ids, replies[::2], replies[1::2], strict=True):
+            if raw:  # an expired registration: left in the index for the next sweep
+                reply += [i, raw, busy or ""]
+        return decode(reply)
+
+    return calls()
 
 
 @verb

@@ -83,6 +83,29 @@ def test_an_unrenewed_registration_drops_out_within_two_periods(run, raw):
 
 
 @pytest.mark.topologies
+def test_a_read_without_sweep_sees_the_same_and_writes_nothing(run, raw):
+    reg, short = _reg(), _reg(heartbeat_ms=200)
+    run(workers.register, reg)
+    run(workers.register, short)
+    busy = [workers.Running(ids.mint(), "a", "t1", 1, 1)]
+    run(workers.heartbeat, reg.id, reg.heartbeat_ms, busy)
+    try:
+        mine = {r.id: r for r in run(workers.live, sweep=False)}
+        swept = {r.id: r for r in run(workers.live)}
+        assert mine[reg.id].busy == busy
+        assert {i: (r.queues, r.busy, r.state) for i, r in mine.items() if i in swept} == {
+            i: (r.queues, r.busy, r.state) for i, r in swept.items() if i in mine}
+        assert [r.id for r in run(workers.live, queue="b", sweep=False)].count(reg.id) == 1
+        # an expired registration is left out, and left in the index (no write)
+        wait_for(lambda: short.id not in {r.id for r in run(workers.live, sweep=False)}, 2,
+                 "registration expiry")
+        assert raw.zscore(workers.INDEX, short.id) is not None
+    finally:
+        run(workers.unregister, reg.id)
+        run(workers.unregister, short.id)
+
+
+@pytest.mark.topologies
 def test_requests_reach_live_workers_only(run, raw):
     a, b = _reg(), _reg()
     run(workers.register, a)

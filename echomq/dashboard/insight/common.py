@@ -7,6 +7,7 @@ from typing import Any
 
 from echomq.core import keyspace, readings, states
 from echomq.core.steps import pairs, text
+from echomq.verbs import metrics
 
 #: the job states a surface lists, each with the sorted set that holds it
 STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
@@ -16,7 +17,7 @@ SET_OF = states.SET_OF
 NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
 #: the per-minute series ``metrics.observe`` keeps: a ring of a day's minute slots, of which
 #: a queue's view shows the last hour
-SERIES_RING = 1440
+SERIES_RING = metrics.SERIES_RING
 SERIES_SLOTS = 60
 PAGE_MAX = 200
 

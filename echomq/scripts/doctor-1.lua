@@ -107,6 +107,9 @@ local function check_job(id, lanes)
       end
     end
   end
+  -- the lanes listed were read before this script ran: a job that moved to its group's lane
+  -- since is at home all the same
+  if not at_home and home and redis.call('ZSCORE', home, id) then at_home = true end
   if at_home or not home then return end
   local why = "state '" .. state .. "' but not on " .. home_name
   if not fix then return found(id, 'missing', why) end

@@ -8,6 +8,7 @@ arguments are given one per word: a word that parses as JSON is that value (``3`
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from typing import Any
@@ -217,7 +218,8 @@ def run_job(args: argparse.Namespace) -> int:
           f"run at    {info.run_at.isoformat() if info.run_at else '-'}")
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),
              ("progress", _shown(info.progress)), ("result", _shown(info.result)),
-             ("cancel", "requested" if info.cancel_requested else None)]
+             ("cancel", "requested" if info.cancel_requested else None),
+             ("deadline", _instant(info.expires_ms)), ("expired", _instant(info.expired_at_ms))]
     for label, value in extra:
         if value is not None:
             print(f"{label:<9} {value}")
@@ -247,6 +249,7 @@ def job_json(info: Any) -> dict[str, Any]:
         "error": info.error, "attempts": info.attempts, "priority": info.priority,
         "group": info.group, "progress": info.progress, "run_at_ms": info.run_at_ms,
         "cancel_requested": info.cancel_requested,
+        "expires_ms": info.expires_ms, "expired_at_ms": info.expired_at_ms,
         "history": {
             "claims": info.attempts, "failures": info.failures, "delays": info.delays,
             "stalled": info.stalled, "last_error": info.error,
@@ -254,6 +257,11 @@ def job_json(info: Any) -> dict[str, Any]:
             "cancelled_at_ms": ms("cancelled_at"),
         },
     }
+
+
+def _instant(ms: int | None) -> str | None:
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(
+        timespec="milliseconds")
 
 
 def _shown(value: Any) -> str | None:
@@ -317,7 +325,9 @@ def run_stats(args: argparse.Namespace) -> int:
             table[q]["groups"] = t
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
-    cols = list(jobs.STATE_SETS)
+    # a sparse state (expired) gets its column once some queue has jobs in it
+    cols = list(jobs.STATE_SETS) + [s for s in jobs.SPARSE_SETS
+                                    if any(c.get(s) for c in table.values())]
     labels = {q: f"{q} [{c['partitions']}]" if "partitions" in c else q
               for q, c in table.items()}
     width = max([5, *(len(label) for label in labels.values())])

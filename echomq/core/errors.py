@@ -174,5 +174,16 @@ class JobCancelled(EchoMQError):
         self.job_id = job_id
 
 
+class JobExpired(EchoMQError):
+    """The job was not started by its deadline (``expires``) and ended ``expired``: it
+    never ran."""
+
+    def __init__(self, job_id: str, deadline_ms: int | None = None) -> None:
+        at = "" if deadline_ms is None else f" (deadline {deadline_ms} ms, SERVER clock)"
+        super().__init__(f"job {job_id} expired before it started{at}")
+        self.job_id = job_id
+        self.deadline_ms = deadline_ms
+
+
 class JobNotFound(EchoMQError, LookupError):
     """No row, kept result or end token for the job id on the queues looked at."""

@@ -27,3 +27,4 @@ class Outcome(StrEnum):
     LINKED = "linked"  # a flow node whose unique key a live job owns (echomq.verbs.flows)
     PAUSED = "paused"
     RESUMED = "resumed"
+    DEBOUNCED = "debounced"  # a call folded into the job its debounce key holds

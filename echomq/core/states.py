@@ -19,6 +19,12 @@ names which one sorted set holds its id:
   dead-letters it (and, revived and completed, brings it back). A flow node whose unique
   key a live job owns is no job of its own: a stub row (``state = linked``, on no set)
   that settles with that job (``echomq.verbs.flows``).
+- ``expired``: a job admitted with a deadline (``expires``, SERVER ms on the row) that no
+  claim started by then, on ``expired`` scored by the SERVER ms it expired (kept and
+  trimmed like ``dead``). Whatever held it (pending, a lane, the schedule), it never runs:
+  the claim that pops it, the promote that releases it, or the beat's deadline sweep
+  (``expire``: waiting jobs past their deadline on ``emq:{q}:deadlines``) ends it. A job
+  that started keeps no deadline (a retry or a reaped lease runs it again).
 
 Every move between them is one atomic server-side transition (a script, or a native module
 command at wire 6). ``TRANSITIONS`` lists each verb with the states it moves a job from and
@@ -33,7 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled", "waiting-children")
+STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled", "expired",
+          "waiting-children")
 
 #: the sorted set each state lives on (the lane is the grouped form of ``pending``)
 SET_OF = {
@@ -43,6 +50,7 @@ SET_OF = {
     "completed": "completed",
     "dead": "dead",
     "cancelled": "cancelled",
+    "expired": "expired",
     "waiting-children": "waiting-children",
 }
 
@@ -67,9 +75,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("enqueue_at", (), "scheduled", "caller", "absolute run-at ms", "schedule", "EMQ.SCHEDULE"),
     Transition("enqueue_in", (), "scheduled", "server", "run-at = TIME + delay", "schedule", "EMQ.SCHEDULE"),
     Transition("promote", ("scheduled",), "pending", "server", "due = score <= TIME; at the row's priority; grouped rows to their lane", "promote", "EMQ.PROMOTE"),
+    Transition("promote", ("scheduled",), "expired", "server", "the script: a due row past its deadline ends expired (EMQ.PROMOTE moves it to pending; its claim expires it)"),
+    Transition("expire", ("pending", "scheduled"), "expired", "server", "the beat's deadline sweep: waiting rows whose deadline is at or before TIME (paused queue, full group, far run-at)"),
+    Transition("debounce", (), "scheduled", "server", "first call of a key: run-at = TIME + debounce_ms"),
+    Transition("debounce", ("scheduled", "pending"), "scheduled", "server", "a later call while it waits: payload replaced, run-at = min(TIME + debounce_ms, first call + debounce_max_ms)"),
     Transition("claim", ("pending",), "active", "server", "lease = TIME + lease_ms; attempts + 1 = token; pending and the ring of ready groups in turn; nothing while paused"),
     Transition("claim", ("pending",), "cancelled", "server", "a row marked cancel is ended, not handed out"),
     Transition("claim", ("pending",), "dead", "server", "a row it cannot run (no row, no payload, not a hash, an unknown state) ends dead: error 'corrupt row: <why>', counted corrupt; the next job is claimed in its place"),
+    Transition("claim", ("pending",), "expired", "server", "a row whose deadline (expires) is at or before TIME ends expired, not handed out; a claimed row drops its deadline"),
     Transition("extend", ("active",), "active", "server", "lease checkpoint, token-fenced (checkpoint: also reports a cancel request)"),
     Transition("ack", ("active",), "completed", "server", "token-fenced; row kept or deleted; wins over a pending cancel request"),
     Transition("retry", ("active",), "scheduled", "server", "token-fenced; run-at = TIME + delay"),
@@ -86,14 +99,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX", "-", "EMQ.RESCHEDULE"),
     Transition("revive", ("dead",), "pending", "-", "operator action: back to pending with attempts = 0, at its priority"),
     Transition("revive", ("dead",), "waiting-children", "server", "a flow parent failed by a child: it waits for its children again"),
-    Transition("trim", ("completed", "dead", "cancelled"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
+    Transition("trim", ("completed", "dead", "cancelled", "expired"), "(deleted)", "server", "retention: oldest first, by count and/or age, bounded batches"),
     Transition("flow_admit", (), "waiting-children", "server", "a flow parent, before its children exist (leaves are admitted like enqueue / enqueue_in)"),
     Transition("flow_carry", ("waiting-children",), "pending", "server", "the carry of its last child's end (exactly once per child) releases it at its priority"),
     Transition("flow_carry", ("waiting-children",), "scheduled", "server", "as above, for a parent admitted with a delay or run-at still ahead (not_before): on the schedule until then"),
     Transition("flow_carry", ("waiting-children",), "dead", "server", "a child died or was cancelled under the 'fail' policy"),
     Transition("flow_carry", ("dead",), "pending", "server", "a parent failed by its children: the failed child was revived and completed"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
-    Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
+    Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled", "expired"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
 )
 
 

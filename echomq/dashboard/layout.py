@@ -13,12 +13,12 @@ PAGE = 50
 STATE_LABELS = {
     "pending": "Pending", "scheduled": "Scheduled", "active": "Active",
     "completed": "Completed", "dead": "Dead", "cancelled": "Cancelled",
-    "waiting-children": "Waiting children",
+    "expired": "Expired", "waiting-children": "Waiting children",
 }
 SCORE_MEANING = {
     "pending": "priority", "scheduled": "run at", "active": "lease until",
     "completed": "completed", "dead": "died", "cancelled": "cancelled",
-    "waiting-children": "waiting since",
+    "expired": "expired", "waiting-children": "waiting since",
 }
 
 

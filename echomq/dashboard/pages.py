@@ -97,9 +97,11 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
                if v.groups else "")
             + f" {toggle}</td></tr>")
     totals = {k: sum(v.stats.get(k, 0) for v in views)
-              for k in ("completed", "failed", "retried", "dead", "cancelled", "corrupt")}
-    if not totals["corrupt"]:  # rows a claim could not run (dead with the reason): rare
-        del totals["corrupt"]
+              for k in ("completed", "failed", "retried", "dead", "cancelled", "expired",
+                        "corrupt")}
+    for rare in ("corrupt", "expired"):  # rows a claim could not run; missed deadlines
+        if not totals[rare]:
+            del totals[rare]
     stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
                    for k, n in totals.items())
     body = (
@@ -249,7 +251,8 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("run at", when(score, now)))
     elif state == "active":
         facts.append(("lease until", when(score, now)))
-    elif state in ("completed", "dead", "cancelled", "waiting-children") and score is not None:
+    elif state in ("completed", "dead", "cancelled", "expired", "waiting-children") \
+            and score is not None:
         facts.append((SCORE_MEANING[state], when(score, now)))
     # the counts in the one vocabulary (echomq.core.tally), as `echomq job` prints them
     facts.append(("runs", e(_tally(row).text())))
@@ -258,7 +261,10 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
             facts.append((k, e(row[k])))
     with contextlib.suppress(ValueError):  # a hand-written id has no mint time
         facts.append(("minted", when(ids.timestamp_ms(job_id), now)))
-    for k in ("completed_at", "died_at", "cancelled_at"):
+    deadline = readings.whole(row.get("expires"))
+    if deadline is not None:
+        facts.append(("deadline", when(readings.score_ms(deadline), now)))
+    for k in ("completed_at", "died_at", "cancelled_at", "expired_at"):
         ms = readings.whole(row.get(k))
         if ms is not None and ms != score:  # the set's score, shown above
             facts.append((k.replace("_", " "), when(readings.score_ms(ms), now)))
@@ -266,7 +272,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
-             "died_at", "cancelled_at", "has_children", "parent"}
+             "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent"}
     for k in sorted(set(row) - known):
         facts.append((k, f"<code>{e(row[k])}</code>"))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)

@@ -26,7 +26,8 @@ from echomq.dashboard import insight
 from echomq.verbs import groups, metrics, taskmetrics, workers
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-TOTALS = ("completed", "failed", "retried", "dead", "cancelled", "enqueued", "corrupt")
+TOTALS = ("completed", "failed", "retried", "dead", "cancelled", "expired", "enqueued",
+          "corrupt")
 #: a queue with more groups than this reports no per-group series (cardinality), only
 #: ``echomq_groups``
 MAX_GROUP_SERIES = 500

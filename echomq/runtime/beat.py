@@ -4,7 +4,8 @@ The Consumer (lone mode), the Metronome (pool mode) and the Pump each run a loop
 beat. What such a loop does on a beat, and how it sleeps, is written here once:
 
 - the legs: ``run_legs`` reaps expired leases, promotes until nothing due is left
-  (``promote_due``, batch by batch via ``promote_once``), carries flow completions
+  (``promote_due``, batch by batch via ``promote_once``, then the deadline sweep when a
+  deadline has passed), carries flow completions
   (``carry_flows``: one elected carrier per queue, so a worker without a Pump, or a lone
   Consumer, still releases flow parents, and uncommitted flow admissions are rolled back)
   and now and then trims the terminal sets under the retention policy;
@@ -71,6 +72,7 @@ class LegCounts:
     promoted: int = 0
     trimmed: int = 0
     carried: int = 0  # flow children newly counted at their parents
+    expired: int = 0  # waiting jobs ended at their deadline by the sweep
     #: ms from SERVER now to the next scheduled run-at after this pass (None: none)
     next_due_ms: int | None = None
 
@@ -89,7 +91,8 @@ def promote_once(queue: str, batch: int) -> Verb[int]:
 
 async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegCounts:
     """Promote until nothing due is left (at most ``promote_passes`` batches), then read how
-    long until the next run-at. SERVER clock."""
+    long until the next run-at, and when that read shows a deadline passed, run the
+    deadline sweep (``expire``: waiting jobs nothing pops end ``expired``). SERVER clock."""
     batch = min(legs.first_batch, legs.promote_batch) or legs.promote_batch
     for i in range(max(1, legs.promote_passes)):
         n = await promote_once(conn, queue, batch)
@@ -100,7 +103,14 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
             # let the claims the first batch woke reach the server ahead of the big batches
             await asyncio.sleep(0.001)
         batch = legs.promote_batch
-    out.next_due_ms = await jobs.next_due_ms(conn, queue)
+    due = await jobs.next_due(conn, queue)
+    out.next_due_ms = due.ms
+    if due.deadline_ms is not None and due.deadline_ms <= 0:
+        for _ in range(max(1, legs.promote_passes)):
+            n = await jobs.expire(conn, queue, legs.promote_batch)
+            out.expired += n
+            if n < legs.promote_batch:
+                break
     return out
 
 

@@ -21,12 +21,15 @@
 -- are no number) ends dead with error 'corrupt row: <why>', counted as corrupt
 -- (includes/bury.lua), and the claim takes the next job in its place. An entry whose row
 -- lives on the set its state names (a second index of a job not lost) is only removed.
+-- A row past its deadline ends expired, not claimed; a claimed row drops its deadline
+-- (includes/expiry.lua).
 --@include now
 --@include ring
 --@include ended
 --@include window
 --@include chunks
 --@include bury
+--@include expiry
 local p = ARGV[1]
 local want = tonumber(ARGV[3] or '1')
 local now = now_ms()
@@ -49,6 +52,8 @@ local out, leased = {}, {}
 -- started, 0 not (a cancelled row, a row buried as corrupt, a stray entry)
 local function start(id, waiting)
   local jk = p .. 'job:' .. id
+  local deadline = deadline_passed(p, jk, id, now)
+  if deadline then return 0 end
   local row = redis.pcall('HMGET', jk, 'payload', 'attempts', 'state', 'cancel')
   if not row.err and row[4] then
     cancel_row(p, jk, id, now)
@@ -61,6 +66,7 @@ local function start(id, waiting)
   end
   local att = tonumber(row[2] or '0') + 1
   redis.call('HSET', jk, 'attempts', att, 'state', 'active')
+  if deadline == false then started(p, jk, id) end
   leased[#leased + 1] = expires
   leased[#leased + 1] = id
   out[#out + 1] = id

@@ -2,7 +2,8 @@
 -- KEYS[1] = the job row, KEYS[2] = pending
 -- ARGV[1] = id, ARGV[2] = payload, and optionally the option tail ('' = none):
 -- ARGV[3] = priority (0..1000000), ARGV[4] = group, ARGV[5] = unique key,
--- ARGV[6] = unique_for ms, ARGV[7] = notify ms (see includes/admit.lua)
+-- ARGV[6] = unique_for ms, ARGV[7] = notify ms, ARGV[8] = the deadline ('+<ms>' after
+-- SERVER now or '<ms>' absolute; see includes/admit.lua)
 -- Reply: 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
 -- the unique key (nothing written either way).
 -- A flat job waits on pending scored by its priority (claim order: priority, then mint
@@ -27,4 +28,4 @@ if #ARGV == 2 then
   return 1
 end
 --@include admit
-return admit(p, ARGV[1], ARGV[2], 'now', 0, admit_opts(3))
+return admit(p, ARGV[1], ARGV[2], 'now', 0, admit_opts(3, true))

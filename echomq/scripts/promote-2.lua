@@ -7,9 +7,12 @@
 -- emq:{q}:g:<group>:pending at its priority, and the group joins the ring when ready
 -- (paused or full groups still receive their jobs). Groups blocked on gwait whose time has
 -- come rejoin the ring. Idempotent: a member already moved is gone from the schedule set.
+-- A due row past its deadline ends expired instead (includes/expiry.lua; it counts as
+-- released). The native twin EMQ.PROMOTE moves it to pending, where its claim expires it.
 --@include now
 --@include lane
 --@include chunks
+--@include expiry
 local p = ARGV[1]
 local now = now_ms()
 reopen(p, now)
@@ -18,17 +21,19 @@ if #due == 0 then return 0 end
 local flat, groups = {}, {}
 for _, id in ipairs(due) do
   local jk = p .. 'job:' .. id
-  local key, score, g = lane_of(p, jk)
-  if g then
-    redis.call('ZADD', key, score, id)
-    groups[g] = true
-  else
-    flat[#flat + 1] = score
-    flat[#flat + 1] = id
+  if not deadline_passed(p, jk, id, now) then
+    local key, score, g = lane_of(p, jk)
+    if g then
+      redis.call('ZADD', key, score, id)
+      groups[g] = true
+    else
+      flat[#flat + 1] = score
+      flat[#flat + 1] = id
+    end
+    -- the state is written pending whether or not a row was there (a missing row gets a
+    -- row holding the state alone)
+    redis.call('HSET', jk, 'state', 'pending')
   end
-  -- the state is written pending whether or not a row was there (a missing row gets a
-  -- row holding the state alone)
-  redis.call('HSET', jk, 'state', 'pending')
 end
 in_chunks(due, 1000, function(...) redis.call('ZREM', KEYS[1], ...) end)
 -- each lane that grew offers its group to the ring (and wakes a consumer when it joins)

@@ -1,8 +1,9 @@
 -- the @schedule script: admit a job fenced out of pending until its run-at.
 -- KEYS[1] = the job row, KEYS[2] = the schedule set
 -- ARGV[1] = id, ARGV[2] = payload, ARGV[3] = 'in' or 'at', ARGV[4] = the value, and
--- optionally the option tail ARGV[5..9] = priority, group, unique key, unique_for ms,
--- notify ms ('' = none; see includes/admit.lua)
+-- optionally the option tail ARGV[5..10] = priority, group, unique key, unique_for ms,
+-- notify ms, the deadline ('+<ms>' after SERVER now or '<ms>' absolute) ('' = none; see
+-- includes/admit.lua)
 -- Reply: 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
 -- the unique key (nothing written either way).
 -- 'in' prices the delay on the SERVER clock; any other mode takes the value as an
@@ -36,6 +37,6 @@ if #ARGV == 4 then
   return 1
 end
 --@include admit
-local opts = admit_opts(5)
+local opts = admit_opts(5, true)
 opts.now = now
 return admit(p, ARGV[1], ARGV[2], mode, ARGV[4], opts)

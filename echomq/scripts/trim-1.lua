@@ -1,5 +1,6 @@
--- the @trim script: retention for a terminal set (completed, dead or cancelled), bounded per call.
--- KEYS[1] = the set (emq:{q}:completed, :dead or :cancelled), ids scored by the SERVER ms they
+-- the @trim script: retention for a terminal set (completed, dead, cancelled or expired),
+-- bounded per call.
+-- KEYS[1] = the set (emq:{q}:completed, :dead, :cancelled or :expired), ids scored by the SERVER ms they
 -- reached it
 -- ARGV[1] = the queue base, ARGV[2] = keep at most this many (-1: no count limit),
 -- ARGV[3] = keep for at most this many ms (-1: no age limit), ARGV[4] = the batch,

@@ -12,7 +12,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from echomq.core import backoff, keyspace, rates
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
-from echomq.core.options import Group, check_group
+from echomq.core.options import Group, check_expires, check_group
 from echomq.core.payload import decode, encode
 from echomq.core.times import seconds_to_ms, to_ms
 from echomq.runtime import callbacks as callbacks_mod
@@ -68,6 +68,7 @@ class Declarations:
         on_success: Callback | None = None,
         on_failure: Callback | None = None,
         on_retry: Callback | None = None,
+        expires: int | dt.timedelta | dt.datetime | None = None,
     ) -> Task[P, R]: ...
 
     @overload
@@ -93,6 +94,7 @@ class Declarations:
         on_success: Callback | None = None,
         on_failure: Callback | None = None,
         on_retry: Callback | None = None,
+        expires: int | dt.timedelta | dt.datetime | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -117,6 +119,7 @@ class Declarations:
         on_success: Callback | None = None,
         on_failure: Callback | None = None,
         on_retry: Callback | None = None,
+        expires: int | dt.timedelta | dt.datetime | None = None,
     ) -> Any:
         """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``).
 
@@ -163,6 +166,7 @@ class Declarations:
                                  f"(task {other.name}); every task on it must say the same")
         if group is not None:
             group = check_group(group)
+        deadline = None if expires is None else check_expires(expires)
         guard.positive("max_attempts", max_attempts)
         guard.span("retry_delay_ms", retry_delay_ms)
         guard.span("lease_ms", lease_ms, minimum=1)
@@ -203,7 +207,7 @@ class Declarations:
                 group=group,
                 partitions=partitions,
                 retry_on=retry_classes, dont_retry_on=dont_classes, check_args=check_args,
-                rate=declared_rate, **callbacks,
+                rate=declared_rate, expires=deadline, **callbacks,
             )
             if inner is not None and self.tasks.get(inner.name) is inner:
                 # @app.task above @app.every/@app.cron: the recurrence below registered

@@ -19,6 +19,11 @@ task bound to admission options:
 - ``job_id``: the job's id, a ``JOB``-prefixed idempotency key (Celery's ``task_id``): while
   a row with that id lives (waiting, running, dead, or completed and kept), another enqueue
   with it writes nothing and returns the same id.
+- ``expires``: a deadline (ms or ``timedelta`` after admission on the SERVER clock, or a
+  ``datetime``): a job not started by then ends ``expired`` and never runs.
+- ``debounce``: a key; calls while its job waits fold into that job (the last payload
+  wins), which runs ``debounce_ms`` after the last call, never later than
+  ``debounce_max_ms`` after the first (``echomq.verbs.jobs.debouncing``).
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock; ``enqueue_at`` takes the caller's
 instant (a ``datetime`` with its own zone, naive = local time); ``unique_for`` counts from
@@ -38,7 +43,15 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from echomq.core import backoff, ids, keyspace
 from echomq.core import guards as guard
 from echomq.core import partitions as parts
-from echomq.core.options import Group, check_group, check_unique
+from echomq.core.options import (
+    Deadline,
+    Debounce,
+    Group,
+    check_debounce,
+    check_expires,
+    check_group,
+    check_unique,
+)
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
@@ -98,6 +111,7 @@ class Task(Generic[P, R]):
         on_success: Callback | None = None,
         on_failure: Callback | None = None,
         on_retry: Callback | None = None,
+        expires: Deadline | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -133,6 +147,8 @@ class Task(Generic[P, R]):
         self._callbacks = any(c is not None for c in (on_success, on_failure, on_retry))
         self.check_args = check_args
         self._binder = Binder(name, fn) if check_args else None
+        self.expires: Deadline | None = expires
+        self.debounce: Debounce | None = None
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
@@ -183,6 +199,10 @@ class Task(Generic[P, R]):
         partition_key: str | bytes | int | None = None,
         queue: str | None = None,
         job_id: str | None = None,
+        expires: int | dt.timedelta | dt.datetime | None = None,
+        debounce: str | None = None,
+        debounce_ms: int | dt.timedelta | None = None,
+        debounce_max_ms: int | dt.timedelta | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value):
         ``priority`` 0..1_000_000 (lower first), ``group`` (a lane: a name, or a function
@@ -193,9 +213,23 @@ class Task(Generic[P, R]):
         queue by the key's hash (same key, same partition); without one, jobs go round
         robin. ``queue``: send this call to another queue. ``job_id``: the job's id, a
         ``JOB``-prefixed idempotency key (a second enqueue with it is a duplicate and
-        returns the same id). Checked here, before any I/O."""
+        returns the same id).
+        ``expires``: the run's deadline, ms or ``timedelta`` after admission (SERVER
+        clock) or a ``datetime``; not started by then, it ends ``expired`` and never runs.
+        ``debounce`` (a key) with ``debounce_ms`` and optionally ``debounce_max_ms`` (ms or
+        ``timedelta``): ``enqueue`` folds calls with the key into the one job that waits for
+        it (last payload wins), run ``debounce_ms`` after the last call and never later than
+        ``debounce_max_ms`` after the first; every call returns that job's id. Checked here,
+        before any I/O."""
         if partition_key is not None:
             parts.key_index(partition_key, self.partitions)  # type-checks before any I/O
+        window = None
+        if debounce is not None:
+            window = check_debounce(debounce, debounce_ms, debounce_max_ms)
+        elif debounce_ms is not None or debounce_max_ms is not None:
+            raise ValueError("debounce_ms and debounce_max_ms need a debounce key "
+                             "(options(debounce=..., debounce_ms=...))")
+        deadline = None if expires is None else check_expires(expires)
         bound = copy.copy(self)
         if queue is not None and queue != self.queue:
             keyspace.validate_queue(queue)
@@ -207,6 +241,10 @@ class Task(Generic[P, R]):
             bound._round = itertools.count(random.randrange(split))
         if job_id is not None:
             bound.job_id = check_job_id(job_id)
+        if window is not None:
+            bound.debounce = window
+        if deadline is not None:
+            bound.expires = deadline
         if partition_key is not None:
             bound._partition_key = partition_key
         if priority is not None:
@@ -219,6 +257,9 @@ class Task(Generic[P, R]):
             bound.unique_for_ms = seconds_to_ms("unique_for", unique_for)
         if bound.unique_for_ms is not None and bound.unique is None:
             raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
+        if bound.debounce is not None and bound.unique is not None:
+            raise ValueError("debounce and unique do not combine: a debounce key already "
+                             "holds one job per key")
         return bound
 
     def target_queue(self) -> str:
@@ -228,6 +269,8 @@ class Task(Generic[P, R]):
             return self.queue
         # a given job id picks its partition, so its duplicate lands where it did
         key = self._partition_key if self._partition_key is not None else self.job_id
+        if key is None and self.debounce is not None:
+            key = self.debounce.key  # every call of one debounce key meets on one partition
         index = (next(self._round) % self.partitions if key is None
                  else parts.key_index(key, self.partitions))
         return self.queues[index]
@@ -239,6 +282,8 @@ class Task(Generic[P, R]):
             out["priority"] = self.priority
         if group is not None:
             out["group"] = group
+        if self.expires is not None:
+            out.update(self.expires.kwargs())
         return out
 
     def group_for(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
@@ -267,7 +312,15 @@ class Task(Generic[P, R]):
         classic verb."""
         job_id, q = self.job_id or ids.mint(), self.target_queue()
         opts = self._options(group)
-        if self.unique is not None or self.keep_result_ms is not None:
+        if self.debounce is not None:
+            if mode != "now":
+                raise TypeError(f"{self.name} is debounced: its run-at is its debounce "
+                                f"window, so enqueue it (not enqueue_in/enqueue_at)")
+            window = self.debounce
+            return jobs.debounce, (q, job_id, body, window.key, window.ms, window.max_ms), \
+                dict(notify_ms=self.keep_result_ms, **opts), job_id
+        if (self.unique is not None or self.keep_result_ms is not None
+                or self.expires is not None):
             return jobs.admit, (q, job_id, body), dict(
                 mode=mode, value=value, unique=self.unique, unique_for_ms=self.unique_for_ms,
                 notify_ms=self.keep_result_ms, **opts), job_id
@@ -321,7 +374,7 @@ class Task(Generic[P, R]):
         """No admission option, one partition, no durability wait: a bare ``jobs.enqueue``."""
         return (self.group is None and not self.priority and self.unique is None
                 and self.keep_result_ms is None and self.partitions == 1
-                and self.app.wait is None)
+                and self.app.wait is None and self.expires is None and self.debounce is None)
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
         """Queue a run ``delay`` (ms or ``timedelta``) from SERVER now; the job id."""
@@ -343,7 +396,7 @@ class Task(Generic[P, R]):
         anything is written.
         """
         runs = self._runs(calls)
-        if self.unique is not None:
+        if self._one_by_one():
             return [self._enqueue("now", 0, run) for run in runs]
         per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
@@ -382,12 +435,17 @@ class Task(Generic[P, R]):
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
         runs = self._runs(calls)
-        if self.unique is not None:
+        if self._one_by_one():
             return [await self._aenqueue("now", 0, run) for run in runs]
         per_queue, job_ids = self._bulk_items(runs)
         for q, items in per_queue.items():
             await self.app.admit(await self.app.aconnector(), jobs.enqueue_many, q, items)
         return job_ids
+
+    def _one_by_one(self) -> bool:
+        """Whether a bulk enqueue admits each run on its own: a unique or debounce key (the
+        first call owns it) or a deadline (the bulk tail has no room for one)."""
+        return self.unique is not None or self.debounce is not None or self.expires is not None
 
     def _runs(self, calls: Iterable[Sequence[Any]]) -> list[tuple[bytes, str | None]]:
         if self.job_id is not None:

@@ -1,7 +1,7 @@
 """Waiting for a job's end and reading what it left: ``App.result`` / ``App.aresult``.
 
 Theory of operation. A task declared with ``keep_result=`` admits its jobs with
-``notify_ms``: when such a job ends (completed, dead or cancelled) the ending transition
+``notify_ms``: when such a job ends (completed, dead, cancelled or expired) the ending transition
 pushes one token on ``emq:{q}:done:<id>``, and an ack stores the JSON return value on
 ``emq:{q}:result:<id>``, both kept that long. A waiter reads the job's state; while it is
 not final it blocks on the done list (``jobs.wait_done``: ``BLPOP``, the token pushed back
@@ -9,7 +9,8 @@ for the next waiter), so it wakes the moment the job ends without polling. A job
 without ``notify_ms`` has no token: the waiter then re-reads its state once a second.
 
 Outcomes: the kept value (``None`` when the task keeps none); ``errors.JobFailed`` when the
-job died, ``errors.JobCancelled`` when it was cancelled, ``TimeoutError`` when ``timeout``
+job died, ``errors.JobCancelled`` when it was cancelled, ``errors.JobExpired`` when its
+deadline passed before it started, ``TimeoutError`` when ``timeout``
 passes first, ``errors.JobNotFound`` when no queue looked at knows the id.
 
 The waiting logic is written once, as a verb (``wait``) made of other verbs' steps
@@ -34,7 +35,7 @@ POLL_S = 1.0
 #: the longest single blocking wait: valkey-py reads with a 5 s socket timeout by default,
 #: so a longer wait is several of these (the state is read again between them)
 BLOCK_S = 4.0
-FINAL = ("completed", "dead", "cancelled")
+FINAL = ("completed", "dead", "cancelled", "expired")
 
 
 class Found(NamedTuple):
@@ -93,6 +94,9 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]
             raise errors.JobFailed(job_id, row.get("error"))
         if state == "cancelled":
             raise errors.JobCancelled(job_id)
+        if state == "expired":
+            deadline = row.get("expires")
+            raise errors.JobExpired(job_id, int(deadline) if deadline else None)
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise TimeoutError(f"job {job_id} still {state} after {timeout:g} s")

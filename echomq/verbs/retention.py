@@ -2,7 +2,7 @@
 
 The classic Bull out-of-memory was a completed set nobody trimmed. Here the runtime's
 defaults are: a completed row is deleted by its ack (nothing to trim), a dead row is kept
-30 days (a cancelled row likewise, under the dead bounds), all configurable. When rows
+30 days (a cancelled or expired row likewise, under the dead bounds), all configurable. When rows
 are kept, ``trim`` drops the oldest beyond a count and those older than an age, in bounded
 batches, inside the beats that already run (the Consumer's recovery leg or the Metronome),
 never as a separate sweeper.
@@ -96,14 +96,15 @@ def trim(
     keep_for_ms: int | None,
     batch: int = TRIM_BATCH,
 ) -> Verb[int]:
-    """Trim the ``which`` set (``"completed"``, ``"dead"`` or ``"cancelled"``): oldest
-    first, at most ``batch`` rows, beyond ``keep`` members or older than ``keep_for_ms``
-    (SERVER clock).
+    """Trim the ``which`` set (``"completed"``, ``"dead"``, ``"cancelled"`` or
+    ``"expired"``): oldest first, at most ``batch`` rows, beyond ``keep`` members or older
+    than ``keep_for_ms`` (SERVER clock).
 
     Returns how many were trimmed; ``None`` bounds are not applied.
     """
-    if which not in ("completed", "dead", "cancelled"):
-        raise ValueError(f"which must be 'completed', 'dead' or 'cancelled', not {which!r}")
+    if which not in ("completed", "dead", "cancelled", "expired"):
+        raise ValueError(f"which must be 'completed', 'dead', 'cancelled' or 'expired', "
+                         f"not {which!r}")
     keep_arg = -1 if keep is None else guard.non_negative("keep", keep)
     age_arg = -1 if keep_for_ms is None else guard.span("keep_for_ms", keep_for_ms)
     guard.positive("batch", batch)
@@ -129,8 +130,9 @@ def apply(queue: str, policy: Retention) -> Verb[int]:
             policy.keep_completed_for or None, policy.batch,
         )
     if policy.keep_dead is not None or policy.keep_dead_for is not None:
-        # cancelled rows are kept like dead ones: the same bounds, trimmed on their own set
-        for which in ("dead", "cancelled"):
+        # cancelled and expired rows are kept like dead ones: the same bounds, each
+        # trimmed on its own set
+        for which in ("dead", "cancelled", "expired"):
             done += yield from trim.steps(
                 queue, which, policy.keep_dead, policy.keep_dead_for, policy.batch
             )

@@ -65,6 +65,11 @@ class JobInfo:
         """The counts as a ``Tally`` (``.text()``: ``"4 runs (2 failures, 2 delays)"``)."""
         return Tally(self.runs, self.failures, self.delays, self.stalled)
 
+    #: the deadline (SERVER ms) a job admitted with ``expires`` must start by; ``None``
+    #: once it started (it keeps none) or when it has none
+    expires_ms: int | None = None
+    expired_at_ms: int | None = None  # when it ended ``expired`` (SERVER ms)
+
     @property
     def run_at(self) -> dt.datetime | None:
         """``run_at_ms`` as an aware UTC ``datetime``."""
@@ -111,6 +116,7 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
         runs=num("attempts") or 0,
         notes=tuple(n for n in found if n),
+        expires_ms=ms("expires"), expired_at_ms=ms("expired_at"),
     )
 
 

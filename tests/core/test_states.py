@@ -37,6 +37,10 @@ def act(conn, raw, queue: str, t: states.Transition, jid: str, token: int) -> No
         raw.hset(keyspace.job_key(queue, jid), "cancel", "1")
     if t.verb == "claim" and t.target == "dead":  # a row the claim cannot run
         raw.hdel(keyspace.job_key(queue, jid), "payload")
+    if t.target == "expired":
+        # a deadline long past, as an admission with expires writes it
+        raw.hset(keyspace.job_key(queue, jid), "expires", "1")
+        raw.zadd(keyspace.queue_key(queue, "deadlines"), {jid: 1})
     if t.verb == "cancel":
         assert jobs.cancel(conn, queue, jid) == ("requested" if t.target == "active"
                                                  else "cancelled")
@@ -57,13 +61,19 @@ def act(conn, raw, queue: str, t: states.Transition, jid: str, token: int) -> No
     elif t.verb == "reap":
         raw.zadd(keyspace.queue_key(queue, "active"), {jid: 1})
         jobs.reap(conn, queue, 10, max_stalled=0 if t.target == "dead" else 2)
+    elif t.verb == "expire":
+        assert jobs.expire(conn, queue, 10) == 1
+    elif t.verb == "debounce":
+        raw.hset(keyspace.queue_key(queue, "debounce:k"), mapping={"id": jid, "first": 0})
+        got = jobs.debounce(conn, queue, ids.mint(), b"y", "k", 60_000)
+        assert got.id == jid and got.outcome == "debounced"
     else:
         raise AssertionError(t.verb)
 
 
 MOVING = [t for t in states.TRANSITIONS if t.source and t.verb in
           {"promote", "claim", "extend", "ack", "retry", "delay", "reap", "cancel",
-           "finish_cancelled"}]
+           "finish_cancelled", "expire", "debounce"}]
 
 
 @pytest.mark.parametrize("t", MOVING, ids=lambda t: f"{t.verb}:{t.source[0]}->{t.target}")
@@ -95,6 +105,8 @@ def test_admissions_land_where_the_table_says(conn, raw, queue):
             from echomq.verbs import flows
             flows.admit(conn, flows.Node(queue, jid, b"p", children=(
                 flows.Node(queue, ids.mint(), b"c"),)))
+        elif t.verb == "debounce":
+            jid = jobs.debounce(conn, queue, jid, b"x", "key", 60_000).id
         elif t.verb == "enqueue_at":
             jobs.enqueue_at(conn, queue, jid, b"x", server_ms(raw) + 60_000)
         else:

@@ -10,11 +10,11 @@ from echomq.core.steps import pairs, text
 from echomq.verbs import metrics
 
 #: the job states a surface lists, each with the sorted set that holds it
-STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled",
+STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled", "expired",
           "waiting-children")
 SET_OF = states.SET_OF
 #: states listed newest first (scored by the SERVER ms they ended)
-NEWEST_FIRST = frozenset({"completed", "dead", "cancelled"})
+NEWEST_FIRST = frozenset({"completed", "dead", "cancelled", "expired"})
 #: the per-minute series ``metrics.observe`` keeps: a ring of a day's minute slots, of which
 #: a queue's view shows the last hour
 SERIES_RING = metrics.SERIES_RING

@@ -10,6 +10,9 @@
 --   unique_for  ms: the key also holds until admission + this (SERVER clock), written
 --             on the row as unique_until
 --   notify    ms: written on the row; the job's end leaves a done token kept that long
+--   expires   the deadline: '+<ms>' after SERVER now (now, or TIME), or '<ms>' an absolute
+--             instant; written on the row as SERVER ms (expires) and put on
+--             <base>deadlines: a job not started by then ends expired (includes/expiry.lua)
 --   now       the SERVER ms to price 'in' on (bulk scripts read TIME once)
 --   fresh     true: the caller has checked that the id has no row (no second EXISTS)
 --   fields    a flat list of more row fields (a flow node's parent, policy), written
@@ -81,6 +84,16 @@ local function admit(p, id, payload, mode, value, opts)
   if notify and not unique then
     row[n + 1], row[n + 2], n = 'notify', notify, n + 2
   end
+  local expires = given(opts.expires)
+  if expires then
+    if string.sub(expires, 1, 1) == '+' then
+      expires = (opts.now or now_ms()) + tonumber(string.sub(expires, 2))
+    else
+      expires = tonumber(expires)
+    end
+    row[n + 1], row[n + 2], n = 'expires', expires, n + 2
+    redis.call('ZADD', p .. 'deadlines', expires, id)
+  end
   for _, v in ipairs(opts.fields or {}) do
     row[n + 1], n = v, n + 1
   end
@@ -118,11 +131,12 @@ local function admit(p, id, payload, mode, value, opts)
   end
   return 1
 end
--- admit_opts(i): the option tail ARGV[i..i+4] (priority, group, unique, unique_for,
--- notify) as admit()'s opts table.
-local function admit_opts(i)
+-- admit_opts(i, last): the option tail ARGV[i..i+4] (priority, group, unique, unique_for,
+-- notify) as admit()'s opts table; with last (the tail ends the call), ARGV[i+5] is the
+-- deadline (expires) when given.
+local function admit_opts(i, last)
   return {priority = ARGV[i], group = ARGV[i + 1], unique = ARGV[i + 2],
-          unique_for = ARGV[i + 3], notify = ARGV[i + 4]}
+          unique_for = ARGV[i + 3], notify = ARGV[i + 4], expires = last and ARGV[i + 5]}
 end
 -- flush(p, batch): write the ZADDs admit() collected in opts.batch (one variadic ZADD per
 -- set), count them as enqueued once, and wake a consumer if any joined pending (or re-plan

@@ -17,18 +17,23 @@ local function release_unique(p, key, id, until_ms)
     redis.call('DEL', uk)
   end
 end
--- ended(p, jk, id, how): a job ended 'completed', 'dead' or 'cancelled'; called while its
--- row still exists (an ack that deletes the row calls it first). Counts it, releases its
--- unique key, when the row asked for it (notify = keep ms) leaves one token naming the
--- end on <base>done:<id> for waiters (BLPOP), kept that long, and when the row is a flow
--- child records the end on its queue's flow outbox (flow_settled); a flow parent's
--- bookkeeping starts its expiry (flow_ended); the flow nodes linked to it (its unique key
--- was theirs) settle with it (flow_watched).
+-- ended(p, jk, id, how): a job ended 'completed', 'dead', 'cancelled' or 'expired';
+-- called while its row still exists (an ack that deletes the row calls it first). Counts
+-- it, releases its unique key (and its debounce key), when the row asked for it (notify =
+-- keep ms) leaves one token naming the end on <base>done:<id> for waiters (BLPOP), kept
+-- that long, and when the row is a flow child records the end on its queue's flow outbox
+-- (flow_settled); a flow parent's bookkeeping starts its expiry (flow_ended); the flow
+-- nodes linked to it (its unique key was theirs) settle with it (flow_watched).
 local function ended(p, jk, id, how)
   count(p, how)
   local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify', 'parent', 'policy',
-    'error', 'flow', 'watched')
+    'error', 'flow', 'watched', 'debounce')
   if f[1] then release_unique(p, f[1], id, f[2]) end
+  if f[9] then
+    -- a debounced job's key: released unless a later window owns it already
+    local dk = p .. 'debounce:' .. f[9]
+    if redis.call('HGET', dk, 'id') == id then redis.call('DEL', dk) end
+  end
   if f[3] then
     local dk = p .. 'done:' .. id
     redis.call('DEL', dk)

@@ -7,6 +7,7 @@ local STATE_SET = {
   ['completed'] = 'completed',
   ['dead'] = 'dead',
   ['cancelled'] = 'cancelled',
+  ['expired'] = 'expired',
   ['waiting-children'] = 'waiting-children',
   ['linked'] = false,
 }

@@ -13,7 +13,8 @@ own clock. Nothing here reads the host clock.
 
 The verbs live by family (``jobs.enqueue`` etc. stay the way to call them):
 ``admission`` (enqueue, enqueue_at/in, admit, Options), ``bulk`` (the many-job forms),
-``claims`` (promote, claim, leases: reap, extend, checkpoint, progress), ``settlement``
+``claims`` (promote, claim, leases: reap, extend, checkpoint, progress), ``deadlines``
+(expire: the deadline sweep), ``debouncing`` (debounce), ``settlement``
 (ack, retry, delay, rate_limited), ``control`` (cancel, pause/resume, the rate cap) and
 ``reads`` (get, counts, stats, page, next_due_ms, result, wait_done, fate, server time).
 """
@@ -60,12 +61,17 @@ from echomq.verbs.jobs.control import (
     resume,
     set_rate,
 )
+from echomq.verbs.jobs.deadlines import expire
+from echomq.verbs.jobs.debouncing import debounce
 from echomq.verbs.jobs.reads import (
+    SPARSE_SETS,
     STAT_NAMES,
     STATE_SETS,
+    Due,
     counts,
     fate,
     get,
+    next_due,
     next_due_ms,
     page,
     result,
@@ -88,13 +94,14 @@ from echomq.verbs.jobs.settlement import (
 )
 
 __all__ = [
-    "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "STATE_SETS",
-    "STAT_NAMES", "AckEntry", "Admitted", "Checkpoint", "Claim", "Options", "ack",
+    "CHUNK", "DEFAULT_MAX_STALLED", "PLAIN", "SPARSE_SETS", "STATE_SETS",
+    "STAT_NAMES", "AckEntry", "Admitted", "Checkpoint", "Claim", "Due", "Options", "ack",
     "ack_and_claim", "ack_many", "admit", "admit_many", "cancel", "cancel_many",
-    "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts",
+    "checkpoint", "claim", "claim_many", "clear_rate", "count_delay", "counts", "debounce",
     "declare_rate", "delay", "delays", "enqueue", "enqueue_at", "enqueue_in",
-    "enqueue_many", "errors", "extend",
-    "fate", "finish_cancelled", "get", "is_paused", "keyspace", "next_due_ms", "page",
+    "enqueue_many", "errors", "expire", "extend",
+    "fate", "finish_cancelled", "get", "is_paused", "keyspace", "next_due", "next_due_ms",
+    "page",
     "pause", "progress", "promote", "rate_args", "rate_limited", "reap", "reschedule",
     "result", "resume", "retry", "schedule_many", "server_now_ms", "set_rate", "stats",
     "tally", "wait_done",

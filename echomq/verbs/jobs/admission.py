@@ -43,6 +43,9 @@ class Options(NamedTuple):
     unique: str | None = None
     unique_for_ms: int | None = None
     notify_ms: int | None = None
+    #: the deadline as the scripts take it: ``"+<ms>"`` after SERVER now, ``"<ms>"`` an
+    #: absolute instant (single admissions only: the bulk tail has no room for it)
+    expires: str | None = None
 
     @classmethod
     def of(
@@ -52,9 +55,12 @@ class Options(NamedTuple):
         unique: str | None = None,
         unique_for_ms: int | None = None,
         notify_ms: int | None = None,
+        expires_ms: int | None = None,
+        expires_at_ms: int | None = None,
     ) -> Options:
         if (type(priority) is int and priority == 0 and group is None and unique is None
-                and unique_for_ms is None and notify_ms is None):
+                and unique_for_ms is None and notify_ms is None and expires_ms is None
+                and expires_at_ms is None):
             return PLAIN  # the common call: nothing to check
         guard.priority(priority)
         if group is not None:
@@ -67,7 +73,8 @@ class Options(NamedTuple):
             guard.span("unique_for_ms", unique_for_ms, minimum=1)
         if notify_ms is not None:
             guard.span("notify_ms", notify_ms, minimum=1)
-        return cls(priority, group, unique, unique_for_ms, notify_ms)
+        return cls(priority, group, unique, unique_for_ms, notify_ms,
+                   deadline(expires_ms, expires_at_ms))
 
     @classmethod
     def from_item(cls, extra: Sequence[Any]) -> Options:
@@ -89,14 +96,33 @@ class Options(NamedTuple):
         """The scripts' option tail: priority, group, unique, unique_for ms, notify ms
         ('' for a default)."""
         # one call per bulk item: no helper (unique_for_ms and notify_ms are >= 1 when set)
-        priority, group, unique, unique_for_ms, notify_ms = self
+        priority, group, unique, unique_for_ms, notify_ms, _ = self
         return (str(priority) if priority else "", group or "", unique or "",
                 "" if unique_for_ms is None else str(unique_for_ms),
                 "" if notify_ms is None else str(notify_ms))
 
+    def tail(self) -> tuple[str, ...]:
+        """The single admission scripts' option tail: ``argv()`` and the deadline, when one
+        is set."""
+        return self.argv() if self.expires is None else (*self.argv(), self.expires)
+
+
+def deadline(expires_ms: int | None, expires_at_ms: int | None) -> str | None:
+    """A deadline as the scripts take it, checked before any I/O: ``expires_ms`` after
+    SERVER now (``"+<ms>"``) or ``expires_at_ms`` an absolute instant (``"<ms>"``, the
+    caller's clock); not both. ``None`` for none."""
+    if expires_ms is not None and expires_at_ms is not None:
+        raise ValueError("give expires_ms or expires_at_ms, not both")
+    if expires_ms is not None:
+        return "+" + str(guard.span("expires_ms", expires_ms, minimum=1))
+    if expires_at_ms is not None:
+        return str(guard.instant("expires_at_ms", expires_at_ms))
+    return None
+
 
 PLAIN = Options()
-_OPTION_NAMES = frozenset(Options._fields)
+#: the options a bulk item's dict may name (no deadline: the bulk tail has no room for it)
+_OPTION_NAMES = frozenset(Options._fields) - {"expires"}
 
 
 def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:
@@ -110,7 +136,7 @@ def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options =
     return Eval(
         "enqueue",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending")),
-        (job_id, payload, *opts.argv()),
+        (job_id, payload, *opts.tail()),
     )
 
 
@@ -131,7 +157,7 @@ def _schedule_step(
     return Eval(
         "schedule",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
-        args if opts.plain else (*args, *opts.argv()),
+        args if opts.plain else (*args, *opts.tail()),
         native="EMQ.SCHEDULE" if opts.plain else None,
         via=via,
     )
@@ -161,6 +187,8 @@ def admit(
     unique: str | None = None,
     unique_for_ms: int | None = None,
     notify_ms: int | None = None,
+    expires_ms: int | None = None,
+    expires_at_ms: int | None = None,
 ) -> Verb[Admitted]:
     """The general admission, every option at once: ``Admitted(outcome, id)``.
 
@@ -170,9 +198,13 @@ def admit(
     another admission with the key writes nothing and answers ``DUPLICATE`` with the
     owner's id; the key is released in the script that ends the owner (ack, death, cancel).
     ``notify_ms``: the job's end leaves a done token (``wait_done``) kept that long.
+    ``expires_ms`` (after SERVER admission) or ``expires_at_ms`` (an absolute instant, the
+    caller's clock): the job's deadline; not started by then, it ends ``expired`` wherever
+    it waits and never runs.
     """
     _when(mode, value)
-    opts = Options.of(priority, group, unique, unique_for_ms, notify_ms)
+    opts = Options.of(priority, group, unique, unique_for_ms, notify_ms, expires_ms,
+                      expires_at_ms)
     if mode == "now":
         step = _enqueue_step(queue, job_id, payload, opts)
         admitted = Outcome.ENQUEUED

@@ -3,7 +3,7 @@ due instant, the server clock, a refused holder's fate, waiting for a job's end.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace, readings, states
@@ -20,13 +20,13 @@ def result(queue: str, job_id: str) -> Verb[bytes | None]:
     return single(Command(("GET", key)), lambda r: r)
 
 
-_ENDS = frozenset({"completed", "dead", "cancelled"})
+_ENDS = frozenset({"completed", "dead", "cancelled", "expired"})
 
 
 @verb
 def wait_done(queue: str, job_id: str, timeout_s: float) -> Verb[bool]:
     """Wait up to ``timeout_s`` seconds (HOST clock, as BLPOP's timeout) for the job to end
-    (completed, dead or cancelled): True once it has, False at the timeout.
+    (completed, dead, cancelled or expired): True once it has, False at the timeout.
 
     A job already ended answers at once. Otherwise this blocks on the job's done list
     (``emq:{q}:done:<id>``, a token the ending script leaves when the job was admitted
@@ -65,7 +65,7 @@ def stats(queue: str) -> Verb[dict[str, int]]:
     themselves: ``enqueued``, ``completed``, ``failed`` (each retry or death), ``retried``,
     ``dead``, ``cancelled``; a counter never bumped reads 0. ``corrupt`` (rows a claim
     could not run, ended dead with the reason; each also counted in ``dead``) is there once
-    it was bumped."""
+    it was bumped, and so is ``expired`` (jobs that missed their deadline)."""
     key = keyspace.queue_key(queue, "stats")
 
     def decode(reply: Any) -> dict[str, int]:
@@ -107,6 +107,9 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
 
 #: the states ``counts`` and ``page`` read (each on its set, ``states.SET_OF``)
 STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
+#: states ``counts`` reports only when their set holds jobs (a queue that uses no deadline
+#: answers the same counts as before deadlines existed); ``page`` reads them like the rest
+SPARSE_SETS = ("expired",)
 _SET_OF = states.SET_OF
 
 
@@ -126,12 +129,15 @@ def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
 
 @verb
 def counts(queue: str) -> Verb[dict[str, int]]:
-    """How many jobs sit in each state set of ``queue`` (one round trip)."""
-    keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in STATE_SETS]
+    """How many jobs sit in each state set of ``queue`` (one round trip): every state of
+    ``STATE_SETS``, and ``expired`` when that set holds jobs."""
+    names = STATE_SETS + SPARSE_SETS
+    keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in names]
 
     def calls() -> Verb[dict[str, int]]:
         replies = yield Batch(tuple(Command(("ZCARD", k)) for k in keys))
-        return {s: int(n) for s, n in zip(STATE_SETS, replies, strict=True)}
+        return {s: int(n) for s, n in zip(names, replies, strict=True)
+                if int(n) or s in STATE_SETS}
 
     return calls()
 
@@ -152,18 +158,19 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
 
     The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
-    of completion, death or cancel for ``completed``/``dead``/``cancelled`` (newest first for
-    those three); ``pending``
+    of completion, death, cancel or expiry for ``completed``/``dead``/``cancelled``/
+    ``expired`` (newest first for those four); ``pending``
     is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``. A
     score past the instants a ``datetime`` holds (``inf``, ``1e300`` written by another
     client) reads clamped (``core.readings.score_ms``), an attempts that is no number None.
     """
-    if state not in STATE_SETS:
-        raise ValueError(f"state must be one of {', '.join(STATE_SETS)}, not {state!r}")
+    if state not in STATE_SETS + SPARSE_SETS:
+        raise ValueError(f"state must be one of {', '.join(STATE_SETS + SPARSE_SETS)}, "
+                         f"not {state!r}")
     guard.non_negative("start", start)
     guard.positive("count", count)
     key = keyspace.queue_key(queue, _SET_OF.get(state, state))
-    newest_first = state in ("completed", "dead", "cancelled")
+    newest_first = state in ("completed", "dead", "cancelled", "expired")
     read = "ZREVRANGE" if newest_first else "ZRANGE"
 
     def calls() -> Verb[list[dict[str, Any]]]:
@@ -190,26 +197,32 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     return calls()
 
 
-@verb
-def next_due_ms(queue: str) -> Verb[int | None]:
-    """Milliseconds from SERVER now until the next instant something becomes claimable by
-    time alone (``<= 0`` when it already is), or ``None`` when nothing waits on time.
+class Due(NamedTuple):
+    """What a beat reads after promote: ``ms`` until the next instant something becomes
+    claimable by time alone (``next_due_ms``), and ``deadline_ms`` until the earliest
+    deadline of a job admitted with one (``<= 0``: the deadline sweep has work), each
+    ``None`` when there is none. SERVER clock."""
 
-    The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
-    reopening (a rate window or a ``rate_limited``), a queue-level ``rate_limited`` block
-    ending, and a full queue rate window reopening. One round trip (the reads and ``TIME``
-    pipelined): what a beat loop reads to wake at the next due instant instead of polling.
-    """
+    ms: int | None
+    deadline_ms: int | None
+
+
+@verb
+def next_due(queue: str) -> Verb[Due]:
+    """``next_due_ms`` and the earliest deadline, in the same one round trip."""
     base = keyspace.base(queue)
 
-    def calls() -> Verb[int | None]:
-        sched, gwait, blocked, rate, log, size, (secs, micros) = yield Batch((
+    def calls() -> Verb[Due]:
+        (sched, gwait, blocked, paused, rate, log, size, deadlines,
+         (secs, micros)) = yield Batch((
             Command(("ZRANGE", base + "schedule", 0, 0, "WITHSCORES")),
             Command(("ZRANGE", base + "gwait", 0, 0, "WITHSCORES")),
             Command(("PTTL", base + "blocked_until")),
+            Command(("PTTL", base + "paused")),
             Command(("HMGET", base + "rate", "max", "ms")),
             Command(("ZRANGE", base + "starts", 0, 0, "WITHSCORES")),
             Command(("HGET", base + "starts:n", "total")),
+            Command(("ZRANGE", base + "deadlines", 0, 0, "WITHSCORES")),
             Command(("TIME",)),
         ))
         now = int(secs) * 1000 + int(micros) // 1000
@@ -217,12 +230,34 @@ def next_due_ms(queue: str) -> Verb[int | None]:
         # reads this every beat (core.readings)
         due = [readings.score_ms(head[0][1]) - now
                for head in (scored(sched), scored(gwait)) if head]
-        if int(blocked) > 0:
-            due.append(int(blocked))
+        for ttl in (int(blocked), int(paused)):  # a pause with an end (pause(until=)) too
+            if ttl > 0:
+                due.append(ttl)
         oldest = scored(log)
         cap = readings.whole(rate[0])
         if cap is not None and oldest and (readings.whole(size) or 0) >= cap:
             due.append(readings.score_ms(oldest[0][1]) + (readings.whole(rate[1]) or 0) - now)
-        return min(due) if due else None
+        head = scored(deadlines)
+        return Due(min(due) if due else None,
+                   readings.score_ms(head[0][1]) - now if head else None)
+
+    return calls()
+
+
+@verb
+def next_due_ms(queue: str) -> Verb[int | None]:
+    """Milliseconds from SERVER now until the next instant something becomes claimable by
+    time alone (``<= 0`` when it already is), or ``None`` when nothing waits on time.
+
+    The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
+    reopening (a rate window, a ``rate_limited``, a group pause with an end), a
+    queue-level ``rate_limited`` block ending, a queue pause with an end ending, and a
+    full queue rate window reopening. One round trip (the reads and ``TIME`` pipelined):
+    what a beat loop reads to wake at the next due instant instead of polling.
+    """
+    steps = next_due.steps(queue)
+
+    def calls() -> Verb[int | None]:
+        return (yield from steps).ms
 
     return calls()

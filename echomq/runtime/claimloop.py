@@ -160,7 +160,13 @@ class ClaimLoop:
         end; a run-at needs no kick, its promote leaves a token)."""
         if ms is None:
             return
-        at = asyncio.get_running_loop().time() + max(ms, 0) / 1000
+        if ms <= 0:
+            # due now: a wait under way ends now and the claim it makes sees it (no await
+            # lies between a claim's reply and the wait it starts, so none is missed)
+            if self._idle_until is not None:
+                self._kick.set()
+            return
+        at = asyncio.get_running_loop().time() + ms / 1000
         if self._due_at is None or at < self._due_at:
             self._due_at = at
         # a wait already under way that would outlast it by more than a blocking

@@ -288,6 +288,10 @@ class Consumer:
             self.claims.healthy()
             self.stats.reaped += counts.reaped
             self.stats.promoted += counts.promoted
+            if due_wake and not counts.promoted:
+                # the instant was no run-at (a pause's end, a group reopening): no promote
+                # left a wake token, so the idle claim loop is told it is due now
+                self.claims.note_due(0)
             self.claims.note_due(counts.next_due_ms)
             if not due_wake:
                 next_at += beat_s

@@ -221,6 +221,10 @@ class Metronome:
             if q in self.held:  # a chased queue is let go: its holder plans the rest
                 self._note(q, counts.next_due_ms)
             if self.on_due is not None:
+                if not counts.promoted:
+                    # the instant was no run-at (a pause's end, a group reopening): no
+                    # promote left a wake token, so the consumers hear it is due now
+                    self.on_due(q, 0)
                 self.on_due(q, counts.next_due_ms)
 
     async def tick(self) -> None:

@@ -18,12 +18,14 @@ consumers wake then instead of polling.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
 from echomq.verbs.jobs import rate_args
+from echomq.verbs.jobs.control import until_arg
 
 
 class GroupStats(NamedTuple):
@@ -36,6 +38,7 @@ class GroupStats(NamedTuple):
     paused: bool
     rate_max: int | None = None
     rate_per_ms: int | None = None
+    paused_until: int | None = None  # when a pause with an end ends (SERVER ms)
 
 
 def _control(queue: str, group: str, *args: str) -> Eval:
@@ -48,9 +51,13 @@ def _control(queue: str, group: str, *args: str) -> Eval:
 
 
 @verb
-def pause(queue: str, group: str) -> Verb[None]:
-    """Pause a group: it keeps its jobs (and receives promoted ones) and releases none."""
-    return single(_control(queue, group, "pause"), lambda _: None)
+def pause(queue: str, group: str, until: int | dt.datetime | None = None) -> Verb[None]:
+    """Pause a group: it keeps its jobs (and receives promoted ones) and releases none.
+
+    ``until`` (epoch ms or a ``datetime``, SERVER clock): the pause ends by itself at that
+    instant and the idle consumers wake for it; one already past resumes the group."""
+    end = until_arg(until)
+    return single(_control(queue, group, "pause", *((end,) if end else ())), lambda _: None)
 
 
 @verb
@@ -100,13 +107,14 @@ def stats(queue: str) -> Verb[dict[str, GroupStats]]:
         for g in names:
             steps.append(Command(("ZCARD", keyspace.lane_key(queue, g))))
             steps.append(Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
-                                  "paused", "rate_max", "rate_ms")))
+                                  "paused", "rate_max", "rate_ms", "paused_until")))
         replies = yield Batch(tuple(steps))
         out: dict[str, GroupStats] = {}
         for i, g in enumerate(names):
-            waiting, (active, limit, paused, rmax, rms) = replies[2 * i], replies[2 * i + 1]
+            waiting, (active, limit, paused, rmax, rms, until) = (replies[2 * i],
+                                                                   replies[2 * i + 1])
             out[g] = GroupStats(int(waiting), _int(active) or 0, _int(limit),
-                                paused is not None, _int(rmax), _int(rms))
+                                paused is not None, _int(rmax), _int(rms), _int(until))
         return out
 
     return calls()

@@ -40,11 +40,23 @@ local function left_active(p, jk)
     if not redis.call('ZSCORE', p .. 'ring', g) then ring_sync(p, g) end
   end
 end
--- reopen(p, now): groups whose block on gwait is over (score <= now) rejoin the ring.
+-- reopen(p, now): groups whose block on gwait is over (score <= now) rejoin the ring. A
+-- group paused with an end (paused_until, SERVER ms) that has come is resumed here; one
+-- whose end is still ahead (its gwait entry was overwritten by an earlier block) waits on
+-- gwait for it again.
 local function reopen(p, now)
   local due = redis.call('ZRANGEBYSCORE', p .. 'gwait', '-inf', now)
   for _, g in ipairs(due) do
     redis.call('ZREM', p .. 'gwait', g)
+    local mk = p .. 'g:' .. g
+    local pu = tonumber(redis.call('HGET', mk, 'paused_until') or '')
+    if pu then
+      if pu <= now then
+        redis.call('HDEL', mk, 'paused', 'paused_until')
+      else
+        redis.call('ZADD', p .. 'gwait', pu, g)
+      end
+    end
     ring_sync(p, g)
   end
 end

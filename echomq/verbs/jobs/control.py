@@ -3,12 +3,14 @@ or declared by an app's tasks and applied when a worker starts: ``declare_rate``
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
+from echomq.core.times import to_epoch_ms
 from echomq.verbs.jobs.bulk import bulk_id
 from echomq.verbs.jobs.claims import _held
 
@@ -64,24 +66,46 @@ def finish_cancelled(queue: str, job_id: str, token: int) -> Verb[None]:
     return single(step, lambda _: None)
 
 
-def _pause_step(queue: str, flag: str) -> Eval:
+def _pause_step(queue: str, flag: str, until: str = "") -> Eval:
     return Eval(
         "pause",
         (keyspace.queue_key(queue, "paused"), keyspace.queue_key(queue, "wake")),
-        (flag,),
+        (flag, until) if until else (flag,),
     )
 
 
+def until_arg(until: int | dt.datetime | None) -> str:
+    """A pause's end as the scripts take it: epoch ms (an int, SERVER clock) or a
+    ``datetime`` (naive = local time); ``""`` for none. Checked before any I/O."""
+    if until is None:
+        return ""
+    return str(guard.instant("until", to_epoch_ms(until)))
+
+
 @verb
-def pause(queue: str) -> Verb[bool]:
-    """Pause claims on ``queue`` (admission and promote go on); True if it was running."""
-    return single(_pause_step(queue, "1"), lambda r: bool(int(r)))
+def pause(queue: str, until: int | dt.datetime | None = None) -> Verb[bool]:
+    """Pause claims on ``queue`` (admission and promote go on); True if it was running.
+
+    ``until`` (epoch ms or a ``datetime``, read on the SERVER clock): the pause ends by
+    itself at that instant, and the idle consumers wake for it (no beat's wait). A pause
+    of a paused queue sets its end (without ``until``: it lasts until ``resume``); an
+    ``until`` already past resumes the queue.
+    """
+    return single(_pause_step(queue, "1", until_arg(until)), lambda r: bool(int(r)))
 
 
 @verb
 def resume(queue: str) -> Verb[bool]:
     """Resume claims on ``queue`` and wake a blocked consumer; True if it was paused."""
     return single(_pause_step(queue, "0"), lambda r: bool(int(r)))
+
+
+@verb
+def paused_until(queue: str) -> Verb[int | None]:
+    """When ``queue``'s pause ends by itself (SERVER epoch ms), or ``None`` (not paused,
+    or paused until resumed)."""
+    key = keyspace.queue_key(queue, "paused")
+    return single(Command(("PEXPIRETIME", key)), lambda r: int(r) if int(r) > 0 else None)
 
 
 @verb

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from typing import Any
 
 from echomq.cli.main import default_url
+from echomq.core.times import parse_duration, parse_instant
 
 
 def port(text: str) -> int:
@@ -89,3 +91,19 @@ def scan_queues(conn: Any, progress: bool = True, declared: list[str] | None = N
     if shown:
         print(file=sys.stderr)
     return names
+
+
+def until_type(text: str) -> tuple[str, int]:
+    """``--until``'s value: ``("in", ms)`` for a duration (priced on the SERVER clock once
+    connected), ``("at", epoch ms)`` for an instant."""
+    if re.fullmatch(r"\s*\d+(\.\d+)?\s*(ms|s|m|h|d)\s*", text):
+        return ("in", parse_duration(text))
+    return ("at", parse_instant(text))
+
+
+def until_ms(conn: Any, until: tuple[str, int]) -> int:
+    """An ``--until`` value as SERVER epoch ms (a duration counts from the server's now)."""
+    from echomq.verbs import jobs
+
+    mode, value = until
+    return jobs.server_now_ms(conn) + value if mode == "in" else value

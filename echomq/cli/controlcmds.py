@@ -6,17 +6,20 @@ to stop (its worker sees the request at its next lease checkpoint); it looks the
 server (the queue registry first, then a scan). Exit status 1 when an id is on no queue
 (nothing waiting or running with it).
 
-``pause`` keeps a queue from being claimed (it still admits and promotes); ``resume``
-wakes its idle workers at once. ``echomq stats`` shows which queues are paused.
+``pause`` keeps a queue from being claimed (it still admits and promotes); with ``--until T``
+(an ISO-8601 instant, epoch ms, or a duration from the server's now such as ``30m``) it
+resumes by itself at that instant on the SERVER clock. ``resume`` wakes its idle workers at
+once. ``echomq stats`` shows which queues are paused.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from typing import Any
 
-from echomq.cli.common import connect, find_queue, url_flag
+from echomq.cli.common import connect, find_queue, until_ms, until_type, url_flag
 from echomq.core import keyspace
 
 
@@ -34,6 +37,10 @@ def register(sub: Any) -> None:
                        ("resume", "resume claims on paused queues")):
         p = sub.add_parser(verb, help=text)
         p.add_argument("queues", nargs="+", metavar="QUEUE")
+        if verb == "pause":
+            p.add_argument("--until", type=until_type, default=None, metavar="T",
+                           help="resume by itself at T: an ISO-8601 instant, epoch ms, or a "
+                                "duration from the server's now (30m, 2h)")
         url_flag(p)
         p.set_defaults(func=run_pause if verb == "pause" else run_resume)
 
@@ -91,12 +98,22 @@ def _pause(args: argparse.Namespace, pause: bool) -> int:
         return _fail(str(exc))
     conn, app = connect(args)
     try:
+        until = getattr(args, "until", None)
+        end = until_ms(conn, until) if until is not None else None
         for queue in queues:
-            (jobs.pause if pause else jobs.resume)(conn, queue)
-            print(f"{queue} {'paused' if pause else 'resumed'}")
+            if pause:
+                jobs.pause(conn, queue, until=end)
+            else:
+                jobs.resume(conn, queue)
+            note = "" if end is None else f" until {_iso(end)}"
+            print(f"{queue} {'paused' if pause else 'resumed'}{note}")
     finally:
         app.close()
     return 0
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
 def run_pause(args: argparse.Namespace) -> int:

@@ -11,10 +11,11 @@ embedded server).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 from typing import Any
 
-from echomq.cli.common import connect, scan_queues, url_flag
+from echomq.cli.common import connect, scan_queues, until_ms, until_type, url_flag
 from echomq.core import rates
 
 
@@ -69,8 +70,11 @@ def register(sub: Any) -> None:
     url_flag(p)
     p.set_defaults(func=run_list)
 
-    p = gsub.add_parser("pause", help="release none of a group's jobs until resumed")
+    p = gsub.add_parser("pause", help="release none of a group's jobs until resumed (or --until)")
     _queue_group(p)
+    p.add_argument("--until", type=until_type, default=None, metavar="T",
+                   help="resume by itself at T: an ISO-8601 instant, epoch ms, or a duration "
+                        "from the server's now (30m, 2h)")
     p.set_defaults(func=run_pause)
     p = gsub.add_parser("resume", help="let a paused group's jobs run again")
     _queue_group(p)
@@ -153,9 +157,21 @@ def _one(args: argparse.Namespace, act: Any) -> None:
 
 def run_pause(args: argparse.Namespace) -> int:
     from echomq.verbs import groups
-    _one(args, lambda conn: groups.pause(conn, args.queue, args.group))
-    print(f"group {args.group} on {args.queue} paused (its jobs wait until "
-          f"`echomq group resume {args.queue} {args.group}`)")
+    ends: list[int] = []
+
+    def act(conn: Any) -> None:
+        end = until_ms(conn, args.until) if args.until is not None else None
+        groups.pause(conn, args.queue, args.group, until=end)
+        ends.extend([] if end is None else [end])
+
+    _one(args, act)
+    if ends:
+        at = dt.datetime.fromtimestamp(ends[0] / 1000, tz=dt.UTC).isoformat(
+            timespec="milliseconds")
+        print(f"group {args.group} on {args.queue} paused until {at}")
+    else:
+        print(f"group {args.group} on {args.queue} paused (its jobs wait until "
+              f"`echomq group resume {args.queue} {args.group}`)")
     return 0
 
 

@@ -219,7 +219,8 @@ def run_job(args: argparse.Namespace) -> int:
     extra = [("priority", info.priority if info.priority else None), ("group", info.group),
              ("progress", _shown(info.progress)), ("result", _shown(info.result)),
              ("cancel", "requested" if info.cancel_requested else None),
-             ("deadline", _instant(info.expires_ms)), ("expired", _instant(info.expired_at_ms))]
+             ("deadline", _instant(info.expires_ms)), ("expired", _instant(info.expired_at_ms)),
+             ("waiting", info.waiting_on)]
     for label, value in extra:
         if value is not None:
             print(f"{label:<9} {value}")

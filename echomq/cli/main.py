@@ -21,8 +21,8 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 # one module per command group, each with register(subparsers)
-GROUPS = ("servercmds", "democmd", "workercmds", "jobcmds", "controlcmds", "groupcmds",
-          "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd", "aclcmd",
+GROUPS = ("servercmds", "democmd", "workercmds", "jobcmds", "whycmd", "controlcmds",
+          "groupcmds", "repeatcmds", "dashboardcmd", "clustercmds", "doctorcmd", "aclcmd",
           "opscmds")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be

@@ -247,6 +247,8 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     now = row["now_ms"]
     score = row.get("score")
     facts = [("state", f"<span class='badge {e(state)}'>{e(state)}</span>")]
+    if row.get("waiting_on"):
+        facts.append(("waiting on", f"<span class='why'>{e(row['waiting_on'])}</span>"))
     if state == "scheduled":
         facts.append(("run at", when(score, now)))
     elif state == "active":
@@ -272,7 +274,8 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("progress", f"<code>{e(row['progress'])}</code>"))
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
-             "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent"}
+             "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
+             "waiting_on"}
     for k in sorted(set(row) - known):
         facts.append((k, f"<code>{e(row[k])}</code>"))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)

@@ -69,6 +69,10 @@ class JobInfo:
     #: once it started (it keeps none) or when it has none
     expires_ms: int | None = None
     expired_at_ms: int | None = None  # when it ended ``expired`` (SERVER ms)
+    #: for a job that waits, the control that holds it and when it lets go, in words
+    #: ("scheduled for 12:00:03 UTC (in 4.1 s)", "group tenant-7 at its limit (2 of 2
+    #: running)", ...: ``jobs.why``); ``None`` for a running or ended job
+    waiting_on: str | None = None
 
     @property
     def run_at(self) -> dt.datetime | None:
@@ -83,7 +87,8 @@ _TIMES = ("died_at", "completed_at")
 
 
 def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
-            result: bytes | None = None, notes: tuple[str, ...] = ()) -> JobInfo:
+            result: bytes | None = None, notes: tuple[str, ...] = (),
+            waiting_on: str | None = None) -> JobInfo:
     if not row and not notes:  # the row was deleted on ack; the kept result says it completed
         row = {"state": "completed"}
     try:
@@ -117,6 +122,7 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         runs=num("attempts") or 0,
         notes=tuple(n for n in found if n),
         expires_ms=ms("expires"), expired_at_ms=ms("expired_at"),
+        waiting_on=waiting_on,
     )
 
 
@@ -132,8 +138,9 @@ def _json_or_text(value: str | None) -> Any:
 @verb
 def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
     """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
-    ``None`` when none does. Reads only (the row, the kept result, the schedule score). A
-    key at the row's name that is not a hash reads as state ``"?"`` with a note."""
+    ``None`` when none does. Reads only (the row, the kept result, the schedule score, and
+    for a waiting job what holds it: ``jobs.why``). A key at the row's name that is not a
+    hash reads as state ``"?"`` with a note."""
     for queue in queues:
         notes: tuple[str, ...] = ()
         try:
@@ -147,6 +154,12 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
         result = yield from jobs.result.steps(queue, job_id)
         if row or notes or result is not None:
             score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
-            info = info_of(queue, job_id, row or {}, score, result, notes)
-            return info
+            waiting_on = None
+            if row and row.get("state") in WAITING:
+                waiting_on = (yield from jobs.why.steps(queue, job_id)).words
+            return info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
     return None
+
+
+#: the states a job waits in (what ``jobs.why`` explains)
+WAITING = frozenset({"pending", "scheduled", "waiting-children"})

@@ -9,6 +9,7 @@ from echomq.core import guards as guard
 from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
 from echomq.dashboard.insight.common import STATES, _dict, _ms, _score, set_key
+from echomq.verbs import jobs
 
 
 @verb
@@ -16,7 +17,8 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     """A job's row (``payload`` as bytes, the rest as str) with ``result`` (the kept return
     value, bytes or ``None``), ``has_children`` (a flow parent), ``score`` (its score on its
     state's set: run-at, lease expiry, or the SERVER ms it ended; ``None`` when not on it)
-    and ``now_ms`` (SERVER); ``None`` when there is no row. Two round trips."""
+    ``now_ms`` (SERVER) and, for a waiting job, ``waiting_on`` (``jobs.why``'s words);
+    ``None`` when there is no row. Two round trips (three for a waiting job)."""
     guard.string("job_id", job_id)
     row_key = keyspace.job_key(queue, job_id)
 
@@ -49,6 +51,9 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
         out["has_children"] = bool(int(kids))
         out["score"] = score
         out["now_ms"] = _ms(now)
+        if state in ("pending", "scheduled", "waiting-children"):
+            # what holds it, in the words `echomq why` prints
+            out["waiting_on"] = (yield from jobs.why.steps(queue, job_id)).words
         return out
 
     return calls()

@@ -14,7 +14,8 @@ own clock. Nothing here reads the host clock.
 The verbs live by family (``jobs.enqueue`` etc. stay the way to call them):
 ``admission`` (enqueue, enqueue_at/in, admit, Options), ``bulk`` (the many-job forms),
 ``claims`` (promote, claim, leases: reap, extend, checkpoint, progress), ``deadlines``
-(expire: the deadline sweep), ``debouncing`` (debounce), ``settlement``
+(expire: the deadline sweep), ``debouncing`` (debounce), ``holds`` (why: what holds a
+waiting job), ``settlement``
 (ack, retry, delay, rate_limited), ``control`` (cancel, pause/resume, the rate cap) and
 ``reads`` (get, counts, stats, page, next_due_ms, result, wait_done, fate, server time).
 """
@@ -64,6 +65,7 @@ from echomq.verbs.jobs.control import (
 )
 from echomq.verbs.jobs.deadlines import expire
 from echomq.verbs.jobs.debouncing import debounce
+from echomq.verbs.jobs.holds import Hold, why
 from echomq.verbs.jobs.reads import (
     SPARSE_SETS,
     STAT_NAMES,
@@ -106,6 +108,7 @@ __all__ = [
     "Checkpoint",
     "Claim",
     "Due",
+    "Hold",
     "Options",
     "ack",
     "ack_and_claim",
@@ -156,4 +159,5 @@ __all__ = [
     "stats",
     "tally",
     "wait_done",
+    "why",
 ]

@@ -1,0 +1,99 @@
+"""Time controls from the command line, each command a subprocess (exit code, stdout,
+stderr, no traceback): ``echomq why``, ``echomq pause QUEUE --until T``, ``echomq group pause
+--until``, and ``echomq job``/``stats`` showing deadlines and expired jobs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from echomq.core import ids, keyspace
+from echomq.verbs import groups, jobs
+from tests.support.clients import server_ms
+
+pytestmark = pytest.mark.slow  # subprocesses
+
+
+def echomq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echomq.cli", *args, "--url", url],
+                          capture_output=True, text=True, timeout=60)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def test_why_names_the_control(url, conn, queue):
+    later, held, running = ids.mint(), ids.mint(), ids.mint()
+    jobs.enqueue(conn, queue, running, b"x")
+    jobs.claim(conn, queue, 60_000)
+    jobs.enqueue_in(conn, queue, later, b"x", 30_000)
+    out = ok(echomq("why", later, url=url))
+    assert out.startswith(f"{later} scheduled for ")
+    assert re.search(r"\(in (2\d|30)\.\d s\)$", out.strip()), out
+    jobs.pause(conn, queue)
+    jobs.enqueue(conn, queue, held, b"x")
+    assert ok(echomq("why", held, "--queue", queue, url=url)).strip() == (
+        f"{held} queue paused (until resumed)")
+    assert "running (its lease runs" in ok(echomq("why", running, url=url))
+    got = json.loads(ok(echomq("why", held, "--json", url=url)))
+    assert got["control"] == "paused" and got["state"] == "pending" and got["queue"] == queue
+
+
+def test_why_of_an_unknown_or_foreign_id(url, queue):
+    missing = echomq("why", ids.mint(), "--queue", queue, url=url)
+    assert missing.returncode == 1 and "no job" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad = echomq("why", "nope", url=url)
+    assert bad.returncode == 2 and "not a job id" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_pause_until_a_duration_resumes_by_itself(url, conn, queue):
+    out = ok(echomq("pause", queue, "--until", "1s", url=url))
+    assert out.startswith(f"{queue} paused until ")
+    assert jobs.is_paused(conn, queue)
+    until = jobs.paused_until(conn, queue)
+    assert until is not None and 0 < until - server_ms(conn.client) <= 1_000
+    time.sleep(1.1)
+    assert not jobs.is_paused(conn, queue)
+
+
+def test_pause_until_an_instant_and_a_bad_one(url, conn, queue):
+    at = dt.datetime.fromtimestamp(server_ms(conn.client) / 1000 + 3600, dt.UTC)
+    ok(echomq("pause", queue, "--until", at.isoformat(), url=url))
+    assert jobs.paused_until(conn, queue) == int(at.timestamp() * 1000)
+    bad = echomq("pause", queue, "--until", "tomorrowish", url=url)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_group_pause_until(url, conn, queue):
+    out = ok(echomq("group", "pause", queue, "g", "--until", "10m", url=url))
+    assert out.startswith(f"group g on {queue} paused until ")
+    st = groups.stats(conn, queue)["g"]
+    assert st.paused and st.paused_until is not None
+
+
+def test_job_and_stats_show_deadlines_and_expired_jobs(url, conn, queue):
+    alive, late = ids.mint(), ids.mint()
+    jobs.admit(conn, queue, alive, b"x", mode="in", value=60_000, expires_ms=120_000)
+    jobs.admit(conn, queue, late, b"x", expires_ms=10)
+    out = ok(echomq("job", alive, url=url))
+    assert "deadline " in out and "waiting   scheduled for " in out
+    time.sleep(0.03)
+    jobs.claim(conn, queue, 1000)
+    out = ok(echomq("job", late, url=url))
+    assert "state     expired" in out and "expired " in out
+    table = ok(echomq("stats", "--queue", queue, url=url)).splitlines()
+    assert table[0].split()[-2] == "expired" and table[1].split()[-2] == "1"
+    counts = json.loads(ok(echomq("stats", "--queue", queue, "--json", url=url)))
+    assert counts[queue]["expired"] == 1
+    assert keyspace.validate_queue(queue)

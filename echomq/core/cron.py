@@ -212,6 +212,14 @@ class Cron:
         # datetime keeps microseconds; a run is always on a whole minute, so ms is exact
         return epoch_ms(self.next_after(after, tz))
 
+    def matches(self, at_ms: int, tz: str | ZoneInfo = "UTC") -> bool:
+        """Whether the instant ``at_ms`` (epoch ms) falls in a minute this expression names,
+        read on the wall clock of ``tz`` (an exclusion: ``* * 25 12 *`` is all of Dec 25)."""
+        zi = zone(tz) if isinstance(tz, str) else tz
+        wall = datetime.fromtimestamp(at_ms / 1000, _UTC).astimezone(zi)
+        return (wall.minute in self.minutes and wall.hour in self.hours
+                and self._day_matches(wall.date()))
+
     def runs(self, after: datetime, count: int, tz: str | ZoneInfo = "UTC") -> list[datetime]:
         """The next ``count`` runs strictly after ``after``, aware in ``tz``."""
         out: list[datetime] = []

@@ -4,22 +4,26 @@
 -- ARGV[3] = the queue base (occurrence rows derive from it),
 -- ARGV[4] = the next-run ms (HOST clock, priced by the caller) or '' when there is none,
 -- ARGV[5] = the slot instant the (last) occurrence stands for (HOST ms, kept as last_at),
--- ARGV[6..] = the occurrence ids, minted on the host, one per slot, oldest slot first
--- Reply: {'fired', n} n occurrences enqueued (n may be 0: every slot was skipped) or
+-- ARGV[6..] = per slot, oldest first, three values: the occurrence id (minted on the
+-- host), its run-at ('' = claimable now; else the slot plus its jitter, on the schedule),
+-- the slot (ms, remembered for backfills)
+-- Reply: {'fired', n, id...} n occurrences enqueued, their ids (n may be 0: every slot was
+-- skipped) or
 -- {'raced'|'absent'|'paused'|'limit'|'overlap', 0}, nothing enqueued:
 --   raced   the name's score is no longer the one read (another pump fired it, or it was
 --           updated, cancelled or re-registered since): nothing written
 --   absent  the record is gone (cancelled mid-sweep): the dangling member is removed
 --   paused  the registration is paused (repeat_hold): nothing written, its score kept
 --   limit   the occurrence limit was already reached: the member is parked at +inf
---   overlap overlap=skip and the last occurrence is still pending, scheduled or active:
---           the name moves to its next run
--- Derived (same slot): occurrence rows ARGV[3]..'job:'..id, the wake list (KEYS[3] with
--- 'pending' replaced by 'wake'). Check, enqueue and advance are one transition, so two
--- pumps that read the same due score enqueue once, and a pump that dies leaves either
+--   overlap the overlap policy passed every slot (the last occurrence is still live: skip,
+--           or buffer_one with one already held): the name moves to its next run
+-- Each occurrence is admitted under the record's overlap policy (includes/occur.lua: it
+-- may wait behind the live one, or cancel it). Derived (same slot): occurrence rows
+-- ARGV[3]..'job:'..id, the wake list. Check, enqueue and advance are one transition, so
+-- two pumps that read the same due score enqueue once, and a pump that dies leaves either
 -- nothing or all of it.
 --@include kind
---@include admit
+--@include occur
 --@include park
 local name = ARGV[1]
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -33,7 +37,7 @@ end
 if redis.call('HEXISTS', KEYS[2], 'paused') == 1 then
   return {'paused', 0}
 end
-for i = 6, #ARGV do
+for i = 6, #ARGV, 3 do
   if not is_job(ARGV[i]) then
     return redis.error_reply(KIND_ERROR)
   end
@@ -50,37 +54,29 @@ if limit then
     return {'limit', 0}
   end
 end
-if redis.call('HGET', KEYS[2], 'overlap') == 'skip' then
-  local last = redis.call('HGET', KEYS[2], 'last_id')
-  if last then
-    local st = redis.call('HGET', ARGV[3] .. 'job:' .. last, 'state')
-    if st == 'pending' or st == 'active' or st == 'scheduled' then
-      move_on()
-      return {'overlap', 0}
-    end
-  end
-end
 local template = redis.call('HGET', KEYS[2], 'template') or ''
-local room = #ARGV - 5
+local room = (#ARGV - 5) / 3
 if limit and limit - fired < room then
   room = limit - fired
 end
-local n, last_id = 0, nil
-for i = 6, 5 + room do
-  local id = ARGV[i]
-  -- the @enqueue admission: a normal pending job claimable now, in mint order (it leaves
-  -- the wake token too)
-  if admit(ARGV[3], id, template, 'now', 0, {}) == 1 then
+local n, passed, ids = 0, 0, {}
+for k = 0, room - 1 do
+  local i = 6 + 3 * k
+  if occur(ARGV[3], KEYS[2], ARGV[i], template, ARGV[i + 1]) > 0 then
     n = n + 1
-    last_id = id
+    ids[n] = ARGV[i]
+    remember(KEYS[2], ARGV[i + 2])
+  else
+    passed = passed + 1
   end
 end
 if n > 0 then
-  redis.call('HSET', KEYS[2], 'fired', fired + n, 'last_id', last_id, 'last_at', ARGV[5])
+  redis.call('HSET', KEYS[2], 'fired', fired + n, 'last_at', ARGV[5])
 end
 if limit and fired + n >= limit then
   park(KEYS[1], KEYS[2], name, 'limit')
 else
   move_on()
 end
-return {'fired', n}
+if n == 0 and passed > 0 then return {'overlap', 0} end
+return {'fired', n, unpack(ids)}

@@ -5,6 +5,8 @@
 -- (SERVER ms), 'expires' (the deadline, when the row has one), 'lease' (a running job's
 -- lease expiry, SERVER ms), and for a job that waits
 -- 'hold' with the fields of the one control that holds it, the first that applies:
+--   after          job, its (a recurrence occurrence held by its overlap policy until the
+--                  occurrence job ends; its = that job's state)
 --   scheduled      at (its run-at)
 --   children       left (children still to settle), of (its children)
 --   paused         until (the queue's pause end, '' = until resumed)
@@ -22,7 +24,7 @@
 --@include now
 local p, id = ARGV[1], ARGV[2]
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'group', 'priority', 'expires')
+local f = redis.call('HMGET', KEYS[1], 'state', 'group', 'priority', 'expires', 'after')
 local st = f[1]
 local out = {'state', st or '', 'now', now}
 local function add(...)
@@ -39,6 +41,10 @@ local function starts(log, ms)
     end
   end
   return used, inside[1] and (tonumber(inside[1]) + ms) or now
+end
+if st == 'scheduled' and f[5] then
+  add('hold', 'after', 'job', f[5], 'its', redis.call('HGET', p .. 'job:' .. f[5], 'state') or '')
+  return out
 end
 if st == 'scheduled' then
   add('hold', 'scheduled', 'at', redis.call('ZSCORE', p .. 'schedule', id) or '')

@@ -3,6 +3,7 @@
 --@include now
 --@include flow
 --@include count
+--@include lead
 -- release_unique(p, key, id, until_ms): the unique key <base>unique:<key> is released by
 -- the job that owns it: deleted, or left to expire at unique_until (SERVER ms) when that
 -- is still ahead (the unique_for window outlives the job). A key another job owns by now
@@ -17,17 +18,30 @@ local function release_unique(p, key, id, until_ms)
     redis.call('DEL', uk)
   end
 end
+-- release_follower(p, fid, id): the recurrence occurrence fid held behind job id (an
+-- overlap policy's buffer: includes/occur.lua) is due now that id ended.
+local function release_follower(p, fid, id)
+  local fk = p .. 'job:' .. fid
+  local g = redis.call('HMGET', fk, 'state', 'after')
+  if g[1] == 'scheduled' and g[2] == id then
+    local now = now_ms()
+    lead(p, now)
+    redis.call('ZADD', p .. 'schedule', 'XX', now, fid)
+    redis.call('HDEL', fk, 'after')
+  end
+end
 -- ended(p, jk, id, how): a job ended 'completed', 'dead', 'cancelled' or 'expired';
 -- called while its row still exists (an ack that deletes the row calls it first). Counts
 -- it, releases its unique key (and its debounce key), when the row asked for it (notify =
 -- keep ms) leaves one token naming the end on <base>done:<id> for waiters (BLPOP), kept
 -- that long, and when the row is a flow child records the end on its queue's flow outbox
 -- (flow_settled); a flow parent's bookkeeping starts its expiry (flow_ended); the flow
--- nodes linked to it (its unique key was theirs) settle with it (flow_watched).
+-- nodes linked to it (its unique key was theirs) settle with it (flow_watched); a
+-- recurrence occurrence held behind it is released (release_follower).
 local function ended(p, jk, id, how)
   count(p, how)
   local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify', 'parent', 'policy',
-    'error', 'flow', 'watched', 'debounce')
+    'error', 'flow', 'watched', 'debounce', 'follower')
   if f[1] then release_unique(p, f[1], id, f[2]) end
   if f[9] then
     -- a debounced job's key: released unless a later window owns it already
@@ -41,6 +55,7 @@ local function ended(p, jk, id, how)
     redis.call('PEXPIRE', dk, tonumber(f[3]))
   end
   if f[4] then flow_settled(p, jk, id, how, f[4], f[5], f[6]) end
+  if f[10] then release_follower(p, f[10], id) end
   if f[7] then flow_ended(p, id) end
   if f[8] then flow_watched(p, id, how, f[6]) end
 end

@@ -61,7 +61,8 @@ class Hold:
     it (``scheduled``, ``children``, ``paused``, ``blocked``, ``group-paused``,
     ``group-limit``, ``group-rate``, ``group-blocked``, ``rate``, ``behind``; ``None`` for a
     running or ended job) with its ``facts`` (ints where numbers, ``until_ms`` when it lets
-    go at a known instant)."""
+    go at a known instant). ``after``: a recurrence occurrence its overlap policy holds
+    until the one it follows ends."""
 
     state: str | None
     now_ms: int
@@ -87,6 +88,8 @@ class Hold:
         text_ = {
             "scheduled": lambda: f"scheduled for {_until(until or now, now)}",
             "children": lambda: f"waiting for {f['left']} of {f['of']} children",
+            "after": lambda: (f"held by its registration's overlap policy until occurrence "
+                              f"{f['job']} ({f.get('its') or 'gone'}) ends"),
             "paused": lambda: ("queue paused until " + _until(until, now) if until
                                else "queue paused (until resumed)"),
             "blocked": lambda: f"queue rate-limited by its handler, reopens in "
@@ -133,7 +136,7 @@ def hold_of(reply: Any) -> Hold:
     seen_hold = False
     for k, v in pairs:
         if seen_hold:
-            facts[k] = _num(v) if v != "" and k not in ("group",) else (v or None)
+            facts[k] = _num(v) if v != "" and k not in ("group", "job", "its") else (v or None)
         elif k == "state":
             state = v or None
         elif k == "now":

@@ -21,12 +21,16 @@ Record fields (``emq:{q}:repeat:<name>``): the definition ``every_ms`` | ``cron`
 ``overlap``; runtime ``fired`` (occurrences enqueued), ``last_id``, ``last_at`` (the slot
 the last occurrence stands for), ``done`` (``limit`` | ``ended``: no further run; the
 member is parked at ``+inf`` on the repeat set, where no due read reaches it) and
-``paused`` (``pause``: the score is kept but ``fire`` refuses the name until ``resume``).
+``paused`` (``pause``: the score is kept but ``fire`` refuses the name until ``resume``;
+with ``paused_until``, SERVER ms, the Pump's sweep resumes it then). The definition also
+holds ``jitter_ms`` and ``exclude``; ``overlap`` is one of Temporal's policies (``allow``,
+``skip``, ``buffer_one``, ``buffer_all``, ``cancel_other``: see ``upsert``).
 
 By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (the base verbs:
-register, cancel, due, advance, count, pause/resume), ``entries`` (the entry a read returns,
-``records``, ``get``, ``next_runs``), ``definitions`` (``register_cron``, ``upsert``,
-``definition``) and ``firing`` (``fire``, ``sweep``); the pure slot planner is
+register, cancel, due, advance, count, pause/resume, head), ``entries`` (the entry a read
+returns, ``records``, ``get``, ``next_runs``, ``preview``), ``definitions``
+(``register_cron``, ``upsert``, ``definition``), ``firing`` (``fire``, ``sweep``) and
+``steering`` (``trigger``, ``backfill``); the pure slot planner is
 ``echomq.core.recurrence``.
 """
 
@@ -52,19 +56,34 @@ from echomq.verbs.repeat.definitions import (
 )
 from echomq.verbs.repeat.entries import (
     Registration,
+    Slot,
     get,
     next_runs,
     now_ms,
     occurrences,
+    preview,
     records,
 )
-from echomq.verbs.repeat.firing import Fired, fire, fire_step, sweep
-from echomq.verbs.repeat.seed import advance, cancel, count, due, due_verb, pause, register, resume
+from echomq.verbs.repeat.firing import CLOCKS, Fired, fire, fire_step, sweep
+from echomq.verbs.repeat.seed import (
+    advance,
+    cancel,
+    count,
+    due,
+    due_verb,
+    head,
+    pause,
+    rearm,
+    register,
+    resume,
+)
+from echomq.verbs.repeat.steering import MAX_BACKFILL, backfill, trigger
 
 __all__ = [
-    "CATCHUP", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS",
-    "DEFINITION", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Fired", "Plan", "Registration",
-    "advance", "cancel", "count", "definition", "due", "due_verb", "fire", "fire_step",
-    "get", "next_runs", "next_slot", "now_ms", "occurrences", "pause", "plan", "records",
-    "register", "register_cron", "resume", "sweep", "upsert",
+    "CATCHUP", "CLOCKS", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS",
+    "DEFINITION", "MAX_BACKFILL", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Fired", "Plan",
+    "Registration", "Slot", "advance", "backfill", "cancel", "count", "definition", "due",
+    "due_verb", "fire", "fire_step", "get", "head", "next_runs", "next_slot", "now_ms",
+    "occurrences", "pause", "plan", "preview", "rearm", "records", "register",
+    "register_cron", "resume", "sweep", "trigger", "upsert",
 ]

@@ -3,11 +3,15 @@ before any I/O (``definition``, public for the CLI)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from echomq.core import cron as cronlib
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
+from echomq.core.recurrence import check_exclude
 from echomq.core.steps import Eval, Verb, single, verb
 from echomq.core.times import instant_in_zone_ms
 from echomq.verbs.repeat.entries import _keys, now_ms
@@ -15,13 +19,16 @@ from echomq.verbs.repeat.entries import _keys, now_ms
 # -- definitions: register_cron and upsert ------------------------------------------------
 
 CATCHUP = ("skip", "latest", "all")
-OVERLAP = ("allow", "skip")
+#: what an occurrence due while the last one is still live (waiting, running or retrying)
+#: does, Temporal's meanings: start anyway, skip it, start it once the live one ends
+#: (buffering one, or every one, in order), or cancel the live one and start when it ended
+OVERLAP = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
 MAX_WINDOW_MS = 31 * 86_400_000
 MAX_CAP = 1_000
 # The definition, in the order the upsert script compares it; runtime fields are not here.
 DEFINITION = (
     "every_ms", "cron", "tz", "template", "start_at", "end_at",
-    "limit", "catchup", "window_ms", "cap", "overlap",
+    "limit", "catchup", "window_ms", "cap", "overlap", "jitter_ms", "exclude",
 )  # fmt: skip
 
 
@@ -37,6 +44,8 @@ def definition(
     window_ms: int | None,
     cap: int | None,
     overlap: str,
+    jitter_ms: int = 0,
+    exclude: Iterable[Any] = (),
 ) -> dict[str, bytes | str]:
     """The canonical definition (``""`` = absent) as the upsert script stores it.
 
@@ -82,8 +91,15 @@ def definition(
             raise ValueError(f"cap must be at most {MAX_CAP}")
         d["cap"] = str(cap)
     if overlap not in OVERLAP:
-        raise ValueError(f"overlap must be 'allow' or 'skip', not {overlap!r}")
+        raise ValueError(f"overlap must be one of {', '.join(OVERLAP)}, not {overlap!r}")
     d["overlap"] = "" if overlap == "allow" else overlap
+    if guard.span("jitter_ms", jitter_ms):
+        if every_ms is not None and jitter_ms > every_ms:
+            raise ValueError(f"jitter_ms ({jitter_ms}) must not exceed the interval "
+                             f"({every_ms} ms): occurrences would overtake each other")
+        d["jitter_ms"] = str(jitter_ms)
+    rules = check_exclude(exclude)
+    d["exclude"] = json.dumps(rules, separators=(",", ":")) if rules else ""
     return d
 
 
@@ -103,9 +119,10 @@ def _first_at(d: dict[str, bytes | str], now: int, first_in_ms: int) -> int | No
 
 
 def _write(
-    queue: str, name: str, mode: str, d: dict[str, bytes | str], first_in_ms: int
+    queue: str, name: str, mode: str, d: dict[str, bytes | str], first_in_ms: int,
+    now: int | None = None,
 ) -> Eval:
-    first = _first_at(d, now_ms(), first_in_ms)
+    first = _first_at(d, now_ms() if now is None else now, first_in_ms)
     args: list[bytes | str] = [name, mode, "" if first is None else str(first)]
     for field in DEFINITION:
         args += [field, d[field]]
@@ -130,6 +147,8 @@ def register_cron(
     window_ms: int | None = None,
     cap: int | None = None,
     overlap: str = "allow",
+    jitter_ms: int = 0,
+    exclude: Iterable[Any] = (),
 ) -> Verb[Outcome]:
     """Register ``name`` on a cron ``expression`` read in the IANA zone ``tz``.
 
@@ -141,7 +160,8 @@ def register_cron(
     """
     _keys(queue, name)
     d = definition(
-        template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
+        template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap,
+        overlap, jitter_ms, exclude,
     )
     return single(_write(queue, name, "register", d, 0), lambda r: _WRITTEN[int(r)])
 
@@ -163,6 +183,9 @@ def upsert(
     window_ms: int | None = None,
     cap: int | None = None,
     overlap: str = "allow",
+    jitter_ms: int = 0,
+    exclude: Iterable[Any] = (),
+    now: int | None = None,
 ) -> Verb[Outcome]:
     """Register ``name``, or update it explicitly: ``"registered"`` | ``"exists"`` | ``"updated"``.
 
@@ -179,15 +202,28 @@ def upsert(
     ``"latest"`` fires one and stays on the grid; ``"skip"`` fires only if the latest slot
     is at most ``window_ms`` old (default 60 s); ``"all"`` fires every missed slot within
     ``window_ms`` (default one day), each its own occurrence, at most ``cap`` (default 100,
-    the newest). ``overlap="skip"`` passes a due period while the last occurrence is still
-    pending, scheduled (retrying) or active.
+    the newest).
+
+    ``overlap`` (Temporal's policies), when a slot comes due while the last occurrence is
+    still live (pending, scheduled or retrying, active): ``"allow"`` starts it anyway;
+    ``"skip"`` passes the slot; ``"buffer_one"`` starts it as soon as the live one ends,
+    holding at most one (further slots while one waits are passed); ``"buffer_all"`` holds
+    every such slot and runs them one after another; ``"cancel_other"`` cancels the live
+    one (a running one at its next lease checkpoint) and starts the new one once it ended.
+    ``jitter_ms``: each occurrence's run-at moves by a deterministic amount in ``[0,
+    jitter_ms)`` (``recurrence.jitter_offset`` of the name and the slot: every Pump
+    agrees). ``exclude``: dates and/or cron expressions whose matching slots do not fire
+    (read in ``tz``). ``now`` (HOST ms by default): the instant the first run is priced
+    from (an app on the server's clock passes the server's).
     """
     _keys(queue, name)
     guard.span("first_in_ms", first_in_ms)
     if cron is not None and first_in_ms:
         raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")
     d = definition(
-        template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap, overlap
+        template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap,
+        overlap, jitter_ms, exclude,
     )
-    step = _write(queue, name, "upsert", d, first_in_ms)
+    step = _write(queue, name, "upsert", d, first_in_ms,
+                  None if now is None else guard.instant("now", now))
     return single(step, lambda r: _WRITTEN[int(r)])

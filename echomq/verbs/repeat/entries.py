@@ -8,12 +8,12 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from echomq.core import cron as cronlib
 from echomq.core import guards as guard
 from echomq.core import keyspace
-from echomq.core.recurrence import next_slot
+from echomq.core.recurrence import excluded, exclusions, jitter_offset, next_slot
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
 
 F = TypeVar("F")
@@ -48,7 +48,8 @@ def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[Registrati
 # -- record decoding ----------------------------------------------------------------------
 
 _INT_FIELDS = frozenset(
-    {"every_ms", "fired", "limit", "start_at", "end_at", "window_ms", "cap", "last_at"}
+    {"every_ms", "fired", "limit", "start_at", "end_at", "window_ms", "cap", "last_at",
+     "jitter_ms", "paused_until"}
 )
 
 
@@ -103,6 +104,18 @@ class Registration(dict[str, Any]):
     done = _Field(str, "``limit`` or ``ended`` once no further run comes.")
     last_id = _Field(str, "The id of the last occurrence enqueued.")
     last_at = _Field(int, "The slot (HOST ms) the last occurrence stands for.")
+    jitter_ms = _Field(int, "Each occurrence's run-at moves by a deterministic amount below this.")
+    paused_until = _Field(int, "A pause's end (SERVER ms): it resumes by itself then.")
+
+    @property
+    def overlap(self) -> str:
+        """The overlap policy (``"allow"`` when none is stored)."""
+        return str(self.get("overlap") or "allow")
+
+    @property
+    def exclude(self) -> list[str]:
+        """The exclusions: ISO dates and cron expressions whose slots do not fire."""
+        return exclusions(self)
 
     @property
     def name(self) -> str:
@@ -198,16 +211,40 @@ def next_runs(
         return cronlib.parse(record_or_expression).runs(first, count, zi)
     entry = record_or_expression
     zi = cronlib.zone(entry.get("tz") or tz)
+    return [datetime.fromtimestamp(s.slot / 1000, zi) for s in preview(entry, count)
+            if not s.excluded]
+
+
+class Slot(NamedTuple):
+    """One slot of a registration's preview: its instant (HOST ms), whether an exclusion
+    passes it over, and the run-at its occurrence gets (the slot plus its jitter)."""
+
+    slot: int
+    excluded: bool
+    run_at: int
+
+
+def preview(entry: Mapping[str, Any], count: int = 5) -> list[Slot]:
+    """The registration's next slots as a Pump on time would meet them: ``count`` that
+    fire, and between them the ones its exclusions pass over (marked ``excluded``), up to
+    ``end_at`` and the occurrence ``limit``. A finished record has none."""
+    guard.positive("count", count)
     if entry.get("next_at") is None or entry.get("done"):
         return []
     if entry.get("limit") is not None:
         count = min(count, entry["limit"] - entry.get("fired", 0))
-    out: list[int] = []
+    jitter = int(entry.get("jitter_ms") or 0)
+    out: list[Slot] = []
+    fired = passed = 0
     at = entry["next_at"]
-    while len(out) < count and (entry.get("end_at") is None or at <= entry["end_at"]):
-        out.append(at)
+    while (fired < count and passed < 10 * max(count, 1)
+           and (entry.get("end_at") is None or at <= entry["end_at"])):
+        skip = excluded(entry, at)
+        off = 0 if skip else jitter_offset(str(entry.get("name", "")), at, jitter)
+        out.append(Slot(at, skip, at + off))
+        fired, passed = fired + (not skip), passed + skip
         at = next_slot(entry, at) if entry.get("cron") else at + entry["every_ms"]
-    return [datetime.fromtimestamp(ms / 1000, zi) for ms in out]
+    return out
 
 
 @verb

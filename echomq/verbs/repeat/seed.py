@@ -3,10 +3,15 @@ at least once per due period (``due`` then ``advance``). HOST clock (``now_ms``)
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.outcomes import Outcome
-from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
+from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, verb
+from echomq.core.times import to_epoch_ms
 from echomq.verbs.repeat.definitions import _first_at
 from echomq.verbs.repeat.entries import Registration, _entries, _entry, _keys, _scored, now_ms
 
@@ -45,15 +50,37 @@ def cancel(queue: str, name: str) -> Verb[int]:
 
 
 @verb
-def pause(queue: str, name: str) -> Verb[Outcome]:
+def pause(queue: str, name: str, until: int | dt.datetime | None = None) -> Verb[Outcome]:
     """Pause ``name``: ``"paused"``, or ``"absent"`` when no record has that name.
 
-    No clock. The record and its next-run score stay as they are; ``fire`` (so the Pump's
-    ``sweep``) refuses a paused name, so no occurrence is minted until ``resume``. Pausing
-    a paused registration is a no-op.
+    The record and its next-run score stay as they are; ``fire`` (so the Pump's ``sweep``)
+    refuses a paused name, so no occurrence is minted until ``resume``. Pausing a paused
+    registration is a no-op (it sets or drops the end). ``until`` (epoch ms or a
+    ``datetime``, SERVER clock): the pause ends by itself at that instant: the registry
+    score moves up to it, so a Pump wakes then, and its sweep resumes the registration as
+    ``resume`` would (an interval fires at once, a cron at its first slot from the end).
     """
-    step = Eval("repeat_hold", _keys(queue, name), (name, "pause", ""))
+    keys = _keys(queue, name)
+    end = "" if until is None else str(guard.instant("until", to_epoch_ms(until)))
+    step = Eval("repeat_hold", keys, (name, "pause", end))
     return single(step, lambda r: Outcome.PAUSED if int(r) == 1 else Outcome.ABSENT)
+
+
+def rearm(entry: Mapping[str, Any], now: int, since: int | None = None) -> int | None:
+    """Where a resumed registration runs next (HOST ms): as a fresh registration from
+    ``now`` (an interval at once, a cron at its next slot, never before ``start_at``;
+    ``None`` once ``end_at`` is past). ``since``: a pause's end, from which a cron's first
+    slot is taken instead (a slot at or after the end still fires). Pure."""
+    if not (entry.get("cron") or entry.get("every_ms")):
+        return None
+    d: dict[str, bytes | str] = {
+        "cron": entry.get("cron") or "",
+        "tz": entry.get("tz") or "UTC",
+        "start_at": str(entry.get("start_at") or ""),
+        "end_at": str(entry.get("end_at") or ""),
+    }
+    after = min(now, since - 1) if since is not None and entry.get("cron") else now
+    return _first_at(d, after, 0)
 
 
 @verb
@@ -72,16 +99,7 @@ def resume(queue: str, name: str) -> Verb[Outcome]:
         fields = yield Command(("HGETALL", keys[1]))
         if not fields:
             return Outcome.ABSENT
-        entry = _entry(name, "inf", fields)
-        at: int | None = None
-        if entry.get("cron") or entry.get("every_ms"):
-            d: dict[str, bytes | str] = {
-                "cron": entry.get("cron") or "",
-                "tz": entry.get("tz") or "UTC",
-                "start_at": str(entry.get("start_at") or ""),
-                "end_at": str(entry.get("end_at") or ""),
-            }
-            at = _first_at(d, now_ms(), 0)
+        at = rearm(_entry(name, "inf", fields), now_ms())
         reply = yield Eval("repeat_hold", keys, (name, "resume", "" if at is None else str(at)))
         return Outcome.RESUMED if int(reply) == 1 else Outcome.ABSENT
 
@@ -122,6 +140,22 @@ def advance(queue: str, name: str, every_ms: int) -> Verb[Outcome]:
     guard.span("every_ms", every_ms, minimum=1)
     step = Eval("advance", keys, (name, str(now_ms() + every_ms)))
     return single(step, lambda r: Outcome.ADVANCED if int(r) == 1 else Outcome.ABSENT)
+
+
+@verb
+def head(queue: str) -> Verb[int | None]:
+    """The registry's earliest next run (HOST ms, or the server's under the server clock),
+    ``None`` when no registration has one: where a Pump plans its next wake."""
+    zset = keyspace.queue_key(queue, "repeat")
+
+    def decode(reply: Any) -> int | None:
+        got = scored(reply)
+        if not got:
+            return None
+        score = float(got[0][1])
+        return int(score) if score != float("inf") else None
+
+    return single(Command(("ZRANGE", zset, 0, 0, "WITHSCORES")), decode)
 
 
 @verb

@@ -12,6 +12,12 @@ mid-tick leaves every registration either fired (and advanced) or untouched, nev
 The same holds for flow completions: a carry counts each child's end once, however many
 Pumps deliver it and wherever one of them dies.
 A failed tick (``WireError``) is logged and retried after a backoff on the tick interval.
+
+Between ticks the Pump wakes early for the registry's next due run (``repeat.head``, read
+after each sweep) and for a paused registration's end (``pause(until=)``), so neither waits
+for the next tick. ``clock="server"`` plans every sweep on the server's ``TIME`` (read once
+per sweep) instead of this host's clock: a host whose clock is off no longer shifts the
+occurrences.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from echomq.runtime.beat import (
     promote_once,
 )
 from echomq.runtime.weather import Weather
-from echomq.verbs import repeat
+from echomq.verbs import jobs, repeat
 
 log = logging.getLogger("echomq.pump")
 
@@ -73,6 +79,7 @@ class Pump:
         legs: tuple[str, ...] = LEGS,
         elect: bool = False,
         weather: Weather | None = None,
+        clock: str = "host",
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one str")
@@ -93,6 +100,11 @@ class Pump:
                              f"(known: {', '.join(LEGS)})")
         self.legs = tuple(legs)
         self.elect = elect
+        if clock not in repeat.CLOCKS:
+            raise ValueError(f"clock must be 'host' or 'server', not {clock!r}")
+        self.clock = clock
+        #: ms until the earliest next run or pause end the last tick saw (None: none)
+        self.next_wake_ms: int | None = None
         self.owner = default_owner()
         self.sweep_batch = SWEEP_BATCH
         self.ticks = 0
@@ -110,12 +122,25 @@ class Pump:
         # unplannable or paused record stays due and must not spin the tick)
         out: list[repeat.Fired] = []
         for _ in range(MAX_SWEEPS):
-            got = await repeat.sweep(self.conn, queue, None, self.sweep_batch)
+            got = await repeat.sweep(self.conn, queue, None, self.sweep_batch,
+                                     clock=self.clock)
             out.extend(got)
             if len(got) < self.sweep_batch or all(r.reason in ("invalid", "paused")
                                                   for r in got):
                 break
         return out
+
+    async def _plan_wake(self, queue: str, results: list[repeat.Fired]) -> int | None:
+        """ms until this queue next needs a sweep: its registry's head (on the Pump's
+        clock), or a paused registration's end, whichever is first."""
+        waits = [r.resume_in_ms for r in results if r.resume_in_ms is not None]
+        head = await repeat.head(self.conn, queue)
+        if head is not None:
+            now = (await jobs.server_now_ms(self.conn) if self.clock == "server"
+                   else repeat.now_ms())
+            if head > now:  # a due head that stays due is paused or invalid: the tick's
+                waits.append(head - now)
+        return min(waits) if waits else None
 
     async def carry_flows(self, queue: str) -> int:
         """Carry ``queue``'s flow outbox to the parents' slots until it is empty (bounded
@@ -147,9 +172,14 @@ class Pump:
             "promoted": 0, "fired": 0, "skipped": 0, "absent": 0, "flows": 0, "ids": [],
             "queues": {},
         }  # fmt: skip
+        wakes: list[int] = []
         for queue in self.queues:
             promoted = await self._promote(queue) if "promote" in self.legs else 0
             results = await self._sweep(queue) if "repeats" in self.legs else []
+            if "repeats" in self.legs:
+                wake = await self._plan_wake(queue, results)
+                if wake is not None:
+                    wakes.append(wake)
             flows = await self.deliver_flow_completions(queue) if "flows" in self.legs else 0
             ids = [i for r in results for i in r.ids]
             reasons: dict[str, int] = {}
@@ -170,6 +200,7 @@ class Pump:
                 report[key] += q[key]
             report["ids"].extend(ids)
         self.ticks += 1
+        self.next_wake_ms = min(wakes) if wakes else None
         return report
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -188,6 +219,9 @@ class Pump:
                     self.weather.answered("pump")
                 degraded = 0
                 wait_ms = self.tick_ms
+                if self.next_wake_ms is not None:
+                    # +1 ms: the clock the registry is priced on has passed the instant
+                    wait_ms = max(1, min(wait_ms, self.next_wake_ms + 1))
             except errors.WireError as exc:
                 degraded += 1
                 wait_ms = degraded_ms(self.tick_ms, degraded)

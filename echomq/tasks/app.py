@@ -94,6 +94,10 @@ class App(Declarations):
     mutual TLS, ``"full"``/``"ca"``/``"none"`` verification), over the URL's query
     parameters of the same names and ``ECHOMQ_TLS_*`` (``echomq.connectors.tls``); every
     connection of the app and of its workers uses them.
+    ``recurrence_clock``: ``"host"`` (the default, as the specification prices the
+    registry: keep Pump hosts on NTP) or ``"server"``: a worker's Pump plans and upserts
+    the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
+    the zone), so a Pump host whose clock is off fires on the server's time.
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class App(Declarations):
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
+        recurrence_clock: str = "host",
     ) -> None:
         keyspace.validate_queue(default_queue)
         url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
@@ -126,6 +131,13 @@ class App(Declarations):
         self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in given.items() if v is not None}
         if url is not None:  # a bad setting is refused here, before any I/O
             tls_options(urls.parse(url), dict(self.tls))
+        if recurrence_clock not in ("host", "server"):
+            raise ConfigError(f"recurrence_clock must be 'host' or 'server', "
+                              f"not {recurrence_clock!r}")
+        #: the clock a worker's Pump plans the recurrences on (and upserts them from):
+        #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
+        #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
+        self.recurrence_clock = recurrence_clock
         self.durability = check_durability(durability)
         if ephemeral and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")

@@ -36,6 +36,15 @@ class Recurrence:
     every_ms: int | None = None
     cron: str | None = None
     tz: str | None = None
+    #: the rest of the definition, as ``repeat.upsert`` takes it (jitter_ms, exclude,
+    #: overlap, catchup, start_at, end_at, limit: only those given)
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def upsert_kwargs(self) -> dict[str, Any]:
+        """The keywords ``repeat.upsert`` takes for this definition."""
+        how: dict[str, Any] = ({"every_ms": self.every_ms} if self.every_ms is not None
+                               else {"cron": self.cron, "tz": self.tz})
+        return {**how, **dict(self.options)}
 
 
 class Declarations:
@@ -220,27 +229,41 @@ class Declarations:
         return register(fn) if fn is not None else register
 
     def every(self, interval: int | dt.timedelta, *, name: str | None = None,
-              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+              jitter_ms: int = 0, exclude: Iterable[Any] = (), overlap: str = "allow",
+              catchup: str | None = None, start_at: int | dt.datetime | None = None,
+              end_at: int | dt.datetime | None = None, limit: int | None = None,
               ) -> Callable[[Any], Task[Any, Any]]:
-        """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock).
+        """Run the decorated task every ``interval`` (ms or ``timedelta``; HOST clock, or
+        the server's with ``App(recurrence_clock="server")``).
 
         Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
         registration is upserted when a worker starts and fired by the worker's Pump.
+        ``jitter_ms``, ``exclude`` (dates and cron expressions whose slots do not fire),
+        ``overlap`` (``allow``, ``skip``, ``buffer_one``, ``buffer_all``, ``cancel_other``),
+        ``catchup``, ``start_at``, ``end_at`` and ``limit`` are ``repeat.upsert``'s, checked
+        here.
         """
         every_ms = guard.span("interval", to_ms(interval), minimum=1)
+        options = _steering(every_ms, None, "UTC", jitter_ms, exclude, overlap, catchup,
+                            start_at, end_at, limit)
 
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
-            self._recur(task, name, args, kwargs, every_ms=every_ms)
+            self._recur(task, name, args, kwargs, every_ms=every_ms, options=options)
             return task
 
         return register
 
     def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
-             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None
+             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+             jitter_ms: int = 0, exclude: Iterable[Any] = (), overlap: str = "allow",
+             catchup: str | None = None, start_at: int | dt.datetime | None = None,
+             end_at: int | dt.datetime | None = None, limit: int | None = None,
              ) -> Callable[[Any], Task[Any, Any]]:
         """Run the decorated task on a cron expression in time zone ``tz`` (see
-        ``echomq.core.cron``); upserted when a worker starts, fired by its Pump."""
+        ``echomq.core.cron``); upserted when a worker starts, fired by its Pump. The other
+        options are ``every``'s."""
         guard.string("expr", expr)
         guard.string("tz", tz)
         if not expr.split():
@@ -253,9 +276,12 @@ class Declarations:
         except cron_mod.CronError as exc:
             raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
 
+        options = _steering(None, expr, tz, jitter_ms, exclude, overlap, catchup, start_at,
+                            end_at, limit)
+
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.task(t)
-            self._recur(task, name, args, kwargs, cron=expr, tz=tz)
+            self._recur(task, name, args, kwargs, cron=expr, tz=tz, options=options)
             return task
 
         return register
@@ -283,6 +309,23 @@ class Declarations:
         # a partitioned queue's recurrence lives on (and fires into) its first partition
         self.recurrences.append(Recurrence(task.name, task.queues[0], reg_name, template,
                                            **how))
+
+
+def _steering(every_ms: int | None, cron: str | None, tz: str, jitter_ms: int,
+              exclude: Iterable[Any], overlap: str, catchup: str | None,
+              start_at: Any, end_at: Any, limit: int | None) -> tuple[tuple[str, Any], ...]:
+    """A recurrence's options beyond its cadence, checked at declaration (the upsert's own
+    guards, run on a throwaway template), as ``Recurrence.options``."""
+    from echomq.core.recurrence import check_exclude
+    from echomq.verbs.repeat import definition
+
+    rules = tuple(check_exclude(exclude))
+    definition(b"", every_ms, cron, tz, start_at, end_at, limit, catchup, None, None,
+               overlap, jitter_ms, rules)
+    given = {"jitter_ms": jitter_ms or None, "exclude": rules or None,
+             "overlap": None if overlap == "allow" else overlap, "catchup": catchup,
+             "start_at": start_at, "end_at": end_at, "limit": limit}
+    return tuple((k, v) for k, v in given.items() if v is not None)
 
 
 def _default_name(fn: Callable[..., Any]) -> str:

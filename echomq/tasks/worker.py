@@ -205,7 +205,8 @@ class Worker:
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
                 pump = await _start_pump(conn, recurrences, background, self.beat_ms,
-                                         self.weather)
+                                         self.weather,
+                                         getattr(self.app, "recurrence_clock", "host"))
                 if pump is not None:
                     self.pump, task = pump
                     helpers.append(task)
@@ -384,24 +385,26 @@ async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
 
 
 async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
-                      beat_ms: int, weather: Weather | None = None
+                      beat_ms: int, weather: Weather | None = None, clock: str = "host",
                       ) -> tuple[Any, asyncio.Task[Any]] | None:
     """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
-    start a Pump for their queues, ticking on its own (HOST-clock) cadence."""
+    start a Pump for their queues, ticking on its own (HOST monotonic) cadence; the
+    registry's clock is the HOST's, or the server's with ``clock="server"`` (the upserts
+    are then priced on it too)."""
     from echomq.runtime.pump import Pump
-    from echomq.verbs import repeat
+    from echomq.verbs import jobs, repeat
 
     for r in recurrences:
-        how: dict[str, Any] = ({"every_ms": r.every_ms} if r.every_ms is not None
-                               else {"cron": r.cron, "tz": r.tz})
-        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, **how)
+        now = await jobs.server_now_ms(conn) if clock == "server" else None
+        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, now=now,
+                                     **r.upsert_kwargs())
         log.info("recurrence %s on %s: %s", r.name, r.queue, result)
     # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
     # beat and one second (cron's resolution is a minute)
     periods = [r.every_ms for r in recurrences if r.every_ms is not None]
     tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
     pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms,
-                legs=("promote", "repeats"), weather=weather)
+                legs=("promote", "repeats"), weather=weather, clock=clock)
     return pump, asyncio.ensure_future(pump.run(stop))
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from echomq.core import ids, keyspace
+from echomq.core import keyspace
 from echomq.core.outcomes import Outcome
 from echomq.core.recurrence import jitter_offset, plan
 from echomq.verbs import jobs, repeat

@@ -9,10 +9,9 @@
 -- (the pause has no end, or its end is after SERVER now: nothing written).
 -- Pause only marks the record ('paused' = '1'): record and next-run score stay, and the
 -- @fire script refuses a paused name, so no occurrence is minted while paused. A pause
--- with an end also records it (paused_until) and moves the score up to that instant
--- (never earlier), so a Pump planning its wake at the registry's head wakes then; the
--- Pump's sweep resumes it ('resume_due', checked here against SERVER now) once it has
--- come. Resume re-arms from now rather than from the old score, so the runs missed while
+-- with an end also records it (paused_until) and moves the score to that instant, so a
+-- Pump planning its wake at the registry's head wakes then; the Pump's sweep resumes it
+-- ('resume_due', checked here against SERVER now) as a resume would. Resume re-arms from now rather than from the old score, so the runs missed while
 -- paused are not caught up; a finished (done) registration stays parked.
 --@include park
 --@include now
@@ -27,7 +26,7 @@ if ARGV[2] == 'pause' then
   if until_ms then
     redis.call('HSET', KEYS[2], 'paused_until', until_ms)
     if not redis.call('HGET', KEYS[2], 'done') then
-      redis.call('ZADD', KEYS[1], 'GT', until_ms, name)
+      redis.call('ZADD', KEYS[1], 'XX', until_ms, name)
     end
   else
     redis.call('HDEL', KEYS[2], 'paused_until')

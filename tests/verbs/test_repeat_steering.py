@@ -242,24 +242,26 @@ def test_a_registration_paused_until_an_instant_is_resumed_by_the_sweep(run, raw
     assert run(repeat.pause, queue, "r", until=until) == Outcome.PAUSED
     entry = run(repeat.get, queue, "r")
     assert entry.paused and entry.paused_until == until
-    slot = entry.next_at  # its next slot (after the pause's end: the score stays)
+    assert entry.next_at == until  # a Pump planning its wake at the head wakes then
     # due on the registry's clock, but the pause's end has not come on the server's
-    (got,) = run(repeat.sweep, queue, slot)
+    (got,) = run(repeat.sweep, queue, until + 1)
     assert got.reason == "paused" and 0 < got.resume_in_ms <= 150
     time.sleep(0.2)
-    (got,) = run(repeat.sweep, queue, slot)
+    (got,) = run(repeat.sweep, queue)
     assert got.outcome == Outcome.FIRED  # resumed, and an interval runs at once
     entry = run(repeat.get, queue, "r")
     assert not entry.paused and entry.paused_until is None
 
 
-def test_a_pause_end_after_the_next_slot_moves_the_score_to_it(run, raw, queue):
-    register(run, queue, first_in_ms=0)
-    until = server_ms(raw) + 3 * EVERY
-    run(repeat.pause, queue, "r", until=until)
-    assert run(repeat.head, queue) == until  # a Pump planning its wake wakes then
-    (got,) = run(repeat.sweep, queue, until + 1)
-    assert got.reason == "paused" and got.resume_in_ms > 0
+def test_a_cron_resumes_at_its_first_slot_from_the_end(run, raw, queue):
+    assert run(repeat.upsert, queue, "c", template=b"t", cron="0 0 1 1 *") == (
+        Outcome.REGISTERED)
+    run(repeat.pause, queue, "c", until=server_ms(raw) + 50)
+    time.sleep(0.1)
+    (got,) = run(repeat.sweep, queue)
+    assert got.outcome == Outcome.RESUMED and not got.ids  # its next slot is in January
+    entry = run(repeat.get, queue, "c")
+    assert not entry.paused and entry.next_at > server_ms(raw)
 
 
 def test_manual_resume_drops_the_end(run, raw, queue):

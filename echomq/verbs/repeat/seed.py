@@ -57,7 +57,7 @@ def pause(queue: str, name: str, until: int | dt.datetime | None = None) -> Verb
     refuses a paused name, so no occurrence is minted until ``resume``. Pausing a paused
     registration is a no-op (it sets or drops the end). ``until`` (epoch ms or a
     ``datetime``, SERVER clock): the pause ends by itself at that instant: the registry
-    score moves up to it, so a Pump wakes then, and its sweep resumes the registration as
+    score moves to it, so a Pump wakes then, and its sweep resumes the registration as
     ``resume`` would (an interval fires at once, a cron at its first slot from the end).
     """
     keys = _keys(queue, name)

@@ -1,8 +1,12 @@
-"""``echomq repeat list|add|cancel|pause|resume|next``: browse and manage recurring registrations.
+"""``echomq repeat list|add|cancel|pause|resume|next|run|backfill``: browse and manage
+recurring registrations.
 
 Every command takes ``--url`` (default ``$ECHOMQ_URL``, else the embedded server) and
 ``--queue`` (default ``default``). Times print in the registration's zone for a cron
-registration and in UTC otherwise; repeat scores are HOST-clock ms.
+registration and in UTC otherwise; repeat scores are HOST-clock ms (a pause's ``--until``
+is SERVER time). ``run`` fires one occurrence now (the schedule kept); ``backfill`` fires
+the slots of a past range not fired before; ``next`` marks the slots an exclusion passes
+over and the run-at a jitter gives.
 """
 
 from __future__ import annotations
@@ -13,7 +17,19 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from echomq.cli.common import connect, parse_kwargs, scan_queues, url_flag, word_value
+from echomq.cli.common import (
+    connect,
+    parse_kwargs,
+    scan_queues,
+    until_ms,
+    until_type,
+    url_flag,
+    word_value,
+)
+from echomq.core.times import parse_instant
+
+# the overlap policies (echomq.verbs.repeat.OVERLAP), without importing the verbs here
+OVERLAP = ("allow", "skip", "buffer_one", "buffer_all", "cancel_other")
 
 
 def register(sub: Any) -> None:
@@ -47,8 +63,14 @@ def register(sub: Any) -> None:
                      help="missed runs after downtime (default: fire one and move on)")
     add.add_argument("--window", default=None, help="catch-up window (with skip or all)")
     add.add_argument("--cap", type=int, default=None, help="catch-up cap (with all)")
-    add.add_argument("--overlap", choices=("allow", "skip"), default="allow",
-                     help="skip a run while the previous one is pending or active")
+    add.add_argument("--overlap", choices=OVERLAP, default="allow",
+                     help="a run due while the last one is live: allow, skip, buffer_one, "
+                          "buffer_all or cancel_other (Temporal's meanings)")
+    add.add_argument("--jitter", default=None,
+                     help="move each run-at by a deterministic amount below this (e.g. 30s)")
+    add.add_argument("--exclude", action="append", default=None, metavar="DATE|CRON",
+                     help="a date (YYYY-MM-DD) or cron expression whose runs do not fire "
+                          "(repeatable)")
     add.set_defaults(func=run_add)
 
     cancel = verbs.add_parser("cancel", help="remove a registration (its jobs stay)")
@@ -59,6 +81,9 @@ def register(sub: Any) -> None:
     pause = verbs.add_parser("pause", help="stop firing a registration (record and next run kept)")
     _common(pause)
     pause.add_argument("name")
+    pause.add_argument("--until", type=until_type, default=None, metavar="T",
+                       help="resume by itself at T: an ISO-8601 instant, epoch ms, or a "
+                            "duration from the server's now (30m, 2h)")
     pause.set_defaults(func=run_hold, hold="pause")
 
     resume = verbs.add_parser("resume", help="fire a paused registration again, from now")
@@ -72,6 +97,20 @@ def register(sub: Any) -> None:
     nxt.add_argument("--count", type=int, default=5, help="how many runs (default 5)")
     nxt.add_argument("--tz", default="UTC", help="zone for a bare cron expression")
     nxt.set_defaults(func=run_next)
+
+    run = verbs.add_parser("run", help="run one occurrence now (the schedule is kept)")
+    _common(run)
+    run.add_argument("name")
+    run.set_defaults(func=run_trigger)
+
+    fill = verbs.add_parser("backfill", help="fire the runs of a past range not fired before")
+    _common(fill)
+    fill.add_argument("name")
+    fill.add_argument("--from", dest="start", required=True, type=parse_instant,
+                      help="the range's start (ISO-8601 or epoch ms), included")
+    fill.add_argument("--to", dest="end", required=True, type=parse_instant,
+                      help="the range's end (ISO-8601 or epoch ms), excluded")
+    fill.set_defaults(func=run_backfill)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -188,11 +227,14 @@ def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
         "window_ms": duration(args.window) if args.window else None,
         "cap": args.cap,
         "overlap": args.overlap,
+        "jitter_ms": duration(args.jitter) if args.jitter else 0,
+        "exclude": tuple(args.exclude or ()),
     }
     # every guard runs before the connection (and the embedded server) is touched
     repeat.definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
                        opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
-                       opts["window_ms"], opts["cap"], opts["overlap"])
+                       opts["window_ms"], opts["cap"], opts["overlap"], opts["jitter_ms"],
+                       opts["exclude"])
     from echomq.verbs import registry
     conn, app = connect(args)
     try:
@@ -220,11 +262,17 @@ def run_cancel(args: argparse.Namespace) -> int:
 def run_hold(args: argparse.Namespace) -> int:
     """``repeat pause``/``repeat resume``: exit 1 with a plain sentence for an unknown name."""
     from echomq.verbs import repeat
-    verb = repeat.pause if args.hold == "pause" else repeat.resume
     try:
         conn, app = connect(args)
         try:
-            outcome = verb(conn, args.queue, args.name)
+            if args.hold == "pause":
+                until = getattr(args, "until", None)
+                end = until_ms(conn, until) if until is not None else None
+                outcome = repeat.pause(conn, args.queue, args.name, until=end)
+                if end is not None and outcome != "absent":
+                    outcome = f"{outcome} until {_when(end, None)}"
+            else:
+                outcome = repeat.resume(conn, args.queue, args.name)
         finally:
             _close(app)
     except ValueError as exc:
@@ -254,12 +302,59 @@ def run_next(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     try:
-        runs = repeat.next_runs(entry if entry is not None else args.name, args.count, args.tz)
+        if entry is None:
+            runs = repeat.next_runs(args.name, args.count, args.tz)
+            for when in runs:
+                print(when.isoformat(timespec="seconds"))
+            return 0
+        slots = repeat.preview(entry, args.count)
     except cron.CronError as exc:
         print(f"echomq: {exc}", file=sys.stderr)
         return 2
-    if entry is not None and not runs:
+    if not slots:
         print(f"{args.name}: no further run ({entry.get('done') or 'finished'})")
-    for when in runs:
-        print(when.isoformat(timespec="seconds"))
+    zone = entry.get("tz") or args.tz  # as next_runs reads a record: its zone, else --tz
+    for s in slots:
+        line = _when(s.slot, zone)
+        if s.excluded:
+            line += "  excluded"
+        elif s.run_at != s.slot:
+            line += f"  (runs at {_when(s.run_at, zone)}: jitter)"
+        print(line)
+    return 0
+
+
+def run_trigger(args: argparse.Namespace) -> int:
+    from echomq.verbs import repeat
+    conn, app = connect(args)
+    try:
+        job_id = repeat.trigger(conn, args.queue, args.name)
+    except LookupError:
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    finally:
+        _close(app)
+    print(f"{job_id} enqueued {args.queue}")
+    return 0
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    from echomq.verbs import repeat
+    if args.end <= args.start:
+        print("echomq: --to must be after --from", file=sys.stderr)
+        return 2
+    conn, app = connect(args)
+    try:
+        fired = repeat.backfill(conn, args.queue, args.name, args.start, args.end)
+    except LookupError:
+        print(f"echomq: no registration named {args.name!r} on {args.queue!r}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"echomq: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        _close(app)
+    for job_id in fired:
+        print(f"{job_id} enqueued {args.queue}")
+    print(f"{len(fired)} fired (runs of the range fired before are left out)")
     return 0

@@ -1,6 +1,7 @@
 """Time controls from the command line, each command a subprocess (exit code, stdout,
 stderr, no traceback): ``echomq why``, ``echomq pause QUEUE --until T``, ``echomq group pause
---until``, and ``echomq job``/``stats`` showing deadlines and expired jobs."""
+--until``, ``echomq job``/``stats`` showing deadlines and expired jobs, and ``echomq repeat
+add`` (steering options), ``next`` (exclusions), ``run``, ``backfill``, ``pause --until``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from echomq.core import ids, keyspace
-from echomq.verbs import groups, jobs
+from echomq.verbs import groups, jobs, repeat
 from tests.support.clients import server_ms
 
 pytestmark = pytest.mark.slow  # subprocesses
@@ -97,3 +98,46 @@ def test_job_and_stats_show_deadlines_and_expired_jobs(url, conn, queue):
     counts = json.loads(ok(echomq("stats", "--queue", queue, "--json", url=url)))
     assert counts[queue]["expired"] == 1
     assert keyspace.validate_queue(queue)
+
+
+def test_repeat_add_with_steering_options_and_next(url, conn, queue):
+    out = ok(echomq("repeat", "add", "--queue", queue, "daily", "--cron", "0 9 * * *",
+                    "--payload", "p", "--overlap", "buffer_all", "--jitter", "30s",
+                    "--exclude", "2030-12-25", "--exclude", "* * * * 0", url=url))
+    assert out.strip() == "registered"
+    entry = repeat.get(conn, queue, "daily")
+    assert entry.overlap == "buffer_all" and entry.jitter_ms == 30_000
+    assert entry.exclude == ["2030-12-25", "* * * * 0"]
+    lines = ok(echomq("repeat", "next", "--queue", queue, "daily", "--count", "8",
+                      url=url)).splitlines()
+    passed = sum(line.endswith("  excluded") for line in lines)  # the Sundays among them
+    assert passed in (1, 2) and len(lines) == 8 + passed  # 8 runs that fire
+    bad = echomq("repeat", "add", "--queue", queue, "x", "--every", "1m", "--payload", "p",
+                 "--exclude", "someday", url=url)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_repeat_run_and_backfill(url, conn, queue):
+    repeat.upsert(conn, queue, "r", template=b"p", every_ms=60_000)
+    out = ok(echomq("repeat", "run", "--queue", queue, "r", url=url))
+    job_id, word, q = out.split()
+    assert word == "enqueued" and q == queue and jobs.get(conn, queue, job_id) is not None
+    nxt = repeat.get(conn, queue, "r").next_at
+    start = dt.datetime.fromtimestamp((nxt - 3 * 60_000) / 1000, dt.UTC).isoformat()
+    end = dt.datetime.fromtimestamp(nxt / 1000, dt.UTC).isoformat()
+    first = ok(echomq("repeat", "backfill", "--queue", queue, "r", "--from", start, "--to",
+                      end, url=url))
+    assert first.splitlines()[-1].startswith("3 fired")
+    again = ok(echomq("repeat", "backfill", "--queue", queue, "r", "--from", start, "--to",
+                      end, url=url))
+    assert again.strip().startswith("0 fired")
+    missing = echomq("repeat", "run", "--queue", queue, "nope", url=url)
+    assert missing.returncode == 1 and "no registration" in missing.stderr
+
+
+def test_repeat_pause_until(url, conn, queue):
+    repeat.upsert(conn, queue, "r", template=b"p", every_ms=60_000)
+    out = ok(echomq("repeat", "pause", "--queue", queue, "r", "--until", "5m", url=url))
+    assert out.startswith("paused until ")
+    entry = repeat.get(conn, queue, "r")
+    assert entry.paused and entry.paused_until is not None

@@ -1,16 +1,18 @@
 """The dashboard's actions: what a POST does (retry, run now, delete or cancel a job; the
 bulk retry/delete of dead jobs after a confirmation; pause/resume a queue, a group or a
-registration; quiet or stop a live worker), each through a verb. The access gate has
-already let the POST through."""
+registration; run a registration now or backfill a range of it; quiet or stop a live
+worker), each through a verb. The access gate has already let the POST through."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace
+from echomq.core.times import epoch_ms
 from echomq.dashboard import insight, pages, worker_pages
 from echomq.dashboard.web import Request, Response, e, html_response, q, redirect
 from echomq.verbs import dead, flows, groups, jobs, repeat
@@ -46,13 +48,19 @@ def act(conn: Connector, req: Request) -> Response:
         return redirect(req.url(f"/q/{q(queue)}/job/{q(job_id)}"))
     if rest == ["bulk"]:
         return bulk(conn, req, queue, form)
-    if len(rest) == 3 and rest[0] == "repeat" and rest[2] in ("cancel", "pause", "resume"):
+    if len(rest) == 3 and rest[0] == "repeat" and rest[2] in (
+            "cancel", "pause", "resume", "run", "backfill"):
         if rest[2] == "cancel":
             repeat.cancel(conn, queue, rest[1])
         elif rest[2] == "pause":
             repeat.pause(conn, queue, rest[1])
-        else:
+        elif rest[2] == "resume":
             repeat.resume(conn, queue, rest[1])
+        elif rest[2] == "run":
+            repeat.trigger(conn, queue, rest[1])
+        else:
+            start, end = (_utc_ms(form.get(k, [""])[0]) for k in ("from", "to"))
+            repeat.backfill(conn, queue, rest[1], start, end)
         return redirect(req.url(f"/q/{q(queue)}/repeat"))
     if rest == ["pause"]:
         jobs.pause(conn, queue)
@@ -65,6 +73,12 @@ def act(conn: Connector, req: Request) -> Response:
         toggle(conn, queue, rest[1])
         return redirect(req.url(f"/q/{q(queue)}/groups"))
     raise LookupError(req.path)
+
+def _utc_ms(text: str) -> int:
+    """A ``datetime-local`` form value (or any ISO-8601 text), read in UTC, as epoch ms."""
+    when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return epoch_ms(when if when.tzinfo else when.replace(tzinfo=UTC))
+
 
 def bulk(conn: Connector, req: Request, queue: str, form: dict[str, list[str]]) -> Response:
     """Retry or delete the chosen dead jobs (at most ``BULK_MAX``), after a confirmation:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from echomq.core import ids, partitions, readings, tally
+from echomq.core import cron, ids, partitions, readings, tally
 from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
@@ -26,6 +27,7 @@ from echomq.dashboard.layout import (
     _crumbs,
     _form,
     shell,
+    utc,
     when,
 )
 from echomq.dashboard.web import Request, e, q
@@ -359,26 +361,62 @@ def repeat_page(req: Request, queue: str, regs: list[repeat.Registration], acces
         cadence = entry.get("cron") or f"every {duration(entry.get('every_ms') or 0)}"
         zone = entry.get("tz") or "UTC"
         try:
-            upcoming = "".join(f"<li>{e(d.strftime('%Y-%m-%d %H:%M:%S %Z'))}</li>"
-                               for d in repeat.next_runs(entry, 5))
+            upcoming = "".join(_preview_item(entry, s) for s in repeat.preview(entry, 5))
         except (ValueError, KeyError, TypeError) as exc:
             upcoming = f"<li class='error'>{e(exc)}</li>"
+        name = q(entry["name"])
         op = "resume" if entry.get("paused") else "pause"
-        cancel = "" if access.read_only else _form(
-            req, f"/q/{q(queue)}/repeat/{q(entry['name'])}/{op}", op, "small ghost") + _form(
-            req, f"/q/{q(queue)}/repeat/{q(entry['name'])}/cancel", "cancel", "danger small",
-            f"Cancel the registration {entry['name']}?")
-        badge = " <span class='badge paused'>paused</span>" if entry.get("paused") else ""
+        acts = "" if access.read_only else (
+            _form(req, f"/q/{q(queue)}/repeat/{name}/run", "run now", "small")
+            + _form(req, f"/q/{q(queue)}/repeat/{name}/{op}", op, "small ghost")
+            + _form(req, f"/q/{q(queue)}/repeat/{name}/cancel", "cancel", "danger small",
+                    f"Cancel the registration {entry['name']}?")
+            + _backfill_form(req, queue, entry["name"]))
+        until = entry.paused_until
+        badge = ((" <span class='badge paused'>paused until "
+                  f"{e(utc(until))}</span>") if until is not None else
+                 " <span class='badge paused'>paused</span>") if entry.get("paused") else ""
+        steer = [f"overlap {entry.overlap}"]
+        if entry.jitter_ms:
+            steer.append(f"jitter {duration(entry.jitter_ms)}")
+        if entry.exclude:
+            steer.append("except " + ", ".join(entry.exclude))
         rows.append(
-            f"<tr><td><b>{e(entry['name'])}</b>{badge}</td><td><code>{e(cadence)}</code></td>"
+            f"<tr><td><b>{e(entry['name'])}</b>{badge}</td><td><code>{e(cadence)}</code>"
+            f"<div class='hint'>{e('; '.join(steer))}</div></td>"
             f"<td>{e(zone)}</td><td><ol class='runs'>{upcoming}</ol></td>"
-            f"<td class='n'>{e(entry.get('fired', 0))}</td><td>{cancel}</td></tr>")
+            f"<td class='n'>{e(entry.get('fired', 0))}</td><td>{acts}</td></tr>")
     table = (
         "<table class='grid'><thead><tr><th>name</th><th>cadence</th><th>zone</th>"
         "<th>next 5 runs (in its zone)</th><th class='n'>fired</th><th></th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>" if rows else
         "<p class='note'>No registrations on this queue.</p>")
     return shell(req, f"{queue}: registrations", table, _crumbs(req, queue, "registrations"))
+
+
+def _preview_item(entry: repeat.Registration, slot: repeat.Slot) -> str:
+    """One run of the preview, in the registration's zone: an excluded one struck through,
+    a jittered one with the run-at its occurrence gets."""
+    zone = cron.zone(entry.get("tz") or "UTC")
+
+    def shown(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+    if slot.excluded:
+        return f"<li class='excluded'><s>{e(shown(slot.slot))}</s> excluded</li>"
+    if slot.run_at != slot.slot:
+        return (f"<li>{e(shown(slot.slot))} <span class='hint'>runs "
+                f"{e(shown(slot.run_at))}</span></li>")
+    return f"<li>{e(shown(slot.slot))}</li>"
+
+
+def _backfill_form(req: Request, queue: str, name: str) -> str:
+    """Backfill a past range (UTC datetimes): the slots in it not fired before."""
+    action = req.url(f"/q/{q(queue)}/repeat/{q(name)}/backfill")
+    return (f"<form method='post' action='{e(action)}' class='inline backfill'>"
+            "<input type='datetime-local' name='from' required aria-label='from (UTC)'>"
+            "<input type='datetime-local' name='to' required aria-label='to (UTC)'>"
+            "<button class='small ghost'>backfill</button></form>")
 
 
 # -- groups -------------------------------------------------------------------------------

@@ -208,3 +208,52 @@ def test_a_steady_stream_still_runs_every_debounce_max(app, queue, worker, url):
         assert app.result(j, timeout=5) == last_call
         assert started[last_call] - first <= 600 + 150, (started[last_call] - first)
     assert len(worker.runs()) == len(windows)
+
+
+OVERLAP_APP = '''
+import json, os, time
+from echomq import App
+from echomq.verbs import jobs
+
+app = App(os.environ["ECHOMQ_URL"])
+Q = os.environ["T_QUEUE"]
+LOG = os.environ["T_LOG"]
+
+
+@app.every(200, name="tick", overlap=os.environ["T_OVERLAP"])
+@app.task(queue=Q, name="slow")
+def slow():
+    began = jobs.server_now_ms(app.connector())
+    time.sleep(0.5)
+    with open(LOG, "a") as f:
+        f.write(json.dumps([began, jobs.server_now_ms(app.connector())]) + "\\n")
+'''
+
+
+@pytest.mark.parametrize("overlap", ["allow", "skip", "buffer_all", "cancel_other"])
+def test_overlap_policies_under_a_worker(tmp_path, url, queue, overlap):
+    (tmp_path / "ovapp.py").write_text(OVERLAP_APP)
+    log = tmp_path / "spans.log"
+    log.touch()
+    env = {**os.environ, "ECHOMQ_URL": url, "T_QUEUE": queue, "T_LOG": str(log),
+           "T_OVERLAP": overlap}
+    err = open(tmp_path / "worker.log", "wb")  # noqa: SIM115 - a file, never a full pipe
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "echomq.cli", "worker", "ovapp:app", "--concurrency", "4",
+         "--beat-ms", "50", "--log-level", "warning"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: len(log.read_text().splitlines()) >= 4, 30, "four runs",
+                 detail=lambda: (tmp_path / "worker.log").read_text()[-2000:])
+    finally:
+        kill_all([proc])
+    spans = sorted(tuple(json.loads(line)) for line in log.read_text().splitlines())
+    overlapping = sum(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+    if overlap == "allow":
+        assert overlapping > 0  # a run every 200 ms, each 500 ms long: they overlap
+    else:
+        assert overlapping == 0, spans  # never two at once
+    if overlap == "buffer_all":
+        # the held ones run back to back: each starts right after the one before ends
+        gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:], strict=False)]
+        assert max(gaps) < 300, gaps

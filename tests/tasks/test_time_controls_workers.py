@@ -8,6 +8,7 @@ server topology), so "never ran" is read from what the worker did, not from the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -248,12 +249,12 @@ def test_overlap_policies_under_a_worker(tmp_path, url, queue, overlap):
     finally:
         kill_all([proc])
     spans = sorted(tuple(json.loads(line)) for line in log.read_text().splitlines())
-    overlapping = sum(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+    overlapping = sum(b[0] < a[1] for a, b in itertools.pairwise(spans))
     if overlap == "allow":
         assert overlapping > 0  # a run every 200 ms, each 500 ms long: they overlap
     else:
         assert overlapping == 0, spans  # never two at once
     if overlap == "buffer_all":
         # the held ones run back to back: each starts right after the one before ends
-        gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:], strict=False)]
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(spans)]
         assert max(gaps) < 300, gaps

@@ -204,10 +204,11 @@ def test_a_steady_stream_still_runs_every_debounce_max(app, queue, worker, url):
     for j in windows:
         first = min(t for t, x in sent if x == j)
         last_call = max(i for i, (_, x) in enumerate(sent) if x == j)
-        # it ran once, on the last payload it got, and no later than its cap allows
-        # (+ a claim's latency: the worker's beat is 50 ms)
+        # it ran once, on the last payload it got, and no later than its cap allows (its
+        # run-at is capped exactly: tests/verbs/test_debounce.py; here + the promote and
+        # claim latency of a worker at a 50 ms beat on a loaded 2-core machine)
         assert app.result(j, timeout=5) == last_call
-        assert started[last_call] - first <= 600 + 150, (started[last_call] - first)
+        assert started[last_call] - first <= 600 + 400, (started[last_call] - first)
     assert len(worker.runs()) == len(windows)
 
 

@@ -138,9 +138,10 @@ def _json_or_text(value: str | None) -> Any:
 @verb
 def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
     """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
-    ``None`` when none does. Reads only (the row, the kept result, the schedule score, and
-    for a waiting job what holds it: ``jobs.why``). A key at the row's name that is not a
-    hash reads as state ``"?"`` with a note."""
+    ``None`` when none does. Reads the row, the kept result, the schedule score, and for a
+    waiting job what holds it (``jobs.why``); a waiting job found past its deadline is
+    ended ``expired`` first (``jobs.expire``: the deadline sweep the workers' beat runs).
+    A key at the row's name that is not a hash reads as state ``"?"`` with a note."""
     for queue in queues:
         notes: tuple[str, ...] = ()
         try:
@@ -156,10 +157,20 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
             score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
             waiting_on = None
             if row and row.get("state") in WAITING:
-                waiting_on = (yield from jobs.why.steps(queue, job_id)).words
+                hold = yield from jobs.why.steps(queue, job_id)
+                if hold.expires_ms is not None and hold.expires_ms <= hold.now_ms:
+                    # past its deadline and nothing popped it yet: end it now (the sweep a
+                    # beat would run), so the status says what the job's fate is
+                    yield from jobs.expire.steps(queue, EXPIRE_BATCH)
+                    row = (yield from jobs.get.steps(queue, job_id)) or row
+                else:
+                    waiting_on = hold.words
             return info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
     return None
 
+
+#: how many deadlines a read that finds one passed ends at once (``jobs.expire``'s batch)
+EXPIRE_BATCH = 100
 
 #: the states a job waits in (what ``jobs.why`` explains)
 WAITING = frozenset({"pending", "scheduled", "waiting-children"})

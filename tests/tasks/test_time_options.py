@@ -83,3 +83,22 @@ def test_a_partitioned_debounce_key_meets_on_one_partition(app, raw, queue):
 
     bump = work.options(debounce="k", debounce_ms=60_000)
     assert len({bump.enqueue(i) for i in range(8)}) == 1
+
+
+def test_with_no_worker_the_status_and_the_result_learn_the_deadline(app, queue):
+    import time
+
+    from echomq import errors
+
+    @app.task(queue=queue)
+    def work(x): ...
+
+    paused = work.options(expires=50).enqueue(1)
+    waiting = work.options(expires=50).enqueue(2)
+    time.sleep(0.1)  # no worker: nothing popped them
+    info = app.job(paused)
+    assert info.state == "expired" and info.waiting_on is None
+    with pytest.raises(errors.JobExpired):
+        app.result(waiting, timeout=5)
+    fresh = work.options(expires=60_000).enqueue(3)
+    assert app.job(fresh).state == "pending" and app.job(fresh).waiting_on

@@ -88,11 +88,11 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]
             return value_of(found.result)
         row = found.row or {}
         state = row.get("state")
-        if row.get("expires") and state in ("pending", "scheduled"):
-            # a deadline: end it if it has passed (the sweep the workers' beat runs), so a
-            # waiter with no worker running still learns the job's fate
-            if (yield from jobs.expire.steps(known, 100)):
-                continue
+        # a deadline: end it if it has passed (the sweep the workers' beat runs), so a
+        # waiter with no worker running still learns the job's fate
+        if (row.get("expires") and state in ("pending", "scheduled")
+                and (yield from jobs.expire.steps(known, 100))):
+            continue
         if state == "completed":
             return None
         if state == "dead":

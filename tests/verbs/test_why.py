@@ -155,3 +155,12 @@ def test_app_job_says_what_holds_it(app, queue):
     jobs.pause(app.connector(), queue)
     jid = work.enqueue(2)
     assert app.job(jid).waiting_on == "queue paused (until resumed)"
+
+
+def test_a_hostile_run_at_reads_without_raising(run, snap, raw, queue):
+    jid = ids.mint()
+    run(jobs.enqueue_in, queue, jid, b"x", 60_000)
+    raw.zadd(keyspace.queue_key(queue, "schedule"), {jid: float("inf")})
+    assert why(run, snap, queue, jid).words.startswith("scheduled for ")
+    raw.zadd(keyspace.queue_key(queue, "schedule"), {jid: 1e300})
+    assert why(run, snap, queue, jid).words.startswith("scheduled for ")

@@ -44,7 +44,10 @@ def span(ms: int) -> str:
 def instant(ms: int, now: int) -> str:
     """An instant (epoch ms, SERVER clock) in UTC: the time of day when it is today's, the
     date too otherwise."""
-    at = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    try:
+        at = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    except (OverflowError, OSError, ValueError):  # a score past what a datetime holds
+        return f"{ms} ms (epoch)"
     today = dt.datetime.fromtimestamp(now / 1000, dt.UTC).date()
     fmt = "%H:%M:%S UTC" if at.date() == today else "%Y-%m-%d %H:%M:%S UTC"
     return at.strftime(fmt)
@@ -122,9 +125,11 @@ class Hold:
 
 
 def _num(value: str) -> Any:
+    """A number the script read, as an int; text that is none (or a score another client
+    wrote past any instant: ``inf``) stays text, so the words never raise on it."""
     try:
         return int(float(value))
-    except ValueError:
+    except (ValueError, OverflowError):
         return value
 
 

@@ -156,8 +156,13 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
         if row or notes or result is not None:
             score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
             waiting_on = None
+            hold = None
             if row and row.get("state") in WAITING:
-                hold = yield from jobs.why.steps(queue, job_id)
+                try:
+                    hold = yield from jobs.why.steps(queue, job_id)
+                except errors.ServerError:  # a read-only ACL user runs no script
+                    hold = None
+            if hold is not None:
                 if hold.expires_ms is not None and hold.expires_ms <= hold.now_ms:
                     # past its deadline and nothing popped it yet: end it now (the sweep a
                     # beat would run), so the status says what the job's fate is

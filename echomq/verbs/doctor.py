@@ -38,7 +38,8 @@ from echomq.core.steps import Batch, Command, Eval, Verb, scored, text, verb
 from echomq.verbs.flows import ADMIT_GRACE_MS
 
 #: the sets a job's state names (``core.states.SET_OF``'s values), read by ``ZSCAN``
-SETS = ("pending", "schedule", "active", "dead", "cancelled", "completed", "waiting-children")
+SETS = ("pending", "schedule", "active", "dead", "cancelled", "expired", "completed",
+        "waiting-children")
 DEFAULT_BATCH = 200
 _GLOB = re.compile(r"([*?\[\]\\])")
 _ROW_KEY = re.compile(r"^emq:\{.*\}:job:(.+)$")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -111,7 +110,6 @@ PUMP = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime is not installed")
 @pytest.mark.parametrize("clock", ["host", "server"])
 def test_a_pump_host_5_minutes_fast(url, queue, clock, tmp_path):
     raw = client_for(url)

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import valkey
 
-from echomq import Connector, native
+from echomq import Connector, dashboard, native
 from echomq.embedded.server import EmbeddedServer
 from echomq.tasks.app import App
+from tests.support.board import Client
 from tests.support.clients import WIRES, Runner, client_for, snapshot
 
 
@@ -131,3 +132,12 @@ def run(request: pytest.FixtureRequest, url: str) -> Iterator[Runner]:
 def snap(raw: valkey.Valkey) -> Callable[[str], dict[bytes, Any]]:
     """``snap(queue)``: a snapshot of every key of the queue (see ``snapshot``)."""
     return lambda queue: snapshot(raw, queue)
+
+
+@pytest.fixture
+def board(conn: Connector, queue: str) -> Iterator[Client]:
+    """The dashboard on a free port over ``conn``, showing ``queue``; an HTTP client to it."""
+    httpd = dashboard.serve(conn, port=0, queues=[queue])
+    yield Client(httpd.server_address[1])
+    httpd.shutdown()
+    httpd.server_close()

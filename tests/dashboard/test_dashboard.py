@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,14 +22,6 @@ from echomq.dashboard import insight
 from echomq.verbs import dead, jobs, metrics, repeat
 from tests.support.board import Client
 from tests.support.paths import ROOT
-
-
-@pytest.fixture
-def board(conn, queue) -> Iterator[Client]:
-    httpd = dashboard.serve(conn, port=0, queues=[queue])
-    yield Client(httpd.server_address[1])
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def die(conn, queue: str, payload: bytes = b"x", error: str = "boom") -> str:

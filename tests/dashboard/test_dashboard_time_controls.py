@@ -6,22 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
 
-import pytest
-
-from echomq import dashboard
 from echomq.core import ids
 from echomq.verbs import jobs, repeat
-from tests.support.board import Client
-
-
-@pytest.fixture
-def board(conn, queue) -> Iterator[Client]:
-    httpd = dashboard.serve(conn, port=0, queues=[queue])
-    yield Client(httpd.server_address[1])
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def test_the_job_page_says_what_holds_a_job(board, conn, queue):

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,14 +45,6 @@ APP = textwrap.dedent('''
         import asyncio
         await asyncio.sleep(seconds)
 ''')
-
-
-@pytest.fixture
-def board(conn, queue) -> Iterator[Client]:
-    httpd = dashboard.serve(conn, port=0, queues=[queue])
-    yield Client(httpd.server_address[1])
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def families(text: str) -> dict[str, Any]:

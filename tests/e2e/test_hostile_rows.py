@@ -6,22 +6,12 @@ list``, the dashboard's pages and ``/metrics``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
-from echomq import dashboard, ids, keyspace
+from echomq import ids, keyspace
 from echomq.verbs import jobs
-from tests.support.board import Client
 from tests.support.cli import echomq
-
-
-@pytest.fixture
-def board(conn, queue) -> Iterator[Client]:
-    httpd = dashboard.serve(conn, port=0, queues=[queue])
-    yield Client(httpd.server_address[1])
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def k(queue: str, suffix: str) -> str:

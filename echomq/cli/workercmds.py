@@ -50,6 +50,10 @@ def register(sub: Any) -> None:
     p.add_argument("--heartbeat-ms", type=int, default=DEFAULT_HEARTBEAT_MS,
                    help="how often the worker renews its entry in the live worker registry "
                         "(`echomq workers`); a killed worker drops out within two periods")
+    p.add_argument("--wire", type=int, choices=(4, 6), default=None,
+                   help="4: scripts; 6: the EMQ module's native commands (default: the app's "
+                        "wire= if it names one, else 6 when every server node has the "
+                        "module, else 4)")
     p.add_argument("--no-metronome", action="store_true",
                    help="each consumer runs its own reap/promote legs (no pool election)")
     p.add_argument("--url", default=None,
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                               grace_s=args.grace, metronome=not args.no_metronome,
                               burst=args.burst, heartbeat_ms=args.heartbeat_ms,
                               name=args.app if ":" in args.app else f"{args.app}:app",
-                              **extra))
+                              wire=args.wire, **extra))
     finally:
         app.close()
     if not worker.unfinished:

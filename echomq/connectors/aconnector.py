@@ -15,11 +15,12 @@ from valkey import exceptions as vexc
 from echomq.connectors import packing, urls
 from echomq.connectors.autopipeline import AutoPipeline
 from echomq.connectors.plan import (
+    AUTO,
     MAX_PAYLOAD_BYTES,
     Base,
     Plan,
     check_payload_limit,
-    check_wire,
+    check_wire_choice,
     startup,
     tls_options,
 )
@@ -58,13 +59,13 @@ class AsyncConnector(Base):
 
     @classmethod
     async def connect(
-        cls, url: str, wire: int = 4, *, cluster: bool = False,
+        cls, url: str, wire: int | str = 4, *, cluster: bool = False,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES, auto_pipeline: bool = True,
         **options: Any
     ) -> AsyncConnector:
         """Connect to ``url``; see ``Connector.connect``. ``auto_pipeline`` as in the
         class docstring (ignored on a cluster)."""
-        check_wire(wire)
+        check_wire_choice(wire)
         check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
         options.update(tls_options(target, options))
@@ -78,8 +79,8 @@ class AsyncConnector(Base):
         else:
             client = avalkey.Valkey.from_url(target.url, **options)
             packing.use_c_packer(client.connection_pool)  # before the first connection
-        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes,
-                   auto_pipeline=auto_pipeline)
+        conn = cls(client, wire=4 if wire == AUTO else int(wire), cluster=cluster,
+                   max_payload_bytes=max_payload_bytes, auto_pipeline=auto_pipeline)
         try:
             if cluster:
                 try:
@@ -87,7 +88,9 @@ class AsyncConnector(Base):
                 except (*WIRE_FAULTS, vexc.ValkeyClusterException) as exc:
                     raise wire_error(exc) from exc
             await conn.ping()
-            if wire == 6:
+            if wire == AUTO:
+                conn.wire, conn.wire_reason = await conn._run(conn._choose_plan())
+            elif wire == 6:
                 await conn.require_native()
         except BaseException:
             await client.aclose()

@@ -35,13 +35,14 @@ from valkey import exceptions as vexc
 from echomq.connectors import urls
 from echomq.connectors.kept import KeptConnection
 from echomq.connectors.plan import (
+    AUTO,
     MAX_PAYLOAD_BYTES,
     Base,
     Call,
     Pipe,
     Plan,
     check_payload_limit,
-    check_wire,
+    check_wire_choice,
     startup,
     tls_options,
 )
@@ -70,7 +71,7 @@ class Connector(Base):
 
     @classmethod
     def connect(
-        cls, url: str, wire: int = 4, *, cluster: bool = False,
+        cls, url: str, wire: int | str = 4, *, cluster: bool = False,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES, **options: Any
     ) -> Connector:
         """Connect to ``url`` (``valkey://``, ``valkeys://``, ``redis://``, ``rediss://``,
@@ -82,8 +83,12 @@ class Connector(Base):
         queue = one hash tag = one slot).
 
         TLS (a ``valkeys://`` URL): ``tls_ca``, ``tls_cert``, ``tls_key``, ``tls_verify`` in
-        ``options``, the URL's query or the environment (``echomq.connectors.tls``)."""
-        check_wire(wire)
+        ``options``, the URL's query or the environment (``echomq.connectors.tls``).
+
+        ``wire``: 4 (scripts, the default), 6 (native commands; refused at connect unless
+        the module is loaded on every node) or ``"auto"``: 6 when every node has the module,
+        else 4, with the reason in ``conn.wire_reason``."""
+        check_wire_choice(wire)
         check_payload_limit(max_payload_bytes)
         target = urls.parse(url)
         options.update(tls_options(target, options))
@@ -99,10 +104,13 @@ class Connector(Base):
             raise wire_error(exc) from exc
         except vexc.ValkeyClusterException as exc:  # no startup node answered
             raise wire_error(exc) from exc
-        conn = cls(client, wire=wire, cluster=cluster, max_payload_bytes=max_payload_bytes)
+        conn = cls(client, wire=4 if wire == AUTO else int(wire), cluster=cluster,
+                   max_payload_bytes=max_payload_bytes)
         try:
             conn.ping()
-            if wire == 6:
+            if wire == AUTO:
+                conn.wire, conn.wire_reason = conn._run(conn._choose_plan())
+            elif wire == 6:
                 conn.require_native()
         except BaseException:
             client.close()

@@ -21,6 +21,9 @@ from echomq.core import errors
 from echomq.core.steps import Arg, Batch, Command, Eval, Native, Nodes, Step
 
 WIRES = (4, 6)
+#: ``wire=AUTO`` (what ``App`` and the worker use unless told): 6 when every node has the
+#: module, 4 otherwise, decided at connect by one ``MODULE LIST`` (``Base._choose_plan``)
+AUTO = "auto"
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 MAX_COMMAND_BYTES = 512 * 1024 * 1024
 
@@ -37,6 +40,16 @@ def check_payload_limit(limit: int) -> int:
 def check_wire(wire: int) -> int:
     if wire not in WIRES:
         raise ValueError(f"wire must be 4 (scripts) or 6 (native module), not {wire!r}")
+    return wire
+
+
+def check_wire_choice(wire: int | str) -> int | str:
+    """``check_wire``, or ``AUTO`` (let the connect pick, see ``Base._choose_plan``)."""
+    if wire == AUTO:
+        return AUTO
+    if wire not in WIRES:
+        raise ValueError(f"wire must be 4 (scripts), 6 (native module) or {AUTO!r} (6 when "
+                         f"every node has the module), not {wire!r}")
     return wire
 
 
@@ -95,6 +108,8 @@ class Base:
                  max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
         self.client = client
         self.wire = check_wire(wire)
+        #: why this wire: asked for, or what the startup check found (``_choose_plan``)
+        self.wire_reason = f"wire={wire} asked for"
         self.cluster = cluster
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
 
@@ -232,6 +247,22 @@ class Base:
         if isinstance(reply, dict) and reply:
             return set.intersection(*(module_names(r) for r in reply.values()))
         return module_names(reply)
+
+    def _choose_plan(self) -> Plan:
+        """The startup check behind ``wire=AUTO``: (6, why) when the ``emq`` module is loaded
+        on the server (on a cluster: on every node, replicas included, since a failover
+        promotes one), else (4, why). An ACL user refused ``MODULE LIST`` gets 4."""
+        try:
+            names = yield from self._modules_plan()
+        except vexc.ResponseError as exc:
+            return 4, f"MODULE LIST refused ({exc}), so scripts"
+        where = "every node of the cluster" if self.cluster else "the server"
+        if native.MODULE_NAME in names:
+            return 6, f"the {native.MODULE_NAME} module is loaded on {where}"
+        if self.cluster:
+            return 4, f"not every node of the cluster has the {native.MODULE_NAME} module"
+        return 4, (f"the server has no {native.MODULE_NAME} module (MODULE LIST shows "
+                   f"{sorted(names) or 'none'})")
 
     @staticmethod
     def _native_missing(names: set[str]) -> errors.NativeUnavailable | None:

@@ -37,7 +37,13 @@ from typing import Any, TypeVar
 from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
-from echomq.connectors.plan import MAX_PAYLOAD_BYTES, check_payload_limit, tls_options
+from echomq.connectors.plan import (
+    AUTO,
+    MAX_PAYLOAD_BYTES,
+    check_payload_limit,
+    check_wire,
+    tls_options,
+)
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.errors import ConfigError, NotDurable
@@ -86,6 +92,10 @@ class App(Declarations):
     ``WAITAOF``, see ``echomq.verbs.durability``) until that many replicas (and the primary's own
     fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
     on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``wire``: ``None`` (default) picks wire 6 (the EMQ module's native commands) when every
+    node of the server has the module loaded, as the embedded server does, and wire 4
+    (scripts) otherwise, at the first connect (``wire_reason`` says which and why); 4 or 6
+    chooses (6 is refused at connect where the module is missing).
     ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
     by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
     ``ValueError``) naming the size and the limit, before anything is sent.
@@ -104,7 +114,7 @@ class App(Declarations):
         self,
         url: str | None = None,
         *,
-        wire: int = 4,
+        wire: int | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         ephemeral: bool = False,
         default_queue: str = DEFAULT_QUEUE,
@@ -148,7 +158,10 @@ class App(Declarations):
         self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
                      if wait_replicas or wait_local else None)
         self._url = url
-        self.wire = wire
+        #: the wire asked for (None: let the first connect pick, see ``wire``)
+        self.wire_asked = None if wire is None else check_wire(wire)
+        self._wire: int | None = self.wire_asked
+        self.wire_reason: str | None = None if wire is None else f"wire={wire} asked for"
         self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
         self.ephemeral = ephemeral
         self.default_queue = default_queue
@@ -224,6 +237,8 @@ class App(Declarations):
     @url.setter
     def url(self, value: str | None) -> None:
         self._url = urls.given(value)
+        if self.wire_asked is None:  # another server: the first connect there picks again
+            self._wire = self.wire_reason = None
 
     def _embedded(self) -> str:
         from echomq.embedded.server import EmbeddedServer
@@ -247,6 +262,24 @@ class App(Declarations):
         self._stop_server = stop
         atexit.register(stop)
 
+    @property
+    def wire(self) -> int:
+        """The wire this app's connectors speak: the one asked for, or (``wire=None``) the
+        one the first connect picked: 6 when every node has the EMQ module, else 4
+        (connecting now if none was made yet)."""
+        if self._wire is None:
+            self.connector()
+        assert self._wire is not None
+        return self._wire
+
+    def _connect_wire(self) -> int | str:
+        """What to connect with: the wire asked for or picked before, else ``AUTO``."""
+        return self._wire if self._wire is not None else AUTO
+
+    def _picked(self, conn: Connector | AsyncConnector) -> None:
+        if self._wire is None:
+            self._wire, self.wire_reason = conn.wire, conn.wire_reason
+
     def connector(self, queue: str | None = None) -> Connector:
         """The app's sync connector (made on first use). A ``queue`` named is only checked:
         the queue registry is written by an admission that succeeded (``admit``,
@@ -254,8 +287,9 @@ class App(Declarations):
         if queue is not None:
             keyspace.validate_queue(queue)
         if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self.wire,
+            self._conn = Connector.connect(self.url, wire=self._connect_wire(),
                                            max_payload_bytes=self.max_payload_bytes, **self.tls)
+            self._picked(self._conn)
         return self._conn
 
     async def aconnector(self, queue: str | None = None) -> AsyncConnector:
@@ -289,11 +323,12 @@ class App(Declarations):
         making = self._aconnecting.get(id(loop))
         if making is None or making[0] is not loop:
             making = (loop, loop.create_task(AsyncConnector.connect(
-                self.url, wire=self.wire, max_payload_bytes=self.max_payload_bytes,
+                self.url, wire=self._connect_wire(), max_payload_bytes=self.max_payload_bytes,
                 **self.tls)))
             self._aconnecting[id(loop)] = making
         try:
             conn = await asyncio.shield(making[1])
+            self._picked(conn)
         finally:  # done (made or failed): the next caller without a connector starts anew
             if making[1].done() and self._aconnecting.get(id(loop)) is making:
                 del self._aconnecting[id(loop)]

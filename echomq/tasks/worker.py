@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
+from echomq.connectors.plan import AUTO, check_wire
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.times import seconds_to_ms
@@ -77,6 +78,8 @@ class Worker:
     (``echomq worker`` passes its ``module:attribute``).
     ``task_metrics`` (on by default) counts each task's runs by outcome and run time on the
     server (``verbs.taskmetrics``: the dashboard's Tasks page and ``/metrics``).
+    ``wire`` (4 or 6) defaults to the app's: the one it was given, else 6 when every node
+    has the EMQ module and 4 otherwise; the start line says which and why.
     """
 
     def __init__(
@@ -97,8 +100,10 @@ class Worker:
         heartbeat_ms: int = workers.DEFAULT_HEARTBEAT_MS,
         name: str | None = None,
         task_metrics: bool = True,
+        wire: int | None = None,
     ) -> None:
         self.app = app
+        self.wire_asked = check_wire(wire) if wire is not None else app.wire_asked
         # a partitioned queue named by its logical name runs a consumer per partition
         self.queues = app.expand(queues or app.queues() or [app.default_queue])
         for q in self.queues:
@@ -141,7 +146,7 @@ class Worker:
         """Serve until ``stop`` is set, then drain; returns how many jobs were left
         unfinished (abandoned to the reaper)."""
         # named connections: CLIENT LIST tells which worker process holds which connection
-        conn = await AsyncConnector.connect(self.app.url, wire=self.app.wire,
+        conn = await AsyncConnector.connect(self.app.url, wire=self.wire_asked or AUTO,
                                             client_name=f"echomq-worker-{os.getpid()}",
                                             **getattr(self.app, "tls", {}))
         try:
@@ -210,8 +215,9 @@ class Worker:
                 if pump is not None:
                     self.pump, task = pump
                     helpers.append(task)
-            log.info("worker %d on %s (wire %d) serving %s (concurrency %d per queue, "
+            log.info("worker %d on %s (wire %d: %s) serving %s (concurrency %d per queue, "
                      "beat %d ms%s%s)%s", os.getpid(), urls.redact(self.app.url), conn.wire,
+                     conn.wire_reason,
                      ", ".join(self.queues), self.concurrency, self.beat_ms,
                      ", metronome" if self.use_metronome else "",
                      ", burst" if self.burst else "",

@@ -59,8 +59,11 @@ static const char KIND_ERROR[] = "EMQKIND job id must be JOB-namespaced";
 static const char WRONGTYPE_ERROR[] =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/* Values written into rows, made once at load (shared, never freed per call). */
+/* Values written into rows, and row field names for replicated writes, made once at load
+ * (shared, never freed per call). */
 static EmqStr *s_scheduled, *s_pending, *s_zero;
+static EmqStr *f_state, *f_attempts, *f_payload, *f_priority, *f_unique, *f_unique_until,
+    *f_notify;
 
 /* -- small checks, none of which touches a key -------------------------------------- */
 
@@ -261,6 +264,11 @@ static void lead(EmqCtx *ctx, EmqStr *sched) {
     Emq_FreeString(ctx, key);
 }
 
+/* An admission with the option tail (see "admissions with options" below). */
+typedef struct AdmitVerb AdmitVerb;
+static const AdmitVerb ENQUEUE_VERB, SCHEDULE_VERB;
+static int cmd_admit(EmqCtx *ctx, EmqStr **argv, int argc, const AdmitVerb *v);
+
 /* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
 
 static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
@@ -271,6 +279,7 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     double score;
     char buf[40];
 
+    if (argc == 13) return cmd_admit(ctx, argv, argc, &SCHEDULE_VERB);
     if (!check_shape(ctx, argv, argc, 8, 2, "ERR EMQ.SCHEDULE numkeys must be 2",
                      "ERR EMQ.SCHEDULE keys must be distinct"))
         return EMQ_OK;
@@ -661,6 +670,7 @@ static int cmd_enqueue(EmqCtx *ctx, EmqStr **argv, int argc) {
     char num[24];
     int flags = 0, n;
 
+    if (argc == 11) return cmd_admit(ctx, argv, argc, &ENQUEUE_VERB);
     if (!check_shape(ctx, argv, argc, 6, 2, "ERR EMQ.ENQUEUE numkeys must be 2",
                      "ERR EMQ.ENQUEUE keys must be distinct"))
         return EMQ_OK;
@@ -708,6 +718,279 @@ static int cmd_enqueue(EmqCtx *ctx, EmqStr **argv, int argc) {
     return Emq_ReplyWithLongLong(ctx, 1);
 }
 
+/* -- admissions with options: EMQ.ENQUEUE / EMQ.SCHEDULE + the option tail ------------- */
+
+/*   EMQ.ENQUEUE  2 <row> <pending>  <id> <payload>             <priority> <group> <unique>
+ *                                                               <unique_for> <notify>
+ *   EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> <the same five>
+ *
+ * The scripts' admit() (includes/admit.lua) for a flat job: the option tail is the
+ * scripts' ('' = none) and so are the writes, the reply (1, 0 when the id has a row, or
+ * the OWNER's id when a live job owns the unique key) and the row's fields in their order.
+ * A group is the scripts' (its lane and ring): EMQSTATE <verb> lane not native, nothing
+ * written, and the caller sends the script (it never sends a group here). Native-only
+ * refusals of what the scripts would coerce: a priority outside 0..1000000 or not an
+ * integer, a unique_for or notify that is not a positive integer. */
+
+#define MAX_PRIORITY 1000000LL
+
+struct AdmitVerb {
+    int scheduled; /* 0: claimable now (pending); 1: the schedule set */
+    size_t cut;    /* the set key's last word ('pending' 7, 'schedule' 8): the queue base */
+    const char *numkeys, *distinct, *priority, *lane, *unique_for, *notify;
+};
+
+static const AdmitVerb ENQUEUE_VERB = {
+    0, 7, "ERR EMQ.ENQUEUE numkeys must be 2", "ERR EMQ.ENQUEUE keys must be distinct",
+    "ERR EMQ.ENQUEUE priority must be an integer 0..1000000", "EMQSTATE enqueue lane not native",
+    "ERR EMQ.ENQUEUE unique_for must be a positive integer",
+    "ERR EMQ.ENQUEUE notify must be a positive integer"};
+static const AdmitVerb SCHEDULE_VERB = {
+    1, 8, "ERR EMQ.SCHEDULE numkeys must be 2", "ERR EMQ.SCHEDULE keys must be distinct",
+    "ERR EMQ.SCHEDULE priority must be an integer 0..1000000", "EMQSTATE schedule lane not native",
+    "ERR EMQ.SCHEDULE unique_for must be a positive integer",
+    "ERR EMQ.SCHEDULE notify must be a positive integer"};
+
+typedef struct {
+    long long priority;  /* 0: none (not written; score 0) */
+    EmqStr *unique;      /* the unique key, NULL for none */
+    long long unique_for; /* ms, -1 for none */
+    EmqStr *notify;      /* ms as given, NULL for none */
+} Opts;
+
+static int is_empty(const EmqStr *s) {
+    size_t n;
+    Emq_StringPtrLen(s, &n);
+    return n == 0;
+}
+
+/* The option tail t[0..4]: NULL, or the refusal. unique_for without a unique key is
+ * ignored, as the script ignores it. */
+static const char *parse_opts(EmqStr **t, const AdmitVerb *v, Opts *o) {
+    long long n;
+    o->priority = 0, o->unique = NULL, o->unique_for = -1, o->notify = NULL;
+    if (!is_empty(t[0])) {
+        if (Emq_StringToLongLong(t[0], &n) != EMQ_OK || n < 0 || n > MAX_PRIORITY)
+            return v->priority;
+        o->priority = n;
+    }
+    if (!is_empty(t[1])) return v->lane;
+    if (!is_empty(t[2])) o->unique = t[2];
+    if (!is_empty(t[3])) {
+        if (Emq_StringToLongLong(t[3], &n) != EMQ_OK || n < 1) return v->unique_for;
+        if (o->unique) o->unique_for = n;
+    }
+    if (!is_empty(t[4])) {
+        if (Emq_StringToLongLong(t[4], &n) != EMQ_OK || n < 1) return v->notify;
+        o->notify = t[4];
+    }
+    return NULL;
+}
+
+/* <base><mid><tail>, allocated (the caller frees it). */
+static EmqStr *keyat(EmqCtx *ctx, const char *base, size_t blen, const char *mid,
+                     const char *tail, size_t tlen) {
+    size_t mlen = strlen(mid);
+    char stack[256], *buf = stack;
+    EmqStr *out;
+    if (blen + mlen + tlen > sizeof(stack)) buf = Emq_Alloc(blen + mlen + tlen);
+    memcpy(buf, base, blen);
+    memcpy(buf + blen, mid, mlen);
+    if (tlen) memcpy(buf + blen + mlen, tail, tlen);
+    out = Emq_CreateString(ctx, buf, blen + mlen + tlen);
+    if (buf != stack) Emq_Free(buf);
+    return out;
+}
+
+static int is_live_state(const EmqStr *st) {
+    return str_is(st, "pending") || str_is(st, "scheduled") || str_is(st, "active") ||
+           str_is(st, "waiting-children");
+}
+
+/* The live owner of the unique key uk, as the scripts' unique_owner(): the id it holds
+ * when that job's row is waiting, running or waiting for its children, or when the key's
+ * TTL (a unique_for window) still runs; NULL when the key is free or stale. A key or row
+ * of another type sets *refusal (the script's GET / HGET would fail there). */
+static EmqStr *unique_owner(EmqCtx *ctx, EmqStr *uk, const char *base, size_t blen,
+                            const char **refusal) {
+    EmqKey *k = Emq_OpenKey(ctx, uk, EMQ_READ);
+    int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY, live = 0;
+    long long ttl = EMQ_NO_EXPIRE;
+    EmqStr *owner = NULL, *row, *state = NULL;
+    EmqReply *r;
+    size_t len;
+    const char *p;
+    if (t == EMQ_KEYTYPE_STRING) ttl = Emq_GetExpire(k);
+    Emq_CloseKey(k);
+    if (t == EMQ_KEYTYPE_EMPTY) return NULL;
+    if (t != EMQ_KEYTYPE_STRING) {
+        *refusal = WRONGTYPE_ERROR;
+        return NULL;
+    }
+    /* GET through the call API: reading a string through the key API may re-encode it */
+    r = Emq_Call(ctx, "GET", "s", uk);
+    if (r == NULL || Emq_CallReplyType(r) != EMQ_REPLY_STRING) {
+        if (r) Emq_FreeCallReply(r);
+        return NULL;
+    }
+    p = Emq_CallReplyStringPtr(r, &len);
+    owner = Emq_CreateString(ctx, p, len);
+    row = keyat(ctx, base, blen, "job:", p, len);
+    Emq_FreeCallReply(r);
+    k = Emq_OpenKey(ctx, row, EMQ_READ);
+    t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    if (t == EMQ_KEYTYPE_HASH) {
+        Emq_HashGet(k, EMQ_HASH_CFIELDS, "state", &state, NULL);
+        if (state) live = is_live_state(state);
+    } else if (t != EMQ_KEYTYPE_EMPTY) {
+        *refusal = WRONGTYPE_ERROR;
+    }
+    Emq_CloseKey(k);
+    Emq_FreeString(ctx, row);
+    if (state) Emq_FreeString(ctx, state);
+    if (*refusal == NULL && (live || ttl > 0)) return owner;
+    Emq_FreeString(ctx, owner);
+    return NULL;
+}
+
+static EmqStr *num_str(EmqCtx *ctx, long long n) {
+    char buf[24];
+    int len = snprintf(buf, sizeof(buf), "%lld", n);
+    return Emq_CreateString(ctx, buf, (size_t)len);
+}
+
+/* The admission itself. Checks, in order: the shape, the mode and due (schedule), the
+ * options, the JOB fence, the row (any key: 0), the set's type, the unique key (its
+ * type, its owner's row type; a live owner: its id), the counter; then the writes: the row
+ * in the script's field order (state, attempts, payload, priority, then unique,
+ * unique_until, notify), the unique key (SET: no TTL while the job lives), the set member
+ * (pending at the priority, or the schedule at the run-at), the wake token (pending) or
+ * the due token (a run-at that leads the schedule), 'enqueued' + 1. */
+static int cmd_admit(EmqCtx *ctx, EmqStr **argv, int argc, const AdmitVerb *v) {
+    EmqStr *row, *set, *id, *payload, *uk = NULL, *owner = NULL, *stats, *wk;
+    EmqStr *prio = NULL, *until = NULL, *bumped, *fields[14];
+    EmqKey *k;
+    Opts o;
+    const char *refusal = NULL, *base;
+    int first_opt = v->scheduled ? 8 : 6, relative = 0, first = 0, flags = 0, nf = 0;
+    long long due = 0, count;
+    size_t blen;
+    double score;
+    char sbuf[40];
+
+    if (!check_shape(ctx, argv, argc, first_opt + 5, 2, v->numkeys, v->distinct)) return EMQ_OK;
+    row = argv[2], set = argv[3], id = argv[4], payload = argv[5];
+    if (v->scheduled) {
+        relative = parse_mode(argv[6]);
+        if (relative < 0) return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE mode must be in or at");
+        if (!parse_due(argv[7], &due))
+            return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE due must be a non-negative integer");
+        if (!due_in_range(relative, due))
+            return Emq_ReplyWithError(
+                ctx, "ERR EMQ.SCHEDULE due must be at most 253402300799999 (year 9999)");
+    }
+    refusal = parse_opts(argv + first_opt, v, &o);
+    if (refusal) return Emq_ReplyWithError(ctx, refusal);
+    if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
+    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
+    if (!is_type_or_empty(ctx, set, EMQ_KEYTYPE_ZSET))
+        return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
+    base = Emq_StringPtrLen(set, &blen);
+    blen = blen > v->cut ? blen - v->cut : 0;
+    if (o.unique) {
+        size_t ulen;
+        const char *u = Emq_StringPtrLen(o.unique, &ulen);
+        uk = keyat(ctx, base, blen, "unique:", u, ulen);
+        owner = unique_owner(ctx, uk, base, blen, &refusal);
+        if (refusal || owner) {
+            Emq_FreeString(ctx, uk);
+            if (refusal) return Emq_ReplyWithError(ctx, refusal);
+            Emq_ReplyWithString(ctx, owner);
+            Emq_FreeString(ctx, owner);
+            return EMQ_OK;
+        }
+    }
+    stats = keyat(ctx, base, blen, "stats", "", 0);
+    refusal = counter_before(ctx, stats, &count);
+    if (refusal) {
+        Emq_FreeString(ctx, stats);
+        if (uk) Emq_FreeString(ctx, uk);
+        return Emq_ReplyWithError(ctx, refusal);
+    }
+
+    /* the row, one HashSet per field so the hash keeps the script's field order */
+    k = Emq_OpenKey(ctx, row, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "state", v->scheduled ? s_scheduled : s_pending,
+                "attempts", s_zero, "payload", payload, NULL);
+    fields[nf++] = f_state, fields[nf++] = v->scheduled ? s_scheduled : s_pending;
+    fields[nf++] = f_attempts, fields[nf++] = s_zero;
+    fields[nf++] = f_payload, fields[nf++] = payload;
+    if (o.priority) {
+        prio = num_str(ctx, o.priority);
+        Emq_HashSet(k, EMQ_HASH_CFIELDS, "priority", prio, NULL);
+        fields[nf++] = f_priority, fields[nf++] = prio;
+    }
+    if (o.unique) {
+        Emq_HashSet(k, EMQ_HASH_CFIELDS, "unique", o.unique, NULL);
+        fields[nf++] = f_unique, fields[nf++] = o.unique;
+        if (o.unique_for >= 0) {
+            until = num_str(ctx, Emq_Milliseconds() + o.unique_for);
+            Emq_HashSet(k, EMQ_HASH_CFIELDS, "unique_until", until, NULL);
+            fields[nf++] = f_unique_until, fields[nf++] = until;
+        }
+    }
+    if (o.notify) {
+        Emq_HashSet(k, EMQ_HASH_CFIELDS, "notify", o.notify, NULL);
+        fields[nf++] = f_notify, fields[nf++] = o.notify;
+    }
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", row);
+    Emq_Replicate(ctx, "HSET", "sv", row, fields, (size_t)nf);
+
+    if (uk) {
+        k = Emq_OpenKey(ctx, uk, EMQ_READ | EMQ_WRITE);
+        Emq_StringSet(k, id); /* drops any TTL, as SET does */
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_STRING, "set", uk);
+        Emq_Replicate(ctx, "SET", "ss", uk, id);
+    }
+
+    if (v->scheduled) {
+        score = price(relative, due);
+        first = leads(ctx, set, score);
+    } else {
+        score = (double)o.priority;
+    }
+    k = Emq_OpenKey(ctx, set, EMQ_READ | EMQ_WRITE);
+    Emq_ZsetAdd(k, score, id, &flags);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", set);
+    score_text(score, sbuf, sizeof(sbuf));
+    Emq_Replicate(ctx, "ZADD", "scs", set, sbuf, id);
+    if (v->scheduled) {
+        if (first) lead(ctx, set);
+    } else {
+        wk = keyat(ctx, base, blen, "wake", "", 0);
+        wake(ctx, wk);
+        Emq_FreeString(ctx, wk);
+    }
+
+    bumped = num_str(ctx, count + 1);
+    k = Emq_OpenKey(ctx, stats, EMQ_READ | EMQ_WRITE);
+    Emq_HashSet(k, EMQ_HASH_CFIELDS, "enqueued", bumped, NULL);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_HASH, "hincrby", stats);
+    Emq_Replicate(ctx, "HINCRBY", "scc", stats, "enqueued", "1");
+
+    Emq_FreeString(ctx, bumped);
+    Emq_FreeString(ctx, stats);
+    if (prio) Emq_FreeString(ctx, prio);
+    if (until) Emq_FreeString(ctx, until);
+    if (uk) Emq_FreeString(ctx, uk);
+    return Emq_ReplyWithLongLong(ctx, 1);
+}
+
 /* -- load / unload ------------------------------------------------------------------- */
 
 static int load(EmqCtx *ctx) {
@@ -718,6 +1001,13 @@ static int load(EmqCtx *ctx) {
         s_scheduled = Emq_CreateString(NULL, "scheduled", 9);
         s_pending = Emq_CreateString(NULL, "pending", 7);
         s_zero = Emq_CreateString(NULL, "0", 1);
+        f_state = Emq_CreateString(NULL, "state", 5);
+        f_attempts = Emq_CreateString(NULL, "attempts", 8);
+        f_payload = Emq_CreateString(NULL, "payload", 7);
+        f_priority = Emq_CreateString(NULL, "priority", 8);
+        f_unique = Emq_CreateString(NULL, "unique", 6);
+        f_unique_until = Emq_CreateString(NULL, "unique_until", 12);
+        f_notify = Emq_CreateString(NULL, "notify", 6);
     }
     /* Key positions (first, last, step) so a cluster routes on them: numkeys is argv[1]
      * and the keys follow it. Flagged write + deny-oom: replicas and the AOF see the
@@ -736,7 +1026,16 @@ static int unload(void) {
         Emq_FreeString(NULL, s_scheduled);
         Emq_FreeString(NULL, s_pending);
         Emq_FreeString(NULL, s_zero);
+        Emq_FreeString(NULL, f_state);
+        Emq_FreeString(NULL, f_attempts);
+        Emq_FreeString(NULL, f_payload);
+        Emq_FreeString(NULL, f_priority);
+        Emq_FreeString(NULL, f_unique);
+        Emq_FreeString(NULL, f_unique_until);
+        Emq_FreeString(NULL, f_notify);
         s_scheduled = s_pending = s_zero = NULL;
+        f_state = f_attempts = f_payload = f_priority = f_unique = f_unique_until = f_notify =
+            NULL;
     }
     return EMQ_OK;
 }

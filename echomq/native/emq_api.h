@@ -32,6 +32,7 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
 #define EMQ_WRITE 2
 
 #define EMQ_KEYTYPE_EMPTY 0
+#define EMQ_KEYTYPE_STRING 1
 #define EMQ_KEYTYPE_LIST 2
 #define EMQ_KEYTYPE_HASH 3
 #define EMQ_KEYTYPE_ZSET 5
@@ -39,12 +40,17 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
 #define EMQ_ZADD_XX 1
 
 #define EMQ_NOTIFY_GENERIC 4
+#define EMQ_NOTIFY_STRING 8
 #define EMQ_NOTIFY_HASH 64
 #define EMQ_NOTIFY_ZSET 128
 
 #define EMQ_HASH_NONE 0
 #define EMQ_HASH_CFIELDS 4 /* field names are C strings */
 #define EMQ_HASH_EXISTS 8  /* HashGet: the out-param is an int* (field present?) */
+
+#define EMQ_NO_EXPIRE -1LL /* GetExpire: the key has no TTL */
+
+#define EMQ_REPLY_STRING 0
 
 /* X(return type, name without prefix, (argument types)) */
 #define EMQ_API(X)                                                                      \
@@ -54,6 +60,9 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(int, WrongArity, (EmqCtx *))                                                      \
     X(int, ReplyWithError, (EmqCtx *, const char *))                                    \
     X(int, ReplyWithLongLong, (EmqCtx *, long long))                                    \
+    X(int, ReplyWithString, (EmqCtx *, EmqStr *))                                       \
+    X(int, ReplyWithArray, (EmqCtx *, long))                                            \
+    X(int, ReplyWithStringBuffer, (EmqCtx *, const char *, size_t))                    \
     X(const char *, StringPtrLen, (const EmqStr *, size_t *))                           \
     X(int, StringToLongLong, (const EmqStr *, long long *))                             \
     X(EmqStr *, CreateString, (EmqCtx *, const char *, size_t))                         \
@@ -64,6 +73,9 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(void, CloseKey, (EmqKey *))                                                       \
     X(int, KeyType, (EmqKey *))                                                         \
     X(size_t, ValueLength, (EmqKey *))                                                  \
+    X(int, StringSet, (EmqKey *, EmqStr *))                                             \
+    X(long long, GetExpire, (EmqKey *))                                                 \
+    X(int, DeleteKey, (EmqKey *))                                                       \
     X(int, ZsetAdd, (EmqKey *, double, EmqStr *, int *))                                \
     X(int, ZsetRem, (EmqKey *, EmqStr *, int *))                                        \
     X(int, ZsetScore, (EmqKey *, EmqStr *, double *))                                   \
@@ -76,6 +88,8 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(int, HashSet, (EmqKey *, int, ...))                                               \
     X(EmqReply *, Call, (EmqCtx *, const char *, const char *, ...))                    \
     X(void, FreeCallReply, (EmqReply *))                                                \
+    X(int, CallReplyType, (EmqReply *))                                                 \
+    X(const char *, CallReplyStringPtr, (EmqReply *, size_t *))                         \
     X(int, Replicate, (EmqCtx *, const char *, const char *, ...))                      \
     X(int, NotifyKeyspaceEvent, (EmqCtx *, int, const char *, EmqStr *))                \
     X(long long, Milliseconds, (void))

@@ -41,10 +41,20 @@ schedules = st.one_of(
     st.tuples(st.just("schedule"), st.sampled_from(IDS), st.just("in"), in_values,
               st.binary(max_size=6)),
 )
+# an admission with the option tail (EMQ.ENQUEUE / EMQ.SCHEDULE take it at wire 6): a
+# priority, a unique key from a small set (so owners collide), a unique_for window, a notify
+admits = st.tuples(
+    st.just("admit"), st.sampled_from(IDS), st.binary(max_size=6),
+    st.sampled_from(["now", "now", "at", "in"]), st.one_of(at_values, in_values),
+    st.sampled_from([0, 0, 1, 7, 1_000_000]), st.sampled_from([None, "k1", "k2"]),
+    st.sampled_from([None, None, 60_000]), st.sampled_from([None, 5_000]),
+)
 ops = st.lists(
     st.one_of(
         schedules,
         schedules,
+        admits,
+        admits,
         st.tuples(st.just("enqueue"), st.sampled_from(IDS), st.binary(max_size=6)),
         st.tuples(st.just("promote"), st.integers(1, 4)),
         st.tuples(st.just("promote"), st.integers(1, 4)),
@@ -107,6 +117,12 @@ def step(conn: Connector, q: str, op: tuple, held: dict[str, int]) -> Any:
         return jobs.enqueue_in(conn, q, job, payload, value)
     if verb == "enqueue":
         return jobs.enqueue(conn, q, op[1], op[2])
+    if verb == "admit":
+        _, job, payload, mode, value, priority, unique, unique_for, notify = op
+        value = value if mode == "at" else min(value, 10**9)
+        return jobs.admit(conn, q, job, payload, mode=mode, value=value, priority=priority,
+                          unique=unique, unique_for_ms=unique_for if unique else None,
+                          notify_ms=notify)
     if verb == "promote":
         return jobs.promote(conn, q, op[1])
     if verb == "claim":
@@ -152,6 +168,15 @@ def test_native_commands_really_ran(wires: tuple[Connector, Connector]) -> None:
     for name in ("emq.schedule", "emq.promote", "emq.delay"):
         calls = after[f"cmdstat_{name}"]["calls"]
         assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + 1
+    # with options: the module too (a group alone rides the script)
+    before = after
+    jobs.admit(c6, q, IDS[1], b"y", priority=3, unique="u", unique_for_ms=1_000, notify_ms=5)
+    jobs.admit(c6, q, IDS[2], b"y", mode="in", value=10, priority=3, unique="v")
+    jobs.admit(c6, q, IDS[3], b"y", group="g")
+    after = c6.client.info("commandstats")
+    for name, more in (("emq.enqueue", 1), ("emq.schedule", 1)):
+        calls = after[f"cmdstat_{name}"]["calls"]
+        assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + more
 
 
 def notifications(conn: Connector, q: str, run: Callable[[str], None]) -> set[tuple[str, str]]:

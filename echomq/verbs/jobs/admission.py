@@ -125,19 +125,24 @@ PLAIN = Options()
 _OPTION_NAMES = frozenset(Options._fields) - {"expires"}
 
 
+def _native_tail(opts: Options) -> tuple[tuple[str, ...], bool]:
+    """The option tail, and whether the module takes it: ``EMQ.ENQUEUE``/``EMQ.SCHEDULE``
+    admit a flat job with priority, unique key and notify (a kept result); a group (its
+    lane and ring) or a deadline rides the script, as does any option the module does not
+    know (the tail is then longer than the five it takes)."""
+    tail = opts.tail()
+    return tail, opts.group is None and len(tail) == 5
+
+
 def _enqueue_step(queue: str, job_id: str, payload: bytes | str, opts: Options = PLAIN) -> Eval:
     guard.string("job_id", job_id)
     guard.payload(payload)
-    # EMQ.ENQUEUE is the script's plain path; options ride the script at wire 6 too
+    keys = (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending"))
     if opts.plain:
-        return Eval("enqueue", (keyspace.job_key(queue, job_id),
-                                keyspace.queue_key(queue, "pending")),
-                    (job_id, payload), native="EMQ.ENQUEUE")
-    return Eval(
-        "enqueue",
-        (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "pending")),
-        (job_id, payload, *opts.tail()),
-    )
+        return Eval("enqueue", keys, (job_id, payload), native="EMQ.ENQUEUE")
+    tail, native = _native_tail(opts)
+    return Eval("enqueue", keys, (job_id, payload, *tail),
+                native="EMQ.ENQUEUE" if native else None)
 
 
 def _schedule_step(
@@ -152,13 +157,15 @@ def _schedule_step(
     guard.string("job_id", job_id)
     guard.payload(payload)
     args: tuple[str | bytes, ...] = (job_id, payload, mode, str(value))
-    # EMQ.SCHEDULE takes four arguments (id, payload, mode, value) and no options: a job
-    # with options rides the script at wire 6 too
+    native = True
+    if not opts.plain:
+        tail, native = _native_tail(opts)
+        args = (*args, *tail)
     return Eval(
         "schedule",
         (keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "schedule")),
-        args if opts.plain else (*args, *opts.tail()),
-        native="EMQ.SCHEDULE" if opts.plain else None,
+        args,
+        native="EMQ.SCHEDULE" if native else None,
         via=via,
     )
 

@@ -1,21 +1,28 @@
-"""Drain throughput of one queue split into 1, 3 and 8 partitions on a 3-primary cluster.
+"""Drain throughput of one queue split into 1, 3 and 8 partitions on a loopback cluster, and
+the server's work per job on each primary: the scale-out model.
 
 One queue lives on one slot, so one primary serves all of it; a partitioned queue
 (``@app.task(queue=..., partitions=N)``) spreads its partitions' tags over the primaries.
-For each N: a fresh loopback cluster (3 primaries, no replicas), ``--n`` no-op jobs enqueued
-round robin over the partitions, then ``--workers`` ``echomq worker`` processes drain them
-(total concurrency per worker ``--concurrency``, split evenly over the partitions, so every
-row runs the same number of slots). Throughput is jobs / (last completion - first
+For each cluster size (``--masters``, default 3 and 6) and each N: a fresh loopback cluster
+(no replicas), ``--n`` no-op jobs enqueued round robin over the partitions, then
+``--workers`` ``echomq worker`` processes drain them, each with ``--concurrency`` slots for
+the queue (one pool for all its partitions). Throughput is jobs / (last completion - first
 completion), read from the completed sets' SERVER-clock scores (the app keeps completed
-rows), so process start-up is not counted. "busiest primary" is the CPU the most loaded
-primary spent over that span (INFO cpu): near 100 % means one primary is the bound that
-partitions lift.
+rows), so process start-up is not counted.
+
+The model: per primary, the server time its transitions spent over the drain (``INFO
+commandstats``, reset before it: the scripts' and the module commands' µs, which hold the
+commands they run) divided by all the jobs drained: "µs/job" is what the cluster as a whole
+spends per job, and "busiest share" is the most loaded primary's part of it. One primary
+serves one partition's every job, so with P partitions spread by hash over M primaries the
+busiest carries (its partitions) / P of the work ("expected": from where the tags
+landed), and a queue's ceiling is one core divided by (busiest share x µs/job).
 
     .venv/bin/python bench/partitions.py [--n 20000] [--workers 3] [--concurrency 48]
-        [--repeat 3]
+        [--masters 3,6] [--partitions 1,3,8] [--repeat 3]
 
-With ``--repeat R`` every row is measured R times, the partition counts interleaved (so
-drift from other load hits them alike); the table shows medians.
+With ``--repeat R`` every row is measured R times, the rows interleaved (so drift from
+other load hits them alike); the table shows medians.
 
 Every primary, worker and this script share the machine's cores: on a small machine the
 ratio shows how far partitioning lifts the one-primary bound there, not on a real fleet.
@@ -32,6 +39,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections import Counter
 
 from echomq import Connector
 from echomq.core import ids, keyspace, partitions
@@ -52,27 +60,30 @@ APP = textwrap.dedent("""
 """)
 
 
-def run(parts: int, n: int, workers: int, concurrency: int, folder: str) -> dict[str, float]:
+def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
+        folder: str) -> dict[str, float]:
     queue = f"bench{parts}"
     names = partitions.names(queue, parts)
-    with LocalCluster(masters=3, replicas=0) as cl:
+    with LocalCluster(masters=masters, replicas=0) as cl:
         conn = Connector.connect(cl.url)
-        owners = {cl.owner(keyspace.queue_key(q, "pending")).port for q in names}
+        owner = {q: cl.owner(keyspace.queue_key(q, "pending")).port for q in names}
         body = encode("bench.noop", [0])
         for i, q in enumerate(names):
             share = n // parts + (1 if i < n % parts else 0)
             for lo in range(0, share, 1000):
                 jobs.enqueue_many(conn, q, [(ids.mint(), body)
                                             for _ in range(min(1000, share - lo))])
-        cpu0 = {n.port: _cpu(cl, n) for n in cl.primaries()}
+        primaries = list(cl.primaries())
+        for node in primaries:
+            cl.client(node).config_resetstat()
+        cpu0 = {node.port: _cpu(cl, node) for node in primaries}
         env = {**os.environ, "ECHOMQ_URL": cl.url, "BENCH_QUEUE": queue,
                "BENCH_PARTITIONS": str(parts),
                "PYTHONPATH": os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))}
-        per = max(1, concurrency // parts)
         procs = [subprocess.Popen(
             [sys.executable, "-m", "echomq.cli", "worker", "benchapp:app", "--concurrency",
-             str(per), "--grace", "2"], cwd=folder, env=env, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL) for _ in range(workers)]
+             str(concurrency), "--grace", "2"], cwd=folder, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         try:
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
@@ -83,12 +94,14 @@ def run(parts: int, n: int, workers: int, concurrency: int, folder: str) -> dict
                 if all(p.poll() is not None for p in procs):
                     raise SystemExit("every worker process exited before the drain ended")
                 time.sleep(0.1)
+            # the server's work per primary, read before the workers' shutdown adds to it
+            usec = {node.port: _usec(cl, node) for node in primaries}
+            cpu = {node.port: _cpu(cl, node) - cpu0[node.port] for node in primaries}
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(30)
-        cpu = max(_cpu(cl, n) - cpu0[n.port] for n in cl.primaries())
         first, last, done = float("inf"), 0.0, 0
         for q in names:
             key = keyspace.queue_key(q, "completed")
@@ -99,14 +112,28 @@ def run(parts: int, n: int, workers: int, concurrency: int, folder: str) -> dict
                 first, last = min(first, float(lo[1])), max(last, float(hi[1]))
         conn.close()
     span = max(1.0, last - first) / 1000
-    return {"done": done, "seconds": span, "rate": done / span, "primaries": len(owners),
-            "cpu": cpu / span}
+    total = sum(usec.values())
+    held = Counter(owner.values())
+    return {"done": done, "seconds": span, "rate": done / span, "primaries": len(held),
+            "usec_job": total / max(1, done),
+            "busiest_share": max(usec.values()) / total if total else 0.0,
+            "expected_share": max(held.values()) / parts,
+            "busiest_cpu": max(cpu.values()) / span}
 
 
 def _cpu(cl: LocalCluster, node: object) -> float:
     """A primary's CPU seconds so far (user + sys, from INFO cpu)."""
     info = cl.client(node).info("cpu")  # type: ignore[arg-type]
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _usec(cl: LocalCluster, node: object) -> float:
+    """The µs a primary spent in the transitions since the reset (INFO commandstats: the
+    scripts and the module's commands, whose time holds the commands they run; the
+    bench's own reads are left out)."""
+    stats = cl.client(node).info("commandstats")  # type: ignore[arg-type]
+    return sum(float(v["usec"]) for k, v in stats.items()
+               if k in ("cmdstat_evalsha", "cmdstat_eval") or k.startswith("cmdstat_emq"))
 
 
 def main() -> None:
@@ -116,29 +143,35 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=48)
+    parser.add_argument("--masters", default="3,6")
     parser.add_argument("--partitions", default="1,3,8")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="echomq-bench-")
     with open(os.path.join(folder, "benchapp.py"), "w") as f:
         f.write(APP)
-    print(f"{args.n} no-op jobs, {args.workers} worker processes, "
-          f"{args.concurrency} slots per worker, 3 primaries; os.cpu_count()={os.cpu_count()}; "
-          f"medians of {args.repeat}")
-    print(f"{'partitions':>10} {'primaries used':>15} {'jobs':>7} {'drain s':>8} "
-          f"{'jobs/s':>8} {'vs 1':>6} {'busiest primary CPU':>20}")
+    print(f"{args.n} no-op jobs, {args.workers} worker processes, {args.concurrency} slots "
+          f"per worker, os.cpu_count()={os.cpu_count()}; medians of {args.repeat}")
+    print(f"{'masters':>7} {'partitions':>10} {'primaries used':>15} {'jobs/s':>8} "
+          f"{'vs 1':>6} {'server us/job':>14} {'busiest share':>14} {'expected':>9} "
+          f"{'busiest CPU':>12}")
+    sizes = [int(m) for m in args.masters.split(",")]
     counts = [int(p) for p in args.partitions.split(",")]
-    runs: dict[int, list[dict[str, float]]] = {p: [] for p in counts}
+    runs: dict[tuple[int, int], list[dict[str, float]]] = {}
     for _ in range(max(1, args.repeat)):
+        for m in sizes:
+            for parts in counts:
+                runs.setdefault((m, parts), []).append(
+                    run(m, parts, args.n, args.workers, args.concurrency, folder))
+    for m in sizes:
+        base = None
         for parts in counts:
-            runs[parts].append(run(parts, args.n, args.workers, args.concurrency, folder))
-    base = None
-    for parts in counts:
-        r = {k: statistics.median(x[k] for x in runs[parts]) for k in runs[parts][0]}
-        base = base or r["rate"]
-        print(f"{parts:>10} {int(r['primaries']):>15} {int(r['done']):>7} "
-              f"{r['seconds']:>8.2f} {r['rate']:>8.0f} {r['rate'] / base:>5.2f}x "
-              f"{r['cpu']:>19.0%}", flush=True)
+            got = runs[(m, parts)]
+            r = {k: statistics.median(x[k] for x in got) for k in got[0]}
+            base = base or r["rate"]
+            print(f"{m:>7} {parts:>10} {int(r['primaries']):>15} {r['rate']:>8.0f} "
+                  f"{r['rate'] / base:>5.2f}x {r['usec_job']:>14.1f} {r['busiest_share']:>13.0%} "
+                  f"{r['expected_share']:>8.0%} {r['busiest_cpu']:>11.0%}", flush=True)
 
 
 if __name__ == "__main__":

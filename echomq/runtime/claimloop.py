@@ -7,6 +7,12 @@ enqueued job starts within a round trip. A full consumer waits for a slot instea
 same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
 the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.
 
+A partitioned queue's consumer has one claim loop for all its partitions (``queues``):
+the partitions that have work take turns (``runtime.spread``), each claim asking the one
+whose turn it is for every free slot, and an idle loop blocks on every partition's wake and
+due lists at once (one ``BLPOP``; on a cluster, whose partitions live on several slots, one
+per partition, the first to answer ending the others).
+
 Degraded mode: a ``WireError`` on any leg does not end the loop. It sleeps
 ``backoff.delay_ms(("exponential", beat_ms, max(30_000, beat_ms)), streak)`` where streak
 counts consecutive degraded beats, reports to the process's ``Weather`` (one WARNING when
@@ -28,6 +34,7 @@ from echomq.core import errors, keyspace
 from echomq.runtime.beat import degraded_ms
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.slots import Slots
+from echomq.runtime.spread import Spread
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
@@ -37,7 +44,8 @@ KICK_SLACK_S = 0.1
 
 
 class ClaimLoop:
-    """Claims ``queue``'s jobs into ``slots`` and hands them to ``start`` (the consumer's).
+    """Claims the jobs of ``spread``'s queues into ``slots`` and hands them to ``start``
+    (the consumer's, with the queue they came from); ``queue`` names them in logs.
 
     ``led`` is set when a due token came and no ``on_lead`` takes it (a lone consumer: its
     legs wait on it); ``degraded`` and ``healthy`` are the consumer's legs' reports too.
@@ -48,27 +56,30 @@ class ClaimLoop:
         conn: Any,
         queue: str,
         *,
+        spread: Spread,
         lease_ms: int,
         beat_ms: int,
         pooled: bool,
         slots: Slots,
         stats: ConsumerStats,
-        meter: metrics.Meter,
+        meters: dict[str, metrics.Meter],
         on_event: Observer | None,
-        start: Callable[[list[jobs.Claim]], None],
+        start: Callable[[list[jobs.Claim], str], None],
         weather: Weather | None = None,
     ) -> None:
         self.conn = conn
         self.weather = weather if weather is not None else Weather(f"consumer {queue}")
         self.queue = queue
+        self.spread = spread
         self.lease_ms = lease_ms
         self.beat_ms = beat_ms
         self.pooled = pooled
         self.slots = slots
         self.stats = stats
-        self.meter = meter
-        #: the per-task counts (task metrics on): flushed with the meter, in the background
-        self.tally: TaskTally | None = None
+        self.meters = meters
+        #: the per-task counts by queue (task metrics on): flushed with the meters, in the
+        #: background
+        self.tallies: dict[str, TaskTally] = {}
         self.on_event = on_event
         self.start = start
         #: pooled: who re-plans for a due token (the worker sets its Metronome's ``lead``);
@@ -79,8 +90,9 @@ class ClaimLoop:
         self.streak = 0  # consecutive degraded beats
         self._degrading: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
-        self._wake_key = keyspace.queue_key(queue, "wake")
-        self._due_key = keyspace.queue_key(queue, "due")
+        # wake and due list -> the queue they belong to
+        self._wakes = {keyspace.queue_key(q, "wake"): q for q in spread.queues}
+        self._dues = {keyspace.queue_key(q, "due"): q for q in spread.queues}
         self._due_at: float | None = None  # the next noted due instant (loop clock)
         self._idle_until: float | None = None  # when the wait ends, if waiting
         self._kick = asyncio.Event()
@@ -110,15 +122,16 @@ class ClaimLoop:
         stop = self._stop
         assert stop is not None
         beat_s = self.beat_ms / 1000
-        slots = self.slots
+        slots, spread = self.slots, self.spread
         led = False
         while not stop.is_set():
             try:
-                if self.meter.due():  # at most once a second, busy or idle, in the background
-                    self.meter.flush_soon(self.conn, self.queue, self.streak)
-                tally = self.tally
-                if tally is not None and tally.due():
-                    tally.flush_soon(self.conn, self.queue)
+                for q, meter in self.meters.items():  # at most once a second, busy or idle
+                    if meter.due():
+                        meter.flush_soon(self.conn, q, self.streak)
+                for q, tally in self.tallies.items():
+                    if tally.due():
+                        tally.flush_soon(self.conn, q)
                 if self._held_until is not None:
                     left = self._held_until - asyncio.get_running_loop().time()
                     if left > 0:
@@ -130,24 +143,44 @@ class ClaimLoop:
                 # a due token says a run-at leads the schedule, not that a job is ready:
                 # no claim for it, straight back to the wait
                 if free > 0 and not led:
-                    slots.reserved += free
-                    try:
-                        claims = await jobs.claim_many(
-                            self.conn, self.queue, self.lease_ms, free)
-                    finally:
-                        slots.reserved -= free
-                    self.start(claims)
-                    got = len(claims)
+                    got = await self.claim(free)
                     self.healthy()
                 led = False
                 if free <= 0:
                     await slots.wait(beat_s, stop)
-                elif got < free:
+                elif got < free and (spread.single or not spread.any_ready()):
+                    # nothing left anywhere (a partition that gave its whole share may
+                    # have more: the loop claims again at once)
                     led = await self._idle(self._idle_for(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
                 await self.degraded(exc)
+
+    async def claim(self, free: int) -> int:
+        """Claim up to ``free`` jobs (from the queue whose turn it is, among those with
+        work) and start them; how many came."""
+        slots = self.slots
+        split = self.spread.split(free)
+        asked = sum(split.values())
+        if not asked:
+            return 0
+        slots.reserved += asked
+        try:
+            if self.spread.single:
+                q, n = next(iter(split.items()))
+                got = {q: await jobs.claim_many(self.conn, q, self.lease_ms, n)}
+            else:
+                got = (await jobs.ack_and_claim_queues(self.conn, {}, split, self.lease_ms))[1]
+        finally:
+            slots.reserved -= asked
+        total = 0
+        for q, claims in got.items():
+            self.spread.claimed(q, split[q], len(claims))
+            if claims:
+                self.start(claims, q)
+                total += len(claims)
+        return total
 
     def note_due(self, ms: int | None, *, kick: bool = False) -> None:
         """Something becomes claimable by time alone ``ms`` from now: a run-at, a group's
@@ -216,39 +249,55 @@ class ClaimLoop:
             self.streak = 0
 
     async def _idle(self, timeout: float) -> bool:
-        """Block on the wake list for up to ``timeout`` s (no hot polling), or until stop.
-        The due list too, unless pooled with no ``on_lead``: True when a due token came,
-        which is handed to the legs (or ``on_lead``) to re-plan their wake."""
+        """Block on the wake lists for up to ``timeout`` s (no hot polling), or until stop.
+        The due lists too, unless pooled with no ``on_lead``: True when a due token came,
+        which is handed to the legs (or ``on_lead``) to re-plan their wake. A wake token
+        marks its queue as having work."""
         # BLPOP's timeout is in seconds (a double); 0 would mean forever.
         secs = max(timeout, 0.005)
         assert self._stop is not None
         self._kick.clear()
         self._idle_until = asyncio.get_running_loop().time() + secs
-        keys = ((self._wake_key,) if self.pooled and self.on_lead is None
-                else (self._wake_key, self._due_key))
-        pop = asyncio.ensure_future(self.conn.call("BLPOP", *keys, f"{secs:.3f}"))
+        with_due = not (self.pooled and self.on_lead is None)
+        queues = self.spread.queues
+        if len(queues) == 1 or not self.conn.cluster:
+            keys = [*self._wakes, *(self._dues if with_due else ())]
+            pops = [asyncio.ensure_future(self.conn.call("BLPOP", *keys, f"{secs:.3f}"))]
+        else:  # a cluster: a blocking call may not span slots, so one per partition
+            pops = [asyncio.ensure_future(self.conn.call(
+                "BLPOP", keyspace.queue_key(q, "wake"),
+                *((keyspace.queue_key(q, "due"),) if with_due else ()), f"{secs:.3f}"))
+                for q in queues]
         stopper = asyncio.ensure_future(self._stop.wait())
         kicked = asyncio.ensure_future(self._kick.wait())
         try:
-            await asyncio.wait({pop, stopper, kicked}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({*pops, stopper, kicked}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._idle_until = None
             stopper.cancel()
             kicked.cancel()
-            if not pop.done():
-                pop.cancel()
-                with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
-                    await pop
-        if not pop.done() or pop.cancelled():
-            return False
-        got = pop.result()  # a wire error surfaces here and degrades the beat
-        if not got or _text(got[0]) != self._due_key:
-            return False
-        if not self.pooled:
-            self.led.set()
-        elif self.on_lead is not None:
-            self.on_lead(self.queue)
-        return True
+            for pop in pops:
+                if not pop.done():
+                    pop.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
+                        await pop
+        led = False
+        for pop in pops:
+            if not pop.done() or pop.cancelled():
+                continue
+            got = pop.result()  # a wire error surfaces here and degrades the beat
+            if not got:
+                continue
+            key = _text(got[0])
+            if key in self._wakes:
+                self.spread.wake(self._wakes[key])
+                continue
+            led = True
+            if not self.pooled:
+                self.led.set()
+            elif self.on_lead is not None:
+                self.on_lead(self._dues[key])
+        return led
 
     async def _sleep(self, seconds: float) -> None:
         assert self._stop is not None

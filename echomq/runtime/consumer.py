@@ -25,6 +25,11 @@ pool is replaced, so the slot is free at once); the attempt fails with a ``Timeo
 text. A route's ``keep_result_ms`` makes the ack store the JSON return value
 (``echomq.verbs.results``).
 
+A partitioned queue (``mail#0`` ... ``mail#7``) is served by one consumer given its
+``partitions``: one slot pool, one claim loop and one ack batcher for all of them. The
+partitions that have work take turns (``runtime.spread``), each job is settled on the
+partition it came from, and the legs (lone mode) run for every partition.
+
 Guarantee: at least once. A job whose worker dies, or whose ack never lands, is returned
 by the reaper after its lease and runs again; a handler with an external effect dedups on
 the job id.
@@ -40,7 +45,7 @@ import contextlib
 import datetime as dt
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -71,6 +76,7 @@ from echomq.runtime.route import (
 from echomq.runtime.runner import Runner
 from echomq.runtime.settling import Settler
 from echomq.runtime.slots import Slots
+from echomq.runtime.spread import Spread
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
@@ -97,7 +103,10 @@ class Consumer:
     and its slot freed. Either way the attempt fails with a ``TimeoutError`` text and
     retries by policy. ``task_metrics=True`` counts each run of a named route (a task)
     by outcome and run time in memory and flushes the counts to the server about once a
-    second (``echomq.runtime.taskstats``, read with ``verbs.taskmetrics``).
+    second (``echomq.runtime.taskstats``, read with ``verbs.taskmetrics``). ``partitions``
+    (the queues of a partitioned queue, ``mail#0`` ...): serve them all with one pool of
+    ``concurrency`` slots; ``queue`` (the logical name, ``mail``) then only names the
+    consumer (metrics and task counts go to each job's partition).
     """
 
     def __init__(
@@ -126,8 +135,12 @@ class Consumer:
         weather: Weather | None = None,
         on_unknown: Callable[[Job, str], Awaitable[int | None]] | None = None,
         task_metrics: bool = False,
+        partitions: Sequence[str] | None = None,
     ) -> None:
         keyspace.validate_queue(queue)
+        queues = list(dict.fromkeys(partitions)) if partitions else [queue]
+        for q in queues:
+            keyspace.validate_queue(q)
         if (handler is None) == (router is None):
             raise TypeError("Consumer takes a handler or a router, exactly one")
         guard.positive("concurrency", concurrency)
@@ -141,6 +154,8 @@ class Consumer:
             _validate_policy(backoff)
         self.conn = conn
         self.queue = queue
+        #: the queues this consumer claims from: its partitions, or the queue itself
+        self.queues = queues
         if router is None:
             assert handler is not None
             route = Route(handler, max_attempts, backoff, retry_delay_ms, timeout_ms=timeout_ms)
@@ -161,20 +176,24 @@ class Consumer:
         #: to send it back after (another live worker serves the task), or None (dead)
         self.on_unknown = on_unknown
         self._handed: dict[str, float] = {}  # job id -> when it was handed back (HOST)
-        self.meter = metrics.Meter()  # durations etc., folded into the server's metrics
+        # durations etc., folded into each queue's server-side metrics
+        self.meters = {q: metrics.Meter() for q in queues}
         self.slots = Slots(concurrency)
-        self.tally = TaskTally() if task_metrics else None
-        self.claims = ClaimLoop(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms, pooled=pooled,
-                                slots=self.slots, stats=self.stats, meter=self.meter,
-                                on_event=on_event, start=self._start_all,
-                                weather=self.weather)
-        self.settler = Settler(conn, queue, lease_ms=lease_ms, beat_ms=beat_ms,
+        #: the per-task counts by queue (task metrics on), flushed to each queue
+        self.tallies = {q: TaskTally() for q in queues} if task_metrics else {}
+        self.spread = Spread(queues, beat_ms / 1000)
+        self.claims = ClaimLoop(conn, queue, spread=self.spread, lease_ms=lease_ms,
+                                beat_ms=beat_ms, pooled=pooled, slots=self.slots,
+                                stats=self.stats, meters=self.meters, on_event=on_event,
+                                start=self._start_all, weather=self.weather)
+        self.settler = Settler(conn, queue, spread=self.spread, lease_ms=lease_ms,
+                               beat_ms=beat_ms,
                                retention=self.retention, slots=self.slots, stats=self.stats,
                                on_event=on_event, start=self._start_all, spawn=self._spawn,
                                claiming=self._claiming,
                                reopens=functools.partial(self.claims.note_due, kick=True),
-                               tally=self.tally)
-        self.claims.tally = self.tally
+                               tallies=self.tallies)
+        self.claims.tallies = self.tallies
         self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
                                    self._runner.cancel_requested, self.weather)
@@ -228,10 +247,12 @@ class Consumer:
         finally:
             self._running = False
             watch.cancel()
-            if self.meter.durations:
-                await self.meter.flush(self.conn, self.queue, self.claims.streak)
-            if self.tally is not None and self.tally.pending:
-                await self.tally.settle(self.conn, self.queue)
+            for q, meter in self.meters.items():
+                if meter.durations:
+                    await meter.flush(self.conn, q, self.claims.streak)
+            for q, tally in self.tallies.items():
+                if tally.pending:
+                    await tally.settle(self.conn, q)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -248,15 +269,14 @@ class Consumer:
         on a timer, with the blocking wake in between."""
         if not self.pooled:
             self._beat_no += 1
-            counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
-            self.stats.reaped += counts.reaped
-            self.stats.promoted += counts.promoted
+            for q in self.queues:
+                counts = await run_legs(self.conn, q, self.legs, self._beat_no)
+                self.stats.reaped += counts.reaped
+                self.stats.promoted += counts.promoted
         free = self.slots.free()
         if free <= 0:
             return 0
-        claims = await jobs.claim_many(self.conn, self.queue, self.lease_ms, free)
-        self._start_all(claims)
-        return len(claims)
+        return await self.claims.claim(free)
 
     async def _legs(self, stop: asyncio.Event) -> None:
         """The recovery leg and promote, once a beat on the HOST monotonic clock.
@@ -274,13 +294,7 @@ class Consumer:
         due_wake = False
         while not stop.is_set():
             try:
-                if due_wake:  # a run-at fell between beats: promote only, right now
-                    counts = await promote_due(self.conn, self.queue, self.legs, LegCounts())
-                else:
-                    self._beat_no += 1
-                    began = time.monotonic()
-                    counts = await run_legs(self.conn, self.queue, self.legs, self._beat_no)
-                    self.meter.beat_s = time.monotonic() - began
+                counts = await self._beat_legs(due_wake)
             except (errors.WireError, errors.CommandError) as exc:
                 await self.claims.degraded(exc)
                 next_at, due_wake = loop.time(), False
@@ -304,6 +318,24 @@ class Consumer:
                 await self.claims.degraded(exc)
                 next_at, due_wake = loop.time(), False
 
+    async def _beat_legs(self, due_wake: bool) -> LegCounts:
+        """The legs for every queue (a run-at that fell between beats: promote only); the
+        counts summed, the next due instant the earliest."""
+        total = LegCounts()
+        if not due_wake:
+            self._beat_no += 1
+        for q in self.queues:
+            if due_wake:
+                counts = await promote_due(self.conn, q, self.legs, LegCounts())
+            else:
+                began = time.monotonic()
+                counts = await run_legs(self.conn, q, self.legs, self._beat_no)
+                self.meters[q].beat_s = time.monotonic() - began
+            total.reaped += counts.reaped
+            total.promoted += counts.promoted
+            total.next_due_ms = _earliest(total.next_due_ms, counts.next_due_ms)
+        return total
+
     async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
         """Sleep ``delay`` (HOST monotonic) toward the beat at ``next_at`` (loop clock), or
         less: a due token (a new run-at leads the schedule) cuts the sleep short to re-read
@@ -311,7 +343,9 @@ class Consumer:
         none per idle beat. Returns whether the wake is for a due run-at."""
         loop = asyncio.get_running_loop()
         while await self._sleep_unless_led(delay):
-            ms = await jobs.next_due_ms(self.conn, self.queue)
+            ms = None
+            for q in self.queues:
+                ms = _earliest(ms, await jobs.next_due_ms(self.conn, q))
             self.claims.note_due(ms)
             delay, due_wake = wake_delay(next_at - loop.time(), ms)
         return due_wake
@@ -333,10 +367,11 @@ class Consumer:
             return True
         return False
 
-    def _start_all(self, claims: list[jobs.Claim]) -> None:
-        """Start a task per claimed job (its handler runs there, then its settlement)."""
+    def _start_all(self, claims: list[jobs.Claim], queue: str) -> None:
+        """Start a task per job claimed from ``queue`` (its handler runs there, then its
+        settlement)."""
         loop = asyncio.get_running_loop()
-        queue, conn, inflight = self.queue, self.conn, self.slots.inflight
+        conn, inflight = self.conn, self.slots.inflight
         for claim in claims:
             job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
             inflight[claim.id] = loop.create_task(self._process(job))
@@ -373,7 +408,7 @@ class Consumer:
                 outcome = ("fail", exc)
             name = route.name if route is not None else task_name(job.payload)
             if self.on_event is not None:
-                self._emit("started", job.id, job.token, task=name)
+                emit(self.on_event, "started", job.queue, job.id, job.token, {"task": name})
             # the claim priced the lease at self.lease_ms; the first checkpoint comes a
             # third of the way into the shorter of that and the route's lease
             lease_ms = (route.lease_ms if route and route.lease_ms else None) or self.lease_ms
@@ -402,7 +437,7 @@ class Consumer:
                                              route.keep_result_ms is not None)
             kind = outcome[0]
             ran_s = time.monotonic() - started
-            self.meter.handled(ran_s, kind != "fail")
+            self.meters[job.queue].handled(ran_s, kind != "fail")
             if kind == "ok" and route.after is None:
                 # the hot path: the ack rides the next batch; the task ends (a task with
                 # callbacks settles patiently, its callback in the job's slot)
@@ -437,9 +472,6 @@ class Consumer:
         return (self._running and not (self._stop is not None and self._stop.is_set())
                 and not self.claims.holding())
 
-    def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
-        emit(self.on_event, kind, self.queue, job_id, attempts, info)
-
     # -- shutdown ------------------------------------------------------------------------
 
     async def drain(self, grace_s: float) -> int:
@@ -472,8 +504,8 @@ class Consumer:
             await asyncio.wait(left, timeout=1.0)
         unfinished = len(self.abandoned)
         self.settler.forget()
-        if self.tally is not None:  # the runs settled while draining
-            await self.tally.settle(self.conn, self.queue)
+        for q, tally in self.tallies.items():  # the runs settled while draining
+            await tally.settle(self.conn, q)
         if self._checkpointer is not None:
             self._checkpointer.cancel()
             self._checkpointer = None
@@ -484,6 +516,11 @@ class Consumer:
         """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""
         await self.run(stop)
         return await self.drain(grace_s)
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    """The sooner of two "ms from now" instants (``None``: none)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 _validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter shadows it

@@ -77,7 +77,8 @@ def tick_for(beat_ms: int, lease_ms: int) -> float:
 
 
 class Checkpoints:
-    """The checkpoint loop of one consumer over ``held`` (job id -> ``Held``)."""
+    """The checkpoint loop of one consumer over ``held`` (job id -> ``Held``; each job's
+    checkpoint on the queue it came from, ``queue`` names the consumer's)."""
 
     def __init__(self, conn: Any, queue: str, beat_ms: int, tick: float,
                  on_cancel: Callable[[Held], None], weather: Weather | None = None) -> None:
@@ -104,7 +105,7 @@ class Checkpoints:
     async def checkpoint(self, held: Held) -> None:
         job = held.job
         try:
-            point = await jobs.checkpoint(self.conn, self.queue, job.id, job.token,
+            point = await jobs.checkpoint(self.conn, job.queue, job.id, job.token,
                                           held.lease_ms)
             held.renewed()
             self.weather.answered(self.source)

@@ -40,6 +40,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.leases import Held
 from echomq.runtime.route import Route, task_name
 from echomq.runtime.slots import Slots
+from echomq.runtime.spread import Spread
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.taskstats import CANCELLED, COMPLETED, DEAD, RETRIED, TIMED_OUT, TaskTally
 from echomq.runtime.verdict import describe
@@ -52,7 +53,8 @@ MAX_ERROR_CHARS = 2_000
 
 
 class Settler:
-    """Settles the outcomes of ``queue``'s jobs, holding their ``slots`` until they land.
+    """Settles the outcomes of the jobs of ``spread``'s queues (each on the queue it came
+    from; ``queue`` names them in logs), holding their ``slots`` until they land.
 
     The consumer hands it what it cannot know: ``start`` (run the jobs a flush claimed),
     ``spawn`` (run a patient settlement in a task that holds the job's slot), ``claiming``
@@ -67,20 +69,22 @@ class Settler:
         conn: Any,
         queue: str,
         *,
+        spread: Spread,
         lease_ms: int,
         beat_ms: int,
         retention: Retention,
         slots: Slots,
         stats: ConsumerStats,
         on_event: Observer | None,
-        start: Callable[[list[jobs.Claim]], None],
+        start: Callable[[list[jobs.Claim], str], None],
         spawn: Callable[[Job, Awaitable[None]], None],
         claiming: Callable[[], bool],
         reopens: Callable[[int], None],
-        tally: TaskTally | None = None,
+        tallies: dict[str, TaskTally] | None = None,
     ) -> None:
         self.conn = conn
         self.queue = queue
+        self.spread = spread
         self.lease_ms = lease_ms
         self.beat_ms = beat_ms
         self.retention = retention
@@ -91,7 +95,7 @@ class Settler:
         self.spawn = spawn
         self.claiming = claiming
         self.reopens = reopens
-        self.tally = tally
+        self.tallies = tallies or {}
         #: queued acks: (held, the caller's future or None, job, route, lease deadline); the
         #: hot path's entries (no future) carry what the patient fallback needs
         self._acks: list[tuple[Any, ...]] = []
@@ -139,7 +143,8 @@ class Settler:
     async def _flush_acks(self) -> None:
         # Started by the first ack of a loop turn: it runs after every job task that turn
         # already scheduled, so the acks of one claim's jobs go out together.
-        slots = self.slots
+        slots, spread = self.slots, self.spread
+        keep = self.retention.keeps_completed
         while self._acks:
             batch, self._acks = self._acks, []
             # the slots these acks free (and any idle ones) are refilled in the same round
@@ -147,24 +152,45 @@ class Settler:
             want = 0
             if self.claiming():
                 want = max(0, slots.free() + len(batch))
-            slots.reserved += want
+            split = spread.split(want)
+            asked = sum(split.values())
+            slots.reserved += asked
             self._acking = batch
             try:
-                replies, claims = await (jobs.ack_and_claim(
-                    self.conn, self.queue, [entry[0] for entry in batch],
-                    self.lease_ms, want, keep=self.retention.keeps_completed))
+                if spread.single:
+                    q = spread.queues[0]
+                    replies, got = await jobs.ack_and_claim(
+                        self.conn, q, [entry[0] for entry in batch], self.lease_ms, asked,
+                        keep=keep)
+                    claimed = {q: got} if asked else {}
+                else:
+                    replies, claimed = await self._across(batch, split, keep)
             except Exception as exc:
                 for entry in batch:
                     self._acked(entry, exc, failed=True)
                 continue
             finally:
-                slots.reserved -= want
+                slots.reserved -= asked
                 self._acking = []
             for entry, reply in zip(batch, replies, strict=True):
                 self._acked(entry, reply)
-            if claims:
-                self.start(claims)
+            for q, claims in claimed.items():
+                spread.claimed(q, split[q], len(claims))
+                if claims:
+                    self.start(claims, q)
             slots.freed()
+
+    async def _across(self, batch: list[tuple[Any, ...]], split: dict[str, int], keep: bool
+                      ) -> tuple[list[Exception | None], dict[str, list[jobs.Claim]]]:
+        """A partitioned queue's flush: each partition's acks and its share of the claims
+        in one pipelined round trip; the ack replies in ``batch``'s order."""
+        by_queue: dict[str, list[Any]] = {}
+        for entry in batch:
+            by_queue.setdefault(entry[2].queue, []).append(entry[0])
+        refusals, claimed = await jobs.ack_and_claim_queues(
+            self.conn, by_queue, split, self.lease_ms, keep)
+        taken = {q: iter(r) for q, r in refusals.items()}
+        return [next(taken[entry[2].queue]) for entry in batch], claimed
 
     def _acked(self, entry: tuple[Any, ...], reply: Exception | None, *,
                failed: bool = False) -> None:
@@ -181,10 +207,9 @@ class Settler:
         self.slots.settling -= 1
         if reply is None:
             self.stats.completed += 1
-            if self.tally is not None and route.name is not None:
-                self.tally.add(route.name, COMPLETED, ran_s)
+            self._count(job, route, COMPLETED, ran_s)
             if self.on_event is not None:
-                self._emit("completed", job.id, job.token)
+                self._emit("completed", job)
             return
         # refused (another holder, or an earlier try that landed) or weather: the patient
         # loop settles it, holding the slot in its own task
@@ -206,7 +231,7 @@ class Settler:
         done = Tally(runs=job.token)  # a success's counts, for its callback: read before
         if kind == "ok" and route.after is not None and route.after.wants("completed"):
             with contextlib.suppress(errors.EchoMQError):  # the ack may delete the row
-                done = (await jobs.tally(self.conn, self.queue, job.id))._replace(
+                done = (await jobs.tally(self.conn, job.queue, job.id))._replace(
                     runs=job.token)
         if kind == "ok" and not tried:
             try:  # the hot path: no closure, no row key, one shared ack round trip
@@ -215,50 +240,50 @@ class Settler:
                 pass  # a refusal or a wire error: the patient loop below settles it
             else:
                 self.stats.completed += 1
-                self._count(route, COMPLETED, ran_s)
-                self._emit("completed", job.id, job.token)
+                self._count(job, route, COMPLETED, ran_s)
+                self._emit("completed", job)
                 await self._after(job, route, "completed", tally=done)
                 return
         if kind == "timeout":
             self.stats.timed_out += 1
-            self._emit("timed_out", job.id, job.token, error=f"TimeoutError: {value}")
+            self._emit("timed_out", job, error=f"TimeoutError: {value}")
         if kind == "ok":
             verb: Callable[[], Awaitable[Any]] = lambda: self._ack(job, value, keep_ms)  # noqa: E731
         elif kind == "cancelled":
             verb = lambda: jobs.finish_cancelled(  # noqa: E731
-                self.conn, self.queue, job.id, job.token)
+                self.conn, job.queue, job.id, job.token)
         elif kind == "rate_limited":
             # back to the front of its lane (or pending) with its attempt given back; its
             # group (or the queue) is blocked for the span, on the SERVER clock
             verb = lambda: jobs.rate_limited(  # noqa: E731
-                self.conn, self.queue, job.id, job.token, value.ms)
+                self.conn, job.queue, job.id, job.token, value.ms)
         elif kind == "delay":
             async def verb() -> Any:
                 try:
-                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                    await jobs.delay(self.conn, job.queue, job.id, job.token, value.value,
                                      value.mode)
                 except errors.StateError:  # wire 6: EMQ.DELAY refuses a grouped row
-                    await jobs.delay(self.conn, self.queue, job.id, job.token, value.value,
+                    await jobs.delay(self.conn, job.queue, job.id, job.token, value.value,
                                      value.mode, native=False)
                 # a delay leaves attempts alone and the next claim increments it;
                 # counting delays on the row keeps them out of the retry budget (as Oban's
                 # snooze does), so a delay never spends an attempt
                 with contextlib.suppress(errors.EchoMQError):
-                    await jobs.count_delay(self.conn, self.queue, job.id)
+                    await jobs.count_delay(self.conn, job.queue, job.id)
         else:
             verdict = route.verdict(value)
             err = verdict.error[:MAX_ERROR_CHARS]
             seen: list[Tally] = []
 
             async def verb() -> Any:
-                tally = await jobs.tally(self.conn, self.queue, job.id)
+                tally = await jobs.tally(self.conn, job.queue, job.id)
                 tried = max(1, job.token - tally.delays)  # claims that were not after a delay
                 priced.update(tried=tried, delay_ms=(
                     route.retry_delay(tried) if verdict.delay_ms is None else verdict.delay_ms))
                 # a final verdict dead-letters now: the fence held, so token >= 1
                 budget = 1 if verdict.final else route.max_attempts + tally.delays
                 seen[:] = [tally._replace(runs=job.token, failures=tally.failures + 1)]
-                return await (jobs.retry(self.conn, self.queue, job.id, job.token,
+                return await (jobs.retry(self.conn, job.queue, job.id, job.token,
                                            priced["delay_ms"], budget, err))
         pause = self.beat_ms / 1000
         while True:
@@ -273,64 +298,64 @@ class Settler:
                                 "lapsed (%s); the reaper will return it", job.id,
                                 _task(route, deadline), kind, exc)
                     self.stats.lost += 1
-                    self._emit("lost", job.id, job.token, outcome=kind)
+                    self._emit("lost", job, outcome=kind)
                     return
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
             except errors.ServerError as exc:
                 if await self._landed_before(job, kind, exc):
                     if kind == "ok":
-                        self._count(route, COMPLETED, ran_s)
+                        self._count(job, route, COMPLETED, ran_s)
                     return
                 log.warning("job %s %s: %s refused (%s); another holder owns it now",
                             job.id, _task(route, deadline), kind, exc)
                 self.stats.lost += 1
-                self._emit("lost", job.id, job.token, outcome=kind, error=str(exc))
+                self._emit("lost", job, outcome=kind, error=str(exc))
                 return
         if kind == "ok":
             self.stats.completed += 1
-            self._count(route, COMPLETED, ran_s)
-            self._emit("completed", job.id, job.token)
+            self._count(job, route, COMPLETED, ran_s)
+            self._emit("completed", job)
             await self._after(job, route, "completed", tally=done)
         elif kind == "rate_limited":
             self.stats.rate_limited += 1
             # its group (or the queue) reopens then, with no wake token: claim again then
             self.reopens(value.ms)
-            self._emit("rate_limited", job.id, job.token, ms=value.ms)
+            self._emit("rate_limited", job, ms=value.ms)
         elif kind == "delay" and handed_back:
             self.stats.handed_back += 1
-            self._emit("handed_back", job.id, job.token, ms=value.value,
+            self._emit("handed_back", job, ms=value.value,
                        task=_task(route, deadline))
         elif kind == "delay":
             self.stats.delayed += 1
-            self._emit("delayed", job.id, job.token, mode=value.mode, value=value.value)
+            self._emit("delayed", job, mode=value.mode, value=value.value)
         elif kind == "cancelled" or result == "cancelled":
             # a failure of a cancel-marked row ends it cancelled too (retry's CANCELLED)
             self.stats.cancelled += 1
-            self._count(route, CANCELLED, ran_s)
-            self._emit("cancelled", job.id, job.token)
+            self._count(job, route, CANCELLED, ran_s)
+            self._emit("cancelled", job)
         elif result == "dead":
             self.stats.dead += 1
-            self._count(route, DEAD, ran_s)
+            self._count(job, route, DEAD, ran_s)
             tally, reason = seen[0], verdict.reason if verdict.final else "exhausted"
             # one line per failure: the task, the counts, why, and the run time last (as
             # every job line ends)
             log.error("job %s %s: dead after %s%s: %s (%.1f ms)", job.id,
                       _task(route, deadline), tally.text(), describe(reason), verdict.error,
                       deadline.ran_ms())
-            self._emit("dead", job.id, job.token, tried=priced["tried"], error=verdict.error,
+            self._emit("dead", job, tried=priced["tried"], error=verdict.error,
                        reason=reason, **tally.info())
             await self._after(job, route, "dead", error=value, error_text=verdict.error,
                               reason=reason, tally=tally)
         else:
             self.stats.retried += 1
-            self._count(route, TIMED_OUT if kind == "timeout" else RETRIED, ran_s)
+            self._count(job, route, TIMED_OUT if kind == "timeout" else RETRIED, ran_s)
             tally, delay_ms = seen[0], priced["delay_ms"]
             log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)",
                         job.id, _task(route, deadline), tally.runs, tally.detail(), delay_ms,
                         " (Retry)" if verdict.reason == "retry" else "", verdict.error,
                         deadline.ran_ms())
-            self._emit("retrying", job.id, job.token, delay_ms=delay_ms,
+            self._emit("retrying", job, delay_ms=delay_ms,
                        tried=priced["tried"], error=verdict.error, reason=verdict.reason,
                        **tally.info())
             await self._after(job, route, "retrying", error=value, error_text=verdict.error,
@@ -343,14 +368,14 @@ class Settler:
         after = route.after
         if after is None or not after.wants(outcome):
             return
-        await after.run(self.queue, job.id, outcome, runs=tally.runs,
+        await after.run(job.queue, job.id, outcome, runs=tally.runs,
                         failures=tally.failures, delays=tally.delays, **facts)
 
     async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError) -> bool:
         """True (and counted) when a refused outcome only found its own earlier try: the
         row is gone or settled at this job's token (see ``jobs.fate``)."""
         try:
-            fate = await jobs.fate(self.conn, self.queue, job.id, job.token)
+            fate = await jobs.fate(self.conn, job.queue, job.id, job.token)
         except errors.EchoMQError:
             return False
         if fate == "moved":
@@ -360,15 +385,16 @@ class Settler:
             self.stats.completed += 1
         log.info("job %s %s: %s already settled (%s; row %s at token %d): an earlier "
                  "try landed", job.id, job_task(job), kind, exc, fate, job.token)
-        self._emit("settled", job.id, job.token, outcome=kind, fate=fate, error=str(exc))
+        self._emit("settled", job, outcome=kind, fate=fate, error=str(exc))
         return True
 
-    def _count(self, route: Route, outcome: int, ran_s: float) -> None:
-        if self.tally is not None and route.name is not None:
-            self.tally.add(route.name, outcome, ran_s)
+    def _count(self, job: Job, route: Route, outcome: int, ran_s: float) -> None:
+        tally = self.tallies.get(job.queue) if self.tallies else None
+        if tally is not None and route.name is not None:
+            tally.add(route.name, outcome, ran_s)
 
-    def _emit(self, kind: str, job_id: str | None, attempts: int, **info: Any) -> None:
-        emit(self.on_event, kind, self.queue, job_id, attempts, info)
+    def _emit(self, kind: str, job: Job, **info: Any) -> None:
+        emit(self.on_event, kind, job.queue, job.id, job.token, info)
 
 
 def _task(route: Route | None, held: Held) -> str:

@@ -377,6 +377,20 @@ class App(Declarations):
         split = {t.queue: t.queues for t in self.tasks.values()}
         return list(dict.fromkeys(p for q in queues for p in split.get(q, [q])))
 
+    def served(self, queues: Iterable[str]) -> dict[str, list[str]]:
+        """What a worker serving ``queues`` consumes: each name (a partitioned queue of this
+        app by its logical name, ``mail``) with the queues it stands for (``mail#0`` ...;
+        any other name stands for itself), in order, each queue once."""
+        split = {t.queue: t.queues for t in self.tasks.values()}
+        out: dict[str, list[str]] = {}
+        seen: set[str] = set()
+        for q in queues:
+            parts = [p for p in split.get(q, [q]) if p not in seen]
+            if parts:
+                out.setdefault(q, []).extend(parts)
+                seen.update(parts)
+        return out
+
     def lease_for(self, queue: str) -> int:
         """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
         task is reaped on time if its worker dies before the first checkpoint."""

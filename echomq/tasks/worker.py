@@ -66,7 +66,9 @@ DEFAULT_GRACE_S = 30.0
 class Worker:
     """Runs ``app``'s tasks on ``queues`` (default: every queue the app's tasks use).
 
-    ``concurrency`` is per queue. ``metronome=False`` makes each consumer run its own
+    ``concurrency`` is per queue: a partitioned queue named by its logical name (``mail``)
+    is one consumer with one pool of ``concurrency`` slots for all its partitions.
+    ``metronome=False`` makes each consumer run its own
     recovery and promote legs (a lone consumer's beat) instead of pool mode. ``burst=True``
     stops on its own once nothing is running and nothing is ready on its queues (the
     drain then runs as after a signal). ``log_jobs`` logs one INFO line per finished job.
@@ -104,8 +106,11 @@ class Worker:
     ) -> None:
         self.app = app
         self.wire_asked = check_wire(wire) if wire is not None else app.wire_asked
-        # a partitioned queue named by its logical name runs a consumer per partition
-        self.queues = app.expand(queues or app.queues() or [app.default_queue])
+        # a partitioned queue named by its logical name is one consumer for its partitions
+        names = queues or list(dict.fromkeys(
+            t.queue for t in app.tasks.values())) or [app.default_queue]
+        self.served = app.served(names)
+        self.queues = [q for parts in self.served.values() for q in parts]
         for q in self.queues:
             keyspace.validate_queue(q)
         self.concurrency = guard.positive("concurrency", concurrency)
@@ -164,14 +169,14 @@ class Worker:
                     else self.on_event)
         self.consumers = [
             Consumer(
-                conn, q, router=self.app.router(q), concurrency=self.concurrency,
-                beat_ms=self.beat_ms, lease_ms=self.app.lease_for(q), retention=retention,
-                pooled=self.use_metronome, on_event=observer, timeout_ms=self.timeout_ms,
-                weather=self.weather,
+                conn, name, router=self.app.router(parts[0]), concurrency=self.concurrency,
+                beat_ms=self.beat_ms, lease_ms=min(self.app.lease_for(p) for p in parts),
+                retention=retention, pooled=self.use_metronome, on_event=observer,
+                timeout_ms=self.timeout_ms, weather=self.weather,
                 on_unknown=self._hand_back if self.use_presence else None,
-                task_metrics=self.task_metrics,
+                task_metrics=self.task_metrics, partitions=parts if len(parts) > 1 else None,
             )
-            for q in self.queues
+            for name, parts in self.served.items()
         ]
         background = asyncio.Event()  # the metronome, pump and presence outlive the drain
         claims_end = asyncio.Event()  # stop, or a quiet request: no more claims
@@ -196,7 +201,7 @@ class Worker:
                 await self.presence.join()
                 helpers.append(asyncio.ensure_future(self.presence.run(background)))
             if self.use_metronome:
-                by_queue = {c.queue: c for c in self.consumers}
+                by_queue = {q: c for c in self.consumers for q in c.queues}
                 # the due instants the metronome reads (run-ats, group and queue reopens)
                 # wake this process's idle consumers then, not at their next beat
                 self.metronome = Metronome(

@@ -524,3 +524,23 @@ def test_ack_and_claim_settles_then_takes_the_next_in_one_trip(run, raw, queue):
     assert run(jobs.ack_and_claim, queue, [], 60_000, 0) == ([], [])
     _, last = run(jobs.ack_and_claim, queue, [], 60_000, 5)
     assert [c.id for c in last] == minted[4:]
+
+
+@pytest.mark.topologies
+def test_ack_and_claim_queues_settles_and_claims_each_partition_in_one_trip(run, raw, queue):
+    qa, qb = queue + "#0", queue + "#1"  # two hash tags: two primaries on a cluster
+    a = [ids.mint() for _ in range(3)]
+    b = [ids.mint() for _ in range(3)]
+    run(jobs.enqueue_many, qa, [(j, b"x") for j in a])
+    run(jobs.enqueue_many, qb, [(j, b"y") for j in b])
+    refusals, got = run(jobs.ack_and_claim_queues, {}, {qa: 2, qb: 1, "unused": 0}, 60_000)
+    assert refusals == {} and list(got) == [qa, qb]
+    assert [c.id for c in got[qa]] == a[:2] and [c.id for c in got[qb]] == b[:1]
+    held = {qa: [(c.id, c.token) for c in got[qa]] + [("JOBnope", 1)],
+            qb: [(c.id, c.token) for c in got[qb]]}
+    refusals, got = run(jobs.ack_and_claim_queues, held, {qb: 5}, 60_000, keep=False)
+    assert refusals[qa][:2] == [None, None] and isinstance(refusals[qa][2], errors.GoneError)
+    assert refusals[qb] == [None]
+    assert [c.id for c in got[qb]] == b[1:]
+    assert not raw.exists(keyspace.job_key(qa, a[0]))
+    assert run(jobs.ack_and_claim_queues, {}, {}, 60_000) == ({}, {})

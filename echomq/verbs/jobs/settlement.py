@@ -3,7 +3,7 @@ retry, delay (and its ``delays`` count), reschedule, rate_limited. SERVER clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from echomq.core import errors, keyspace
@@ -132,6 +132,50 @@ def ack_and_claim(
         if got and isinstance(got[0], errors.ServerError):
             raise got[0]
         return _ack_replies(replies[: len(acks)]), (_claims(got[0]) if got else [])
+
+    return calls()
+
+
+@verb
+def ack_and_claim_queues(
+    acks: Mapping[str, Iterable[AckEntry]], counts: Mapping[str, int], lease_ms: int,
+    keep: bool = True,
+) -> Verb[tuple[dict[str, list[errors.ServerError | None]], dict[str, list[Claim]]]]:
+    """``ack_and_claim`` over several queues (a partitioned queue's partitions) in one round
+    trip: each queue's ``ack_many`` for its entries in ``acks``, then ``claim_many`` of
+    ``counts[queue]`` jobs for each queue with a positive count, all pipelined (each its
+    own atomic transition, on its own slot; on a cluster each goes to its queue's primary).
+
+    Returns (the ack refusals in order, per queue in ``acks``; the claims, per queue in
+    ``counts``). A refused claim raises, as ``ack_and_claim``'s does.
+    """
+    ack_steps: list[tuple[str, tuple[Eval, ...]]] = [
+        (q, _ack_many_steps(q, held, keep)) for q, held in acks.items()]
+    claim_steps: list[tuple[str, Eval]] = []
+    for q, n in counts.items():
+        if guard.non_negative("count", n):
+            claim_steps.append((q, _claim_step(q, lease_ms, n)))
+
+    def calls() -> Verb[tuple[dict[str, list[errors.ServerError | None]],
+                              dict[str, list[Claim]]]]:
+        flat = tuple(s for _, steps in ack_steps for s in steps) + tuple(
+            s for _, s in claim_steps)
+        if not flat:
+            return {q: [] for q, _ in ack_steps}, {}
+        replies = yield Batch(flat)
+        refusals: dict[str, list[errors.ServerError | None]] = {}
+        i = 0
+        for q, steps in ack_steps:
+            refusals[q] = _ack_replies(replies[i:i + len(steps)])
+            i += len(steps)
+        got: dict[str, list[Claim]] = {}
+        for q, _ in claim_steps:
+            reply = replies[i]
+            i += 1
+            if isinstance(reply, errors.ServerError):
+                raise reply
+            got[q] = _claims(reply)
+        return refusals, got
 
     return calls()
 

@@ -17,7 +17,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-KEYS = {"drain": ("rate", "↑ jobs/s"), "release": ("t_to_last_ms", "↓ ms")}
+KEYS = {"drain": ("rate", "↑ jobs/s"), "release": ("t_to_last_ms", "↓ ms"),
+        "release-light": ("p99", "↓ ms"), "enqueue-one": ("rate", "↑ jobs/s"),
+        "enqueue-bulk": ("rate", "↑ jobs/s"), "schedule-one": ("rate", "↑ jobs/s"),
+        "schedule-bulk": ("rate", "↑ jobs/s")}
+# systems that have only some scenarios (bench/run.py's System.scenarios)
+ONLY = {"echomq-consumer": ("drain", "release", "release-light"),
+        "echomq-consumer-6": ("drain", "release", "release-light"),
+        "echomq-4-pipelined": ("drain", "release", "release-light"),
+        "echomq-4-sync": ("enqueue-one", "schedule-one")}
 
 
 def run(tree: Path, system: str, scenario: str, n: int) -> dict[str, float]:
@@ -47,6 +55,8 @@ def main() -> int:
     for scenario in args.scenarios.split(","):
         key, _ = KEYS[scenario]
         for system in args.systems.split(","):
+            if scenario not in ONLY.get(system, (scenario,)):
+                continue
             for r in range(args.rounds):
                 order = ("before", "after") if r % 2 == 0 else ("after", "before")
                 for side in order:
@@ -60,6 +70,8 @@ def main() -> int:
     for scenario in args.scenarios.split(","):
         key, better = KEYS[scenario]
         for system in args.systems.split(","):
+            if (scenario, system, "before") not in seen:
+                continue
             b = statistics.median(seen[(scenario, system, "before")])
             a = statistics.median(seen[(scenario, system, "after")])
             print(f"| {scenario} | {system} | {key} {better} | {b:.3f} | {a:.3f} | {a / b:.2f}x |")

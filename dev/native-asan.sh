@@ -14,7 +14,7 @@
 #   bash dev/native-asan.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=.venv/bin/python
+PY=${PY:-.venv/bin/python}
 OUT=${OUT:-$(mktemp -d /tmp/emq-asan.XXXXXX)}
 CC=${CC:-gcc}
 SRC=${SRC:-echomq/native}  # another copy of the sources (e.g. one with a bug injected)
@@ -23,7 +23,7 @@ LIBASAN=$($CC -print-file-name=libasan.so)
 VALKEY=$($PY -c 'from echomq.embedded.server import binary_path; print(binary_path())')
 
 $CC -std=c99 -g -O1 -fno-omit-frame-pointer -fsanitize=address -fPIC -fvisibility=hidden \
-    -Wall -Wextra -shared -o "$OUT/emq-asan.so" "$SRC/emq.c" "$SRC/emq_api.c"
+    -Wall -Wextra -shared -o "$OUT/emq-asan.so" "$SRC"/emq*.c
 
 # Valkey dlopens modules with RTLD_DEEPBIND, which the ASan runtime refuses. A tiny
 # preloaded shim drops that flag before the call reaches ASan's own dlopen (the shim comes

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import (
     Any,
     ClassVar,
@@ -118,6 +118,37 @@ class AsyncConnector(Protocol):
 def single(step: Step, decode: Callable[[Any], T]) -> Verb[T]:
     """The generator for a one-step verb: send ``step``, decode its reply."""
     return decode((yield step))
+
+
+def not_native(reply: Any) -> bool:
+    """Whether ``reply`` is a native command's hand-back: an ``EMQSTATE ... not native``
+    refusal, written nothing, for a case it leaves to its script (a grouped row, a flow
+    link, a queue rate, ...)."""
+    return isinstance(reply, errors.StateError) and str(reply).endswith("not native")
+
+
+def native_or_script(step: Eval) -> Verb[Any]:
+    """Send ``step`` (its native command at wire 6); a hand-back (``not_native``) sends its
+    script instead, whose reply or refusal is the verb's."""
+    try:
+        return (yield step)
+    except errors.StateError as exc:
+        if step.native is None or not not_native(exc):
+            raise
+    return (yield replace(step, native=None))
+
+
+def batch_or_script(steps: tuple[Eval | Command | Native, ...]) -> Verb[list[Any]]:
+    """``Batch(steps)``; the steps whose native command handed back (``not_native``) go
+    again as their scripts, in a second round trip, their replies in their slots."""
+    replies = list((yield Batch(steps)))
+    again = [(i, s) for i, (s, r) in enumerate(zip(steps, replies, strict=True))
+             if isinstance(s, Eval) and s.native is not None and not_native(r)]
+    if again:
+        more = yield Batch(tuple(replace(s, native=None) for _, s in again))
+        for (i, _), reply in zip(again, more, strict=True):
+            replies[i] = reply
+    return replies
 
 
 def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:

@@ -51,12 +51,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emq_api.h"
+#include "emq.h"
 
 #define EMQ_VISIBLE __attribute__((visibility("default")))
 
-static const char KIND_ERROR[] = "EMQKIND job id must be JOB-namespaced";
-static const char WRONGTYPE_ERROR[] =
+const char KIND_ERROR[] = "EMQKIND job id must be JOB-namespaced";
+const char WRONGTYPE_ERROR[] =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /* Values written into rows, and row field names for replicated writes, made once at load
@@ -67,20 +67,20 @@ static EmqStr *f_state, *f_attempts, *f_payload, *f_priority, *f_unique, *f_uniq
 
 /* -- small checks, none of which touches a key -------------------------------------- */
 
-static int str_is(const EmqStr *s, const char *lit) {
+int str_is(const EmqStr *s, const char *lit) {
     size_t len, n = strlen(lit);
     const char *p = Emq_StringPtrLen(s, &len);
     return len == n && memcmp(p, lit, n) == 0;
 }
 
-static int str_eq(const EmqStr *a, const EmqStr *b) {
+int str_eq(const EmqStr *a, const EmqStr *b) {
     size_t la, lb;
     const char *pa = Emq_StringPtrLen(a, &la);
     const char *pb = Emq_StringPtrLen(b, &lb);
     return la == lb && memcmp(pa, pb, la) == 0;
 }
 
-static int is_job(const EmqStr *id) {
+int is_job(const EmqStr *id) {
     size_t len;
     const char *p = Emq_StringPtrLen(id, &len);
     return len >= 3 && memcmp(p, "JOB", 3) == 0;
@@ -109,7 +109,7 @@ static int due_in_range(int relative, long long due) {
 
 /* The shape: the exact argc, numkeys as declared, and no key named twice (two handles on
  * one key could see each other's writes mid-command). */
-static int check_shape(EmqCtx *ctx, EmqStr **argv, int argc, int want_argc, int nkeys,
+int check_shape(EmqCtx *ctx, EmqStr **argv, int argc, int want_argc, int nkeys,
                        const char *numkeys_error, const char *distinct_error) {
     int i, j;
     if (argc != want_argc) {
@@ -140,23 +140,23 @@ static double price(int relative, long long due) {
 }
 
 /* A score as the text we propagate: exact for every integer a double holds. */
-static void score_text(double score, char *buf, size_t size) { snprintf(buf, size, "%.17g", score); }
+void score_text(double score, char *buf, size_t size) { snprintf(buf, size, "%.17g", score); }
 
 /* -- key reads ------------------------------------------------------------------------ */
 
-static int type_of(EmqCtx *ctx, EmqStr *name) {
+int type_of(EmqCtx *ctx, EmqStr *name) {
     EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     Emq_CloseKey(k);
     return t;
 }
 
-static int is_type_or_empty(EmqCtx *ctx, EmqStr *name, int want) {
+int is_type_or_empty(EmqCtx *ctx, EmqStr *name, int want) {
     int t = type_of(ctx, name);
     return t == EMQ_KEYTYPE_EMPTY || t == want;
 }
 
-static int zset_has(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
+int zset_has(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
     double score;
     EmqKey *k = Emq_OpenKey(ctx, name, EMQ_READ);
     int found = 0;
@@ -170,12 +170,12 @@ static int zset_has(EmqCtx *ctx, EmqStr *name, EmqStr *member) {
 
 /* Keyspace notifications, as the commands the script runs would publish them (one event
  * per key and kind of write in a call; the key API publishes none by itself). */
-static void notify(EmqCtx *ctx, int type, const char *event, EmqStr *key) {
+void notify(EmqCtx *ctx, int type, const char *event, EmqStr *key) {
     Emq_NotifyKeyspaceEvent(ctx, type, event, key);
 }
 
 /* "zrem", and "del" when that emptied the key (a ZREM of the last member deletes it). */
-static void notify_zrem(EmqCtx *ctx, EmqStr *key) {
+void notify_zrem(EmqCtx *ctx, EmqStr *key) {
     notify(ctx, EMQ_NOTIFY_ZSET, "zrem", key);
     if (type_of(ctx, key) == EMQ_KEYTYPE_EMPTY) notify(ctx, EMQ_NOTIFY_GENERIC, "del", key);
 }
@@ -222,8 +222,6 @@ static void count_enqueued(EmqCtx *ctx, EmqStr *sched) {
 }
 
 /* -- the schedule's head ---------------------------------------------------------------- */
-
-static void wake(EmqCtx *ctx, EmqStr *key);
 
 /* 1 when a run-at of score would lead <schedule> (below its head's score, or the set is
  * empty), as the scripts' lead() (includes/lead.lua). Read before the write. */
@@ -361,7 +359,7 @@ static EmqStr *derive(EmqCtx *ctx, char *buf, const char *base, size_t blen, con
  * list is empty. A wake key of another type is skipped: the token is a hint, and a missed
  * one costs a consumer at most one beat. RPUSH goes through Call so BLPOP waiters wake and
  * the push is replicated ("!"). */
-static void wake(EmqCtx *ctx, EmqStr *key) {
+void wake(EmqCtx *ctx, EmqStr *key) {
     EmqKey *k = Emq_OpenKey(ctx, key, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     size_t len = (t == EMQ_KEYTYPE_LIST) ? Emq_ValueLength(k) : 0;
@@ -788,7 +786,7 @@ static const char *parse_opts(EmqStr **t, const AdmitVerb *v, Opts *o) {
 }
 
 /* <base><mid><tail>, allocated (the caller frees it). */
-static EmqStr *keyat(EmqCtx *ctx, const char *base, size_t blen, const char *mid,
+EmqStr *keyat(EmqCtx *ctx, const char *base, size_t blen, const char *mid,
                      const char *tail, size_t tlen) {
     size_t mlen = strlen(mid);
     char stack[256], *buf = stack;
@@ -853,7 +851,7 @@ static EmqStr *unique_owner(EmqCtx *ctx, EmqStr *uk, const char *base, size_t bl
     return NULL;
 }
 
-static EmqStr *num_str(EmqCtx *ctx, long long n) {
+EmqStr *num_str(EmqCtx *ctx, long long n) {
     char buf[24];
     int len = snprintf(buf, sizeof(buf), "%lld", n);
     return Emq_CreateString(ctx, buf, (size_t)len);
@@ -1016,12 +1014,14 @@ static int load(EmqCtx *ctx) {
         Emq_CreateCommand(ctx, "emq.promote", cmd_promote, "write deny-oom", 2, 3, 1) ||
         Emq_CreateCommand(ctx, "emq.delay", cmd_delay, "write deny-oom", 2, 4, 1) ||
         Emq_CreateCommand(ctx, "emq.reschedule", cmd_reschedule, "write deny-oom", 2, 3, 1) ||
-        Emq_CreateCommand(ctx, "emq.enqueue", cmd_enqueue, "write deny-oom", 2, 3, 1))
+        Emq_CreateCommand(ctx, "emq.enqueue", cmd_enqueue, "write deny-oom", 2, 3, 1) ||
+        emq_hot_register(ctx) != EMQ_OK)
         return EMQ_ERR;
     return EMQ_OK;
 }
 
 static int unload(void) {
+    emq_hot_unload();
     if (s_scheduled) {
         Emq_FreeString(NULL, s_scheduled);
         Emq_FreeString(NULL, s_pending);

@@ -64,6 +64,9 @@ ops = st.lists(
         st.tuples(st.just("delay"), st.integers(0, 5), st.just("in"), in_values),
         st.tuples(st.just("delay"), st.integers(0, 5), st.just("at"), st.integers(0, 99)),
         st.tuples(st.just("ack"), st.integers(0, 5), st.booleans()),
+        st.tuples(st.just("ack"), st.integers(0, 5), st.booleans(), st.just(b'{"r": 1}')),
+        st.tuples(st.just("ackmany"), st.integers(1, 4), st.booleans(), st.booleans()),
+        st.tuples(st.just("ackclaim"), st.integers(0, 3), st.integers(0, 3), st.booleans()),
     ),
     min_size=4,
     max_size=40,
@@ -127,13 +130,27 @@ def step(conn: Connector, q: str, op: tuple, held: dict[str, int]) -> Any:
         return jobs.promote(conn, q, op[1])
     if verb == "claim":
         return jobs.claim_many(conn, q, 60_000, op[1])
+    if verb == "ackmany":  # the first k held, one repeated, one with a stale token
+        _, k, keep, results = op
+        mine = sorted(held)[:k]
+        items: list = [(j, held[j], b"[1]", 60_000) if results else (j, held[j]) for j in mine]
+        items += [(mine[0], held[mine[0]]), (mine[-1], held[mine[-1]] + 1)]
+        return [None if r is None else r.text for r in jobs.ack_many(conn, q, items, keep)]
+    if verb == "ackclaim":
+        _, k, count, keep = op
+        mine = sorted(held)[:k]
+        refused, got = jobs.ack_and_claim(conn, q, [(j, held[j]) for j in mine], 60_000, count,
+                                          keep)
+        return [None if r is None else r.text for r in refused], got
     job = sorted(held)[op[1] % len(held)]
     if verb == "delay":
         return jobs.delay(conn, q, job, held[job], op[3], mode=op[2])
+    if len(op) == 4:
+        return jobs.ack(conn, q, job, held[job], keep=op[2], result=op[3], keep_result_ms=60_000)
     return jobs.ack(conn, q, job, held[job], keep=op[2])
 
 
-@settings(max_examples=100, deadline=None,
+@settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(script=ops)
 def test_wire4_and_wire6_agree(wires: tuple[Connector, Connector], script: list[tuple]) -> None:
@@ -141,7 +158,7 @@ def test_wire4_and_wire6_agree(wires: tuple[Connector, Connector], script: list[
     q4, q6 = fresh_queue(), fresh_queue()
     held: dict[str, int] = {}
     for op in script:
-        if op[0] in ("delay", "ack") and not held:
+        if op[0] in ("delay", "ack", "ackmany") and not held:
             continue
         r4 = step(c4, q4, op, held)
         r6 = step(c6, q6, op, held)
@@ -151,6 +168,13 @@ def test_wire4_and_wire6_agree(wires: tuple[Connector, Connector], script: list[
             held.update({c.id: c.token for c in r4})
         elif op[0] in ("delay", "ack"):
             del held[sorted(held)[op[1] % len(held)]]
+        elif op[0] == "ackmany":
+            for j in sorted(held)[:op[1]]:
+                del held[j]
+        elif op[0] == "ackclaim":
+            for j in sorted(held)[:op[1]]:
+                del held[j]
+            held.update({c.id: c.token for c in r4[1]})
     assert_same_state(snapshot(c4.client, q4), snapshot(c6.client, q6))
 
 
@@ -164,8 +188,20 @@ def test_native_commands_really_ran(wires: tuple[Connector, Connector]) -> None:
     claim = jobs.claim(c6, q, 60_000)
     assert claim is not None
     jobs.delay(c6, q, claim.id, claim.token, 5, mode="at")
+    jobs.promote(c6, q, 10)
+    claim = jobs.claim(c6, q, 60_000)
+    assert claim is not None
+    jobs.ack(c6, q, claim.id, claim.token)
+    jobs.ack_many(c6, q, [(claim.id, claim.token)])
     after = c6.client.info("commandstats")
-    for name in ("emq.schedule", "emq.promote", "emq.delay"):
+    for name in ("emq.claim", "emq.ack", "emq.ackmany"):
+        calls = after[f"cmdstat_{name}"]["calls"]
+        assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + (
+            2 if name == "emq.claim" else 1)
+        # none handed back to a script: a refusal is a failed call
+        assert after[f"cmdstat_{name}"]["failed_calls"] == before.get(
+            f"cmdstat_{name}", {"failed_calls": 0})["failed_calls"]
+    for name in ("emq.schedule", "emq.delay"):
         calls = after[f"cmdstat_{name}"]["calls"]
         assert calls == before.get(f"cmdstat_{name}", {"calls": 0})["calls"] + 1
     # with options: the module too (a group alone rides the script)

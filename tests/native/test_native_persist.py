@@ -41,6 +41,27 @@ def workload(url: str, q: str) -> None:
         assert jobs.reschedule(c6, q, IDS[5], "in", 7_200_000) == 1
 
 
+def hot_workload(url: str, q: str) -> None:
+    """The worker's hot path natively: claims, acks kept and deleted, a batch of acks with
+    results, a unique key released, a kept result's done token."""
+    with Connector.connect(url, wire=6) as c6:
+        for i, job in enumerate(IDS[:5]):
+            jobs.admit(c6, q, job, f"h{i}".encode(), priority=i % 2,
+                       unique="u" if i == 3 else None, unique_for_ms=60_000 if i == 3 else None,
+                       notify_ms=60_000 if i == 4 else None)
+        held = jobs.claim_many(c6, q, 60_000, 5)
+        assert len(held) == 5
+        jobs.ack(c6, q, held[0].id, held[0].token, keep=True)
+        jobs.ack(c6, q, held[1].id, held[1].token, keep=False, result=b"1",
+                 keep_result_ms=60_000)
+        refused = jobs.ack_many(c6, q, [(c.id, c.token, b"[2]", 60_000) for c in held[2:]],
+                                keep=True)
+        assert refused == [None, None, None]
+        stats = c6.client.info("commandstats")
+        assert all(stats[f"cmdstat_emq.{n}"]["failed_calls"] == 0
+                   for n in ("claim", "ack", "ackmany"))
+
+
 def aof_text(data_dir: pathlib.Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted((data_dir / "appendonlydir").glob("*.aof")))
 
@@ -67,10 +88,12 @@ def test_debug_reload_keeps_state_and_module(persistent: EmbeddedServer) -> None
 def test_aof_holds_effects_and_replays_without_the_module(
     persistent: EmbeddedServer, tmp_path: pathlib.Path
 ) -> None:
-    q = fresh_queue()
+    q, h = fresh_queue(), fresh_queue()
     workload(persistent.url, q)
+    hot_workload(persistent.url, h)
     raw = valkey.Valkey.from_url(persistent.url)
     expected = snapshot(raw, q)
+    expected_hot = snapshot(raw, h)
     raw.close()
     persistent.stop()
     aof = aof_text(tmp_path)
@@ -81,6 +104,7 @@ def test_aof_holds_effects_and_replays_without_the_module(
     try:
         raw = valkey.Valkey.from_url(again.url)
         assert snapshot(raw, q) == expected
+        assert snapshot(raw, h) == expected_hot
         raw.close()
     finally:
         again.stop()
@@ -119,11 +143,13 @@ def test_replica_sees_the_primarys_scores(tmp_path: pathlib.Path) -> None:
             "--replicaof", "127.0.0.1", str(primary.port), "--masterauth", "pw"])
         rr = valkey.Valkey.from_url(replica.url)
         wait_for(lambda: rr.info("replication").get("master_link_status") == "up")
-        q = fresh_queue()
+        q, h = fresh_queue(), fresh_queue()
         workload(primary.url, q)
+        hot_workload(primary.url, h)
         pr = valkey.Valkey.from_url(primary.url)
         assert pr.wait(1, 5000) == 1
         assert snapshot(rr, q) == snapshot(pr, q)
+        assert snapshot(rr, h) == snapshot(pr, h)
         pr.close()
         rr.close()
     finally:
@@ -153,6 +179,9 @@ def test_loads_into_stock_redis_and_answers_the_same() -> None:
             errors.StateError, match=r"^EMQSTATE reschedule not scheduled$"
         ):
             jobs.reschedule(c6, q, IDS[1], "at", 5)
+        h = fresh_queue()
+        hot_workload(srv.url, h)
+        assert snapshot(raw, h)["stats"][1]["completed"] == b"5"
         raw.close()
     finally:
         srv.stop()

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace
-from echomq.core.steps import Eval, Verb, single, text, verb
+from echomq.core.steps import Eval, Verb, native_or_script, single, text, verb
 
 DEFAULT_MAX_STALLED = 2
 
@@ -52,6 +52,7 @@ def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
         "claim",
         (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
         (keyspace.base(queue), str(lease_ms), str(count)),
+        native="EMQ.CLAIM",
     )
 
 
@@ -60,19 +61,28 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
     """Lease the next pending job (mint order) until SERVER now + ``lease_ms``.
 
     Increments ``attempts`` and returns it as the token, or ``None`` when pending is empty.
+    At wire 6 this sends ``EMQ.CLAIM``, which hands what it leaves to the script (groups,
+    rates, an unusual row) back, and the script runs then.
     """
+    step = _claim_step(queue, lease_ms, 1)
 
-    def first(reply: Any) -> Claim | None:
-        got = _claims(reply)
+    def calls() -> Verb[Claim | None]:
+        got = _claims((yield from native_or_script(step)))
         return got[0] if got else None
 
-    return single(_claim_step(queue, lease_ms, 1), first)
+    return calls()
 
 
 @verb
 def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
-    """Lease up to ``count`` pending jobs in mint order in one atomic call."""
-    return single(_claim_step(queue, lease_ms, count), _claims)
+    """Lease up to ``count`` pending jobs in mint order in one atomic call (at wire 6
+    ``EMQ.CLAIM``, as ``claim``)."""
+    step = _claim_step(queue, lease_ms, count)
+
+    def calls() -> Verb[list[Claim]]:
+        return _claims((yield from native_or_script(step)))
+
+    return calls()
 
 
 def _held(queue: str, job_id: str, token: int) -> tuple[str, str]:

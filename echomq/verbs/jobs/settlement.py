@@ -9,7 +9,17 @@ from typing import Any
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
-from echomq.core.steps import Batch, Command, Eval, Native, Verb, single, text, verb
+from echomq.core.steps import (
+    Command,
+    Eval,
+    Native,
+    Verb,
+    batch_or_script,
+    native_or_script,
+    single,
+    text,
+    verb,
+)
 from echomq.core.tally import Tally
 from echomq.verbs.jobs.bulk import _chunks
 from echomq.verbs.jobs.claims import Claim, _claim_step, _claims, _held
@@ -36,6 +46,7 @@ def _ack_step(
         "ack",
         (row, active, keyspace.queue_key(queue, "completed")),
         (job_id, str(token), "1" if keep else "0", *result),
+        native="EMQ.ACK",
     )
 
 
@@ -57,7 +68,11 @@ def ack(
     clock, PX) in the same script, so it outlives a deleted row (``jobs.result``).
     """
     step = _ack_step(queue, job_id, token, keep, _result(result, keep_result_ms))
-    return single(step, lambda _: None)
+
+    def calls() -> Verb[None]:
+        yield from native_or_script(step)  # at wire 6 EMQ.ACK; a hand-back runs the script
+
+    return calls()
 
 
 AckEntry = tuple[str, int] | tuple[str, int, bytes | str | None, int | None]
@@ -79,8 +94,10 @@ def _ack_many_steps(queue: str, held: Iterable[AckEntry], keep: bool) -> tuple[E
     keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
     flag = "1" if keep else "0"
     if with_results:  # the result-carrying form: id, token, result, keep ms per job
-        return tuple(Eval("ack_many", keys, (base, flag + "r", *c)) for c in _chunks(rich, 4))
-    return tuple(Eval("ack_many", keys, (base, flag, *c)) for c in _chunks(plain, 2))
+        return tuple(Eval("ack_many", keys, (base, flag + "r", *c), native="EMQ.ACKMANY")
+                     for c in _chunks(rich, 4))
+    return tuple(Eval("ack_many", keys, (base, flag, *c), native="EMQ.ACKMANY")
+                 for c in _chunks(plain, 2))
 
 
 def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
@@ -106,7 +123,7 @@ def ack_many(
     def calls() -> Verb[list[errors.ServerError | None]]:
         if not steps:
             return []
-        return _ack_replies((yield Batch(steps)))
+        return _ack_replies((yield from batch_or_script(steps)))
 
     return calls()
 
@@ -127,7 +144,7 @@ def ack_and_claim(
     def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
         if not acks and not claim:
             return [], []
-        replies = yield Batch(acks + claim)
+        replies = yield from batch_or_script(acks + claim)
         got = replies[len(acks):]
         if got and isinstance(got[0], errors.ServerError):
             raise got[0]
@@ -162,7 +179,7 @@ def ack_and_claim_queues(
             s for _, s in claim_steps)
         if not flat:
             return {q: [] for q, _ in ack_steps}, {}
-        replies = yield Batch(flat)
+        replies = yield from batch_or_script(flat)
         refusals: dict[str, list[errors.ServerError | None]] = {}
         i = 0
         for q, steps in ack_steps:

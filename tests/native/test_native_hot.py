@@ -9,6 +9,8 @@ caller gets the script's answer; the connectors send the module at wire 6 only.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import valkey
 
@@ -242,7 +244,7 @@ def test_the_verbs_send_the_script_for_a_hand_back(srv: EmbeddedServer) -> None:
         assert refusals == [None, None] and more == []
         assert groups.stats(c6, q)["tenant"].active == 0  # the script lowered it
         assert jobs.counts(c6, q)["active"] == 0
-        with pytest.raises(errors.StateError, match="^EMQSTATE ack not active$"):
+        with pytest.raises(errors.StateError, match=r"^EMQSTATE ack not active$"):
             jobs.ack(c6, q, flat, by_id[flat].token)  # kept completed: a second ack
 
 
@@ -259,3 +261,27 @@ def test_the_module_runs_at_wire_6_only(srv: EmbeddedServer, r: valkey.Valkey) -
         native = sum(int(stats.get(f"cmdstat_emq.{n}", {}).get("calls", 0))
                      for n in ("claim", "ack", "ackmany"))
         assert native == (4 if wire == 6 else 0)
+
+
+def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServer,
+                                                                monkeypatch) -> None:
+    from echomq.verbs.jobs import handback
+
+    monkeypatch.setattr(handback, "HOLD_S", 0.3)
+    handback.forget()
+    q = fresh_queue()
+    with Connector.connect(srv.url, wire=6) as c6:
+        def failed() -> tuple[int, int]:
+            got = c6.client.info("commandstats").get("cmdstat_emq.claim", {})
+            return int(got.get("calls", 0)), int(got.get("failed_calls", 0))
+
+        for i in range(6):
+            jobs.enqueue(c6, q, ids.mint(), b"g", group=f"g{i % 2}")
+        calls0, failed0 = failed()
+        assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # handed back, then the script
+        assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the script straight away
+        assert failed() == (calls0 + 1, failed0 + 1)
+        time.sleep(0.35)
+        assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the native command tried again
+        assert failed() == (calls0 + 2, failed0 + 2)
+    handback.forget()

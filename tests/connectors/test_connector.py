@@ -16,13 +16,13 @@ from echomq.verbs import jobs
 
 
 def test_evalsha_first_and_noscript_fallback(run, raw, queue):
-    # with an option the enqueue is the script on both wires (EMQ.ENQUEUE takes none)
+    # with a group the enqueue is the script on both wires (EMQ.ENQUEUE takes none)
     raw.script_flush()
     assert raw.script_exists(scripts.sha("enqueue")) == [False]
-    assert run(jobs.enqueue, queue, ids.mint(), b"x", priority=1) == "enqueued"
+    assert run(jobs.enqueue, queue, ids.mint(), b"x", group="g") == "enqueued"
     assert raw.script_exists(scripts.sha("enqueue")) == [True]
     stats_before = raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    run(jobs.enqueue, queue, ids.mint(), b"y", priority=1)
+    run(jobs.enqueue, queue, ids.mint(), b"y", group="g")
     assert raw.info("commandstats")["cmdstat_evalsha"]["calls"] == stats_before + 1
 
 

@@ -9,9 +9,13 @@ plain leg. Then the server's work per call for each leg (``INFO commandstats``: 
 counting those a script runs, and µs of the top-level commands), 2,000 calls each.
 
 At wire 6 a plain enqueue is ``EMQ.ENQUEUE``; an enqueue with these options is too (with
-the option tail) where the module takes them, else the enqueue script.
+the option tail) where the module takes them, else the enqueue script. ``--level verb``
+times the verbs instead of ``task.enqueue`` (``jobs.enqueue`` / ``jobs.admit`` on the app's
+sync connector, the payload and ids made before the clock starts): the wire's own cost of
+the options, without the task layer (where a unique key per call means a bound task per
+call, ``task.options(unique=...)``).
 
-    .venv/bin/python bench/options.py [--n 5000] [--repeat 5] [--wire 6|4]
+    .venv/bin/python bench/options.py [--n 5000] [--repeat 5] [--wire 6|4] [--level task|verb]
 
 One fresh embedded Valkey; wall clock, host. The machine is shared: read the ratios.
 """
@@ -51,6 +55,28 @@ def tasks(app: App) -> dict[str, Callable[[], object]]:
     }
 
 
+def verbs(app: App, n: int) -> dict[str, Callable[[], object]]:
+    """One verb call per leg, its id and payload made in advance (a unique key each)."""
+    from echomq.core import ids
+    from echomq.verbs import jobs
+
+    conn = app.connector()
+    body = app.task(name="b.verb", queue="bench")(lambda: None).payload()
+    pools = {leg: iter([ids.mint() for _ in range(n * 8)]) for leg in LEGS}
+    keys = itertools.count()
+    return {
+        "plain": lambda: jobs.enqueue(conn, "bench", next(pools["plain"]), body),
+        "priority": lambda: jobs.enqueue(conn, "bench", next(pools["priority"]), body,
+                                         priority=5),
+        "unique": lambda: jobs.admit(conn, "bench", next(pools["unique"]), body,
+                                     unique=f"v{next(keys)}"),
+        "keep_result": lambda: jobs.admit(conn, "bench", next(pools["keep_result"]), body,
+                                          notify_ms=60_000),
+        "all": lambda: jobs.admit(conn, "bench", next(pools["all"]), body, priority=5,
+                                  unique=f"w{next(keys)}", notify_ms=60_000),
+    }
+
+
 def rates(calls: dict[str, Callable[[], object]], n: int, chunk: int = 250) -> dict[str, float]:
     spent = dict.fromkeys(calls, 0.0)
     done = 0
@@ -81,10 +107,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--wire", type=int, choices=(4, 6), default=6)
+    ap.add_argument("--level", choices=("task", "verb"), default="task")
     a = ap.parse_args()
     with EmbeddedServer(ephemeral=True, native=a.wire == 6) as srv:
         app = App(srv.url, wire=a.wire)
-        calls = tasks(app)
+        calls = tasks(app) if a.level == "task" else verbs(app, a.n * (a.repeat + 2))
         for call in calls.values():
             call()  # connect, register the queue, load the scripts
         runs = [rates(calls, a.n) for _ in range(a.repeat)]
@@ -92,7 +119,8 @@ def main() -> None:
         cost = {name: server_cost(admin, call, min(a.n, 2_000)) for name, call in calls.items()}
         admin.close()
         app.close()
-    print(f"task.enqueue with and without options, wire {a.wire}, N={a.n:,} per leg, "
+    what = "task.enqueue" if a.level == "task" else "jobs.enqueue / jobs.admit"
+    print(f"{what} with and without options, wire {a.wire}, N={a.n:,} per leg, "
           f"medians of {a.repeat} (sync, one call at a time)")
     print(f"{'leg':12} {'calls/s':>9} {'vs plain':>9} {'per-run vs plain':>28} "
           f"{'server cmds':>12} {'server us':>10}")

@@ -76,3 +76,48 @@ def test_aenqueue_writes_the_payload_and_reuses_only_a_live_connector(url: str,
     finally:
         client.close()
         app.close()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_flat_job_with_options_is_one_native_admission(url: str, raw: valkey.Valkey,
+                                                         queue: str, kind: str) -> None:
+    """A priority, a unique key or a kept result (no group, one partition): the task sends
+    one jobs.admit_now with its options made once, at wire 6 one EMQ.ENQUEUE per call, and
+    writes what the general admission writes."""
+    from echomq import native
+    from echomq.verbs import jobs
+
+    if not native.available():
+        pytest.skip("the EMQ module is not built")
+    app = App(url)
+    try:
+        urgent = app.task(name="t.urgent", queue=queue)(lambda x: x).options(priority=3)
+        kept = app.task(name="t.kept", queue=queue, keep_result=60)(lambda x: x)
+        once = app.task(name="t.once", queue=queue)(lambda x: x)
+
+        def enqueue(task: Any, *args: Any) -> str:
+            if kind == "sync":
+                return str(task.enqueue(*args))
+
+            async def go() -> str:
+                return str(await task.aenqueue(*args))
+
+            return asyncio.run(go())
+
+        before = int(raw.info("commandstats").get("cmdstat_emq.enqueue", {}).get("calls", 0))
+        a = enqueue(urgent, 1)
+        b = enqueue(kept, 2)
+        c = enqueue(once.options(unique="k1", unique_for=60), 3)
+        d = enqueue(once.options(unique="k1"), 4)  # the live owner's id, nothing written
+        after = int(raw.info("commandstats")["cmdstat_emq.enqueue"]["calls"])
+        assert app.wire == 6 and after - before == 4
+        assert d == c
+        assert raw.hget(f"emq:{{{queue}}}:job:{a}", "priority") == b"3"
+        assert raw.hget(f"emq:{{{queue}}}:job:{b}", "notify") == b"60000"
+        assert raw.hget(f"emq:{{{queue}}}:job:{c}", "unique") == b"k1"
+        assert raw.get(f"emq:{{{queue}}}:unique:k1") == c.encode()
+        assert jobs.counts(app.connector(), queue)["pending"] == 3
+        with pytest.raises(TypeError, match=r"jobs\.Options"):
+            jobs.admit_now(app.connector(), queue, "JOB01X", b"x", {"priority": 1})
+    finally:
+        app.close()

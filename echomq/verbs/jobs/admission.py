@@ -227,6 +227,27 @@ def admit(
     return single(step, decode)
 
 
+def _admitted_now(job_id: str) -> Any:
+    def decode(reply: Any) -> Admitted:
+        if type(reply) is int:
+            return Admitted(Outcome.ENQUEUED if reply == 1 else Outcome.DUPLICATE, job_id)
+        if isinstance(reply, (bytes, str)):
+            return Admitted(Outcome.DUPLICATE, text(reply))
+        return Admitted(Outcome.ENQUEUED if int(reply) == 1 else Outcome.DUPLICATE, job_id)
+
+    return decode
+
+
+@verb
+def admit_now(queue: str, job_id: str, payload: bytes | str, opts: Options) -> Verb[Admitted]:
+    """``admit(..., mode="now")`` with ``opts`` made by ``Options.of`` once (its guards ran
+    then): the task layer's per-call path for a job with options, which it prepares once per
+    task. ``Admitted(outcome, id)`` as ``admit``."""
+    if type(opts) is not Options:
+        raise TypeError(f"opts must be jobs.Options (Options.of(...)), not {type(opts).__name__}")
+    return single(_enqueue_step(queue, job_id, payload, opts), _admitted_now(job_id))
+
+
 @verb
 def enqueue(
     queue: str,

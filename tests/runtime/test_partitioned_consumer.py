@@ -41,22 +41,33 @@ def names(n: int) -> tuple[str, list[str]]:
 
 
 def test_spread_gives_the_turns_to_the_queues_with_work() -> None:
-    s = Spread(["a", "b", "c"], probe_s=60)
-    assert [s.split(9) for _ in range(4)] == [{"a": 9}, {"b": 9}, {"c": 9}, {"a": 9}]
-    s.claimed("b", 9, 1)  # gave fewer than asked: empty for now, skipped
-    assert [s.split(6) for _ in range(3)] == [{"c": 6}, {"a": 6}, {"c": 6}]
+    s = Spread(["a", "b", "c"], probe_s=60, slice_s=0)  # a new turn at every claim
+    assert [s.split(9) for _ in range(4)] == [{"b": 9}, {"c": 9}, {"a": 9}, {"b": 9}]
+    s.claimed("c", 9, 1)  # gave fewer than asked: empty for now, skipped
+    assert [s.split(6) for _ in range(3)] == [{"a": 6}, {"b": 6}, {"a": 6}]
     s.claimed("a", 6, 0)
-    s.claimed("c", 6, 0)
+    s.claimed("b", 6, 0)
     assert not s.any_ready() and s.split(6) == {}
     s.wake("c")
     assert s.split(6) == {"c": 6} and s.split(0) == {}
     one = Spread(["q"], probe_s=60)
     one.claimed("q", 5, 0)  # one queue is always asked: the plain consumer
     assert one.split(5) == {"q": 5} and one.split(0) == {}
-    probing = Spread(["a", "b"], probe_s=0)
+    probing = Spread(["a", "b"], probe_s=0, slice_s=0)
     probing.claimed("a", 1, 0)
     probing.claimed("b", 1, 0)
-    assert probing.split(2) == {"a": 2}  # every probe asks them all again
+    assert probing.split(2) == {"b": 2}  # every probe asks them all again
+
+
+def test_a_turn_lasts_its_slice_unless_the_queue_runs_dry() -> None:
+    s = Spread(["a", "b"], probe_s=60, slice_s=60)
+    assert [s.split(4) for _ in range(3)] == [{"b": 4}] * 3  # one slice: the same queue
+    s.claimed("b", 4, 2)  # dry: the next claim moves on at once
+    assert s.split(4) == {"a": 4}
+    fast = Spread(["a", "b"], probe_s=60, slice_s=0.01)
+    first = fast.split(1)
+    time.sleep(0.02)
+    assert fast.split(1) != first  # the slice ended: the other's turn
 
 
 @pytest.mark.topologies

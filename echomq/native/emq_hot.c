@@ -12,18 +12,22 @@
  *
  *   claim    no queue rate (<base>rate), no group in the ring (<base>ring) nor one whose
  *            rate or limit block is over (<base>gwait due), rows that are hashes in state
- *            pending with a payload, an integer (or no) attempts, no cancel mark and no
- *            deadline (expires); a paused or blocked queue gives nothing, as the script;
- *   ack      rows without a group or a flow link (group, parent, flow, watched); a unique
- *            key and a kept result's done token (notify) are released as ended() does.
+ *            pending with a payload, an integer (or no) attempts and no cancel mark; a
+ *            deadline (expires) still ahead is dropped as the script's started() drops it
+ *            (HDEL expires, ZREM <base>deadlines); a paused or blocked queue gives nothing;
+ *   ack      rows without a group, a flow link (group, parent, flow, watched) or a held
+ *            recurrence occurrence behind them (follower); a unique key, a debounce key
+ *            and a kept result's done token (notify) are released as ended() does.
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
  *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
- *   EMQSTATE claim row not native      a candidate row is not plain (see above), or a key
- *                                      the claim writes holds another type
+ *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
+ *                                      has passed (the script ends it expired), or a key the
+ *                                      claim writes holds another type
  *   EMQSTATE ack lane not native       a grouped job (its group's active count and ring)
- *   EMQSTATE ack flow not native       a flow child, parent or linked owner
+ *   EMQSTATE ack flow not native       a flow child, parent or linked owner, or a job a
+ *                                      recurrence occurrence waits behind (follower)
  *   EMQSTATE ack row not native        a row or key the ack touches is not what a plain
  *                                      job's is (the script's own error comes from it)
  * and the caller sends the script instead (the runtime does, as for EMQ.PROMOTE's grouped
@@ -149,11 +153,12 @@ static void call(EmqReply *r) {
 
 static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *pending, *active, *basestr, **ids = NULL, **rows = NULL, **atts = NULL, **pays = NULL,
-                                         **pairs = NULL, *wake_key, *score = NULL;
+                                         **pairs = NULL, **dls = NULL, *wake_key, *score = NULL,
+                                         *deadlines = NULL;
     EmqKey *k;
     Bag b = {0};
     long long lease, want, now, *tokens = NULL;
-    size_t n = 0, cap, i, left;
+    size_t n = 0, cap, i, left, ndl = 0;
     const char *refusal = NULL;
     int t;
 
@@ -221,6 +226,7 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     atts = Emq_Alloc(sizeof(EmqStr *) * n);
     pays = Emq_Alloc(sizeof(EmqStr *) * n);
     tokens = Emq_Alloc(sizeof(long long) * n);
+    dls = Emq_Alloc(sizeof(EmqStr *) * n);
     for (i = 0; i < n && !refusal; i++) {
         EmqStr *att = NULL, *state = NULL, *cancel = NULL, *expires = NULL;
         pays[i] = NULL;
@@ -233,13 +239,24 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
                         &state, "cancel", &cancel, "expires", &expires, NULL);
             bag(&b, pays[i]), bag(&b, att), bag(&b, state), bag(&b, cancel), bag(&b, expires);
             tokens[i] = 0;
-            if (!pays[i] || cancel || expires || !state || !str_is(state, "pending") ||
+            if (!pays[i] || cancel || !state || !str_is(state, "pending") ||
                 (att && Emq_StringToLongLong(att, &tokens[i]) != EMQ_OK) ||
                 tokens[i] == 0x7fffffffffffffffLL)
                 refusal = CLAIM_ROW;
+            if (expires && !refusal) {
+                /* a deadline still ahead is dropped by the claim; one at or past now is
+                 * the script's to end (expired) */
+                long long at;
+                if (Emq_StringToLongLong(expires, &at) != EMQ_OK || at <= now) refusal = CLAIM_ROW;
+                else dls[ndl++] = ids[i];
+            }
             tokens[i]++;
         }
         Emq_CloseKey(k);
+    }
+    if (!refusal && ndl) {
+        deadlines = derived(ctx, &b, basestr, "deadlines", NULL);
+        if (!is_type_or_empty(ctx, deadlines, EMQ_KEYTYPE_ZSET)) refusal = CLAIM_ROW;
     }
     if (refusal) goto done;
 
@@ -263,6 +280,27 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         notify(ctx, EMQ_NOTIFY_HASH, "hset", rows[i]);
     }
     Emq_Replicate(ctx, "EVAL", "clvv", SET_ACTIVE_LUA, (long long)n, rows, n, atts, n);
+    if (ndl) { /* the claimed jobs met their deadlines: they keep none from now on */
+        size_t j;
+        for (i = 0, j = 0; i < n && j < ndl; i++) {
+            if (ids[i] != dls[j]) continue;
+            j++;
+            k = Emq_OpenKey(ctx, rows[i], EMQ_READ | EMQ_WRITE);
+            Emq_HashSet(k, EMQ_HASH_CFIELDS, "expires", EMQ_HASH_DELETE, NULL);
+            Emq_CloseKey(k);
+            notify(ctx, EMQ_NOTIFY_HASH, "hdel", rows[i]);
+            Emq_Replicate(ctx, "HDEL", "sc", rows[i], "expires");
+        }
+        k = Emq_OpenKey(ctx, deadlines, EMQ_READ | EMQ_WRITE);
+        if (Emq_KeyType(k) == EMQ_KEYTYPE_ZSET)
+            for (i = 0; i < ndl; i++) {
+                int deleted;
+                Emq_ZsetRem(k, dls[i], &deleted);
+            }
+        Emq_CloseKey(k);
+        notify_zrem(ctx, deadlines);
+        Emq_Replicate(ctx, "ZREM", "sv", deadlines, dls, ndl);
+    }
 
     score = bag(&b, num_str(ctx, now + lease));
     pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * n);
@@ -291,6 +329,7 @@ done:
     if (atts) Emq_Free(atts);
     if (pays) Emq_Free(pays);
     if (tokens) Emq_Free(tokens);
+    if (dls) Emq_Free(dls);
     if (pairs) Emq_Free(pairs);
     bag_free(ctx, &b);
     return EMQ_OK;
@@ -301,7 +340,7 @@ done:
 /* One job to complete, read before any write. */
 typedef struct {
     EmqStr *id, *row;
-    EmqStr *unique, *until, *notify, *cancel;
+    EmqStr *unique, *until, *notify, *cancel, *debounce;
     EmqStr *result;     /* a result to keep, NULL for none */
     long long keep_ms;  /* its PX */
     long long notify_ms;
@@ -311,7 +350,8 @@ typedef struct {
  * the script gives (GONE, MISMATCH), or a not-native text. `active` NULL: no active check
  * here (ACKMANY checks the members together, as the script's ZMSCORE). */
 static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
-    EmqStr *att = NULL, *group = NULL, *parent = NULL, *flow = NULL, *watched = NULL;
+    EmqStr *att = NULL, *group = NULL, *parent = NULL, *flow = NULL, *watched = NULL,
+           *follower = NULL;
     EmqKey *k = Emq_OpenKey(ctx, d->row, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     const char *why = NULL;
@@ -322,14 +362,15 @@ static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
     Emq_HashGet(k, EMQ_HASH_CFIELDS, "attempts", &att, "group", &group, "unique", &d->unique,
                 "unique_until", &d->until, "notify", &d->notify, "parent", &parent, NULL);
     Emq_HashGet(k, EMQ_HASH_CFIELDS, "flow", &flow, "watched", &watched, "cancel", &d->cancel,
-                NULL);
+                "debounce", &d->debounce, "follower", &follower, NULL);
     Emq_CloseKey(k);
     bag(b, att), bag(b, group), bag(b, d->unique), bag(b, d->until), bag(b, d->notify);
-    bag(b, parent), bag(b, flow), bag(b, watched), bag(b, d->cancel);
+    bag(b, parent), bag(b, flow), bag(b, watched), bag(b, d->cancel), bag(b, d->debounce);
+    bag(b, follower);
     if (!att) return GONE;
     if (!str_eq(att, token)) return MISMATCH;
     if (group) why = ACK_LANE;
-    else if (parent || flow || watched) why = ACK_FLOW;
+    else if (parent || flow || watched || follower) why = ACK_FLOW;
     else if (d->notify && (Emq_StringToLongLong(d->notify, &d->notify_ms) != EMQ_OK))
         why = ACK_ROW;
     return why;
@@ -369,6 +410,18 @@ static void release(EmqCtx *ctx, Bag *b, EmqStr *basestr, Done *d, long long now
                 call(Emq_Call(ctx, "DEL", "!s", uk));
         }
     }
+    if (d->debounce) { /* released unless a later window owns it already */
+        EmqStr *dk = derived(ctx, b, basestr, "debounce:", d->debounce);
+        EmqStr *owner = NULL;
+        EmqKey *k = Emq_OpenKey(ctx, dk, EMQ_READ);
+        if (k && Emq_KeyType(k) == EMQ_KEYTYPE_HASH)
+            Emq_HashGet(k, EMQ_HASH_CFIELDS, "id", &owner, NULL);
+        Emq_CloseKey(k);
+        if (owner) {
+            if (str_eq(owner, d->id)) call(Emq_Call(ctx, "DEL", "!s", dk));
+            Emq_FreeString(ctx, owner);
+        }
+    }
     if (d->notify) {
         EmqStr *dk = derived(ctx, b, basestr, "done:", d->id);
         call(Emq_Call(ctx, "DEL", "!s", dk));
@@ -390,6 +443,10 @@ static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *s
             return ACK_ROW;
         if (ds[i].notify && !is_type_or_empty(ctx, derived(ctx, b, basestr, "done:", ds[i].id),
                                               EMQ_KEYTYPE_LIST))
+            return ACK_ROW;
+        if (ds[i].debounce &&
+            !is_type_or_empty(ctx, derived(ctx, b, basestr, "debounce:", ds[i].debounce),
+                              EMQ_KEYTYPE_HASH))
             return ACK_ROW;
     }
     return NULL;

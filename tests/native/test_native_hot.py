@@ -285,3 +285,37 @@ def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServ
         assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the native command tried again
         assert failed() == (calls0 + 2, failed0 + 2)
     handback.forget()
+
+
+def test_a_deadline_still_ahead_is_dropped_as_the_script_drops_it(r: valkey.Valkey) -> None:
+    q4, q6 = fresh_queue(), fresh_queue()
+    far = 40_000_000_000_000
+    for q in (q4, q6):
+        jobs_ = fill(r, q, 3)
+        for j in jobs_[:2]:
+            r.hset(k(q, "job:" + j), "expires", far)
+            r.zadd(k(q, "deadlines"), {j: far})
+    assert script_claim(r, q4, 3) == send(r, *claim(q6, 3))
+    s6 = snapshot(r, q6)
+    assert clockless(s6) == clockless(snapshot(r, q4))
+    assert "deadlines" not in s6  # emptied: every claimed job kept no deadline
+    assert all("expires" not in v[1] for key, v in s6.items() if key.startswith("job:"))
+
+
+def test_a_debounced_job_releases_its_key_and_a_follower_is_handed_back(
+        r: valkey.Valkey) -> None:
+    q4, q6 = fresh_queue(), fresh_queue()
+    for q in (q4, q6):
+        (job,) = fill(r, q, 1)
+        r.hset(k(q, "job:" + job), "debounce", "key")
+        r.hset(k(q, "debounce:key"), mapping={"id": job, "first": 1})
+    h4, h6 = script_claim(r, q4, 1), send(r, *claim(q6, 1))
+    assert h4 == h6
+    job, token = h6[0].decode(), h6[1]
+    assert script_ack(r, q4, job, token) == send(r, *ack(q6, job, token)) == 1
+    assert clockless(snapshot(r, q6)) == clockless(snapshot(r, q4))
+    assert "debounce:key" not in snapshot(r, q6)
+    q = fresh_queue()
+    job, token = held(r, q)
+    r.hset(k(q, "job:" + job), "follower", "JOB01" + "Z" * 24)
+    refused(r, q, ack(q, job, token), "EMQSTATE ack flow not native")

@@ -50,7 +50,8 @@ CONNECTION = ("+ping", "+hello", "+select", "+client|setinfo", "+client|setname"
 SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
 #: the native module's commands (wire 6)
 NATIVE_ADMIT = ("+module|list", "+emq.enqueue", "+emq.schedule")
-NATIVE_ALL = (*NATIVE_ADMIT, "+emq.promote", "+emq.delay", "+emq.reschedule")
+NATIVE_ALL = (*NATIVE_ADMIT, "+emq.promote", "+emq.delay", "+emq.reschedule", "+emq.claim",
+              "+emq.ack", "+emq.ackmany")
 
 
 def _glob(literal: str) -> str:

@@ -198,3 +198,23 @@ def test_the_rules_name_only_what_the_roles_need() -> None:
         assert "-@dangerous" in rules[r]
     assert "+emq.promote" in acl.rules("worker", ["q"], wire=6)
     assert not any(x.startswith("+emq.") for x in rules["worker"])
+
+
+def test_a_wire_6_worker_user_runs_the_native_hot_path(make_user, conn, raw, queue):
+    """The worker role at wire 6 names the hot path's commands: its claims and acks are the
+    module's, and the App it connects with picks wire 6 (MODULE LIST allowed)."""
+    url = make_user("worker", [queue], wire=6)
+    jobs.enqueue_many(conn, queue, [(ids.mint(), b"x") for _ in range(3)])
+    before = raw.info("commandstats")
+    with App(url) as app:
+        assert app.wire == 6
+        c6 = app.connector()
+        got = jobs.claim_many(c6, queue, 60_000, 3)
+        assert len(got) == 3
+        assert jobs.ack_many(c6, queue, [(c.id, c.token) for c in got[1:]]) == [None, None]
+        jobs.ack(c6, queue, got[0].id, got[0].token)
+    after = raw.info("commandstats")
+    for name in ("emq.claim", "emq.ackmany", "emq.ack"):
+        key = f"cmdstat_{name}"
+        assert after[key]["calls"] == before.get(key, {"calls": 0})["calls"] + 1, name
+        assert after[key]["failed_calls"] == before.get(key, {"failed_calls": 0})["failed_calls"]

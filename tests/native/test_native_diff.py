@@ -122,7 +122,9 @@ def step(conn: Connector, q: str, op: tuple, held: dict[str, int]) -> Any:
         return jobs.enqueue(conn, q, op[1], op[2])
     if verb == "admit":
         _, job, payload, mode, value, priority, unique, unique_for, notify = op
-        value = value if mode == "at" else min(value, 10**9)
+        # an 'in' is due at once or an hour away at the least: never between the two wires'
+        # calls, which run a few ms apart
+        value = value if mode == "at" else (0 if value < 3_600_000 else min(value, 10**9))
         return jobs.admit(conn, q, job, payload, mode=mode, value=value, priority=priority,
                           unique=unique, unique_for_ms=unique_for if unique else None,
                           notify_ms=notify)

@@ -130,7 +130,11 @@ def _when(ms: int | None, tz: str | None) -> str:
     if ms is None:
         return "-"
     from echomq.core import cron
-    zone = cron.zone(tz) if tz else UTC
+    try:
+        zone = cron.zone(tz) if tz else UTC
+    except cron.CronError:  # a record edited by hand: list it in UTC rather than fail the list
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds") + \
+            f" (unknown zone {tz!r})"
     return datetime.fromtimestamp(ms / 1000, zone).isoformat(timespec="seconds")
 
 

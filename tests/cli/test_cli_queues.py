@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import valkey
 
 from echomq.core import ids, keyspace
 from echomq.core.payload import encode
@@ -105,3 +106,14 @@ def test_stats_lists_empty_registered_and_declared_queues(conn, url, tmp_path, q
     table = json.loads(done.stdout)
     zero = {s: 0 for s in jobs.STATE_SETS}
     assert table[f"{queue}-empty"] == zero and table[f"{queue}-declared"] == zero
+
+
+def test_repeat_list_shows_a_record_with_an_unknown_zone(conn, url, queue):
+    """A record whose zone was edited by hand to one the zone database lacks is listed (in
+    UTC, naming the zone), and the listing of every queue still succeeds."""
+    assert repeat.register(conn, f"{queue}-tz", "odd", 60_000, b"{}") == "registered"
+    raw = valkey.Valkey.from_url(url)
+    raw.hset(keyspace.queue_key(f"{queue}-tz", "repeat:odd"), "tz", "Nowhere/Town")
+    done = echomq("repeat", "list", url=url)
+    assert done.returncode == 0, done.stderr
+    assert "unknown zone 'Nowhere/Town'" in done.stdout

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q 'setuptools>=77'  # the tests rebuild the native module in place when its C is newer
 .venv/bin/python -m pip install -q -e '.[test,docs]'
 .venv/bin/ruff check echomq tests bench examples
 .venv/bin/mypy

@@ -25,16 +25,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import time
 from collections.abc import Callable
 
 import valkey
+from measure import interleaved_rates, server_cost
 
 from echomq import App
 from echomq.embedded.server import EmbeddedServer
 
 LEGS = ("plain", "priority", "unique", "keep_result", "all")
-_ADMIN = ("cmdstat_config", "cmdstat_info")
 
 
 def tasks(app: App) -> dict[str, Callable[[], object]]:
@@ -77,31 +76,6 @@ def verbs(app: App, n: int) -> dict[str, Callable[[], object]]:
     }
 
 
-def rates(calls: dict[str, Callable[[], object]], n: int, chunk: int = 250) -> dict[str, float]:
-    spent = dict.fromkeys(calls, 0.0)
-    done = 0
-    while done < n:
-        k = min(chunk, n - done)
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(k):
-                call()
-            spent[name] += time.perf_counter() - t0
-        done += k
-    return {name: n / spent[name] for name in calls}
-
-
-def server_cost(admin: valkey.Valkey, call: Callable[[], object], n: int) -> tuple[float, float]:
-    admin.config_resetstat()
-    for _ in range(n):
-        call()
-    stats = admin.info("commandstats")
-    cmds = sum(v["calls"] for k, v in stats.items() if k not in _ADMIN)
-    usec = sum(v["usec"] for k, v in stats.items()
-               if k in ("cmdstat_evalsha", "cmdstat_eval") or k.startswith("cmdstat_emq"))
-    return cmds / n, usec / n
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=5_000)
@@ -114,7 +88,7 @@ def main() -> None:
         calls = tasks(app) if a.level == "task" else verbs(app, a.n * (a.repeat + 2))
         for call in calls.values():
             call()  # connect, register the queue, load the scripts
-        runs = [rates(calls, a.n) for _ in range(a.repeat)]
+        runs = [interleaved_rates(calls, a.n) for _ in range(a.repeat)]
         admin = valkey.Valkey.from_url(srv.url)
         cost = {name: server_cost(admin, call, min(a.n, 2_000)) for name, call in calls.items()}
         admin.close()

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import valkey
 import valkey.asyncio as avalkey
+from measure import interleaved_rates, server_cost
 
 from echomq import App, AsyncConnector, scripts
 from echomq.core import ids
@@ -31,22 +32,6 @@ from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 
 ONE_LINE = "return 1"
-
-
-def _server_cost(admin: valkey.Valkey, fn: Callable[[], None], n: int) -> tuple[float, float]:
-    """(commands, µs) the server spent per job while ``fn`` ran (INFO commandstats): every
-    command counts, those a script runs included; the time is the top-level commands' (a
-    script's time already holds its commands')."""
-    admin.config_resetstat()
-    fn()
-    stats = admin.info("commandstats")
-    calls = sum(v["calls"] for k, v in stats.items() if k not in _ADMIN)
-    usec = sum(v["usec"] for k, v in stats.items() if k in _TOP or k.startswith("cmdstat_emq"))
-    return calls / n, usec / n
-
-
-_ADMIN = ("cmdstat_config", "cmdstat_info")
-_TOP = ("cmdstat_evalsha", "cmdstat_eval")
 
 
 def sync_phases(url: str, n: int, wire: int = 4, chunk: int = 250) -> dict[str, float]:
@@ -70,21 +55,10 @@ def sync_phases(url: str, n: int, wire: int = 4, chunk: int = 250) -> dict[str, 
         "raw_enqueue": lambda: client.execute_command(*next(prepared)),
         "enqueue": task.enqueue,
     }
-    spent = dict.fromkeys(legs, 0.0)
-    done = 0
-    while done < n:
-        k = min(chunk, n - done)
-        for name, call in legs.items():
-            t0 = time.perf_counter()
-            for _ in range(k):
-                call()
-            spent[name] += time.perf_counter() - t0
-        done += k
-    out = {name: n / spent[name] for name in legs}
+    out = interleaved_rates(legs, n, chunk)
     admin = valkey.Valkey.from_url(url)
     m = min(n, 5000)
-    out["cmds"], out["usec"] = _server_cost(admin, lambda: [task.enqueue()
-                                                            for _ in range(m)] and None, m)
+    out["cmds"], out["usec"] = server_cost(admin, task.enqueue, m)
     client.close()
     admin.close()
     app.close()

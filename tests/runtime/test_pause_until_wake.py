@@ -1,11 +1,14 @@
 """A pause with an end resumes at its instant, not at the next beat (DESIGN §3c).
 
-At a 1 s beat, a job held by a queue (or group) pause that is then given an end T starts
-within 50 ms of T: the pause script leaves a due token, the beat loop re-reads its next due
-instant (the pause's end counts) and wakes then, and since no promote leaves a wake token
-for that instant it tells the idle claim loop it is due now. Measured on the SERVER clock
-from T itself (the handler reads ``TIME`` when it starts), through a Worker (Metronome +
-consumers) and a lone Consumer, on both wires and on a single server and a cluster."""
+At a 3 s beat, a job held by a queue (or group) pause that is then given an end T starts
+within 250 ms of T, where without the wake it would wait for the next beat (2 s or more
+after T): the pause script leaves a due token, the beat loop re-reads its next due instant
+(the pause's end counts) and wakes then, and since no promote leaves a wake token for that
+instant it tells the idle claim loop it is due now. The bound leaves room for a loaded
+2-core machine (one full run saw 164 ms once); the typical figure, a few ms, is measured by
+``bench/time_controls.py`` (BENCHMARKS.md). Measured on the SERVER clock from T itself (the
+handler reads ``TIME`` when it starts), through a Worker (Metronome + consumers) and a lone
+Consumer, on both wires and on a single server and a cluster."""
 
 from __future__ import annotations
 
@@ -26,9 +29,9 @@ from tests.support.workers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.topologies]
 
-BEAT_MS = 1_000
+BEAT_MS = 3_000
 PAUSE_MS = 600  # from the pause to its end: inside one beat
-BOUND_MS = 50
+BOUND_MS = 250
 
 
 def pause(conn, queue: str, what: str, until: int | None = None) -> None:
@@ -40,7 +43,7 @@ def pause(conn, queue: str, what: str, until: int | None = None) -> None:
 
 @pytest.mark.parametrize("what", ["queue", "group"])
 @pytest.mark.parametrize("wire", WIRES, ids=[f"wire{w}" for w in WIRES])
-def test_a_worker_resumes_within_50_ms_of_the_pause_end(url, queue, wire, what):
+def test_a_worker_resumes_within_the_bound_of_the_pause_end(url, queue, wire, what):
     app = App(url, wire=wire)
     raw = client_for(url)
     started: list[int] = []
@@ -69,7 +72,7 @@ def test_a_worker_resumes_within_50_ms_of_the_pause_end(url, queue, wire, what):
 
 
 @pytest.mark.parametrize("what", ["queue", "group"])
-def test_a_lone_consumer_resumes_within_50_ms_of_the_pause_end(url, queue, what):
+def test_a_lone_consumer_resumes_within_the_bound_of_the_pause_end(url, queue, what):
     late = asyncio.run(_lone(url, queue, what))
     assert 0 <= late <= BOUND_MS, f"started {late} ms after the pause's end"
 
@@ -96,7 +99,7 @@ async def _lone(url: str, queue: str, what: str) -> int:
         await jobs.pause(prod, queue, until=until)
     else:
         await groups.pause(prod, queue, "g", until=until)
-    for _ in range(300):
+    for _ in range(500):  # 5 s: a missed wake shows as lateness, not as a hang
         if started:
             break
         await asyncio.sleep(0.01)

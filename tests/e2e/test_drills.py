@@ -182,7 +182,9 @@ def test_server_restart_mid_drain(tmp_path: pathlib.Path, how: str):
         minted = [ids.mint() for _ in range(n)]
         for i in range(0, n, 500):
             await jobs.enqueue_many(conn, "drain", [(j, b"x") for j in minted[i:i + 500]])
-        consumer = Consumer(conn, "drain", handler, concurrency=20, beat_ms=50)
+        # a claim whose reply the stop cut leaves its jobs leased to nobody until the lease
+        # lapses (then the reaper returns them): a short lease keeps the drill at seconds
+        consumer = Consumer(conn, "drain", handler, concurrency=20, beat_ms=50, lease_ms=3_000)
         stop = asyncio.Event()
         task = asyncio.ensure_future(consumer.serve(stop, grace_s=10))
         while len(ran) < n // 3:

@@ -62,7 +62,9 @@ def snapshot(client: valkey.Valkey, queue: str) -> dict[str, tuple[str, Any]]:
     """Every key of ``queue`` (name relative to the queue base) -> (TYPE, content)."""
     prefix = base(queue)
     out: dict[str, tuple[str, Any]] = {}
-    for raw_key in client.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*"):
+    # a SCAN walks the whole shared server, however few keys match: big pages, few trips
+    for raw_key in client.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*",
+                                    count=1000):
         key = raw_key.decode()
         kind = client.type(key).decode()
         content: Any

@@ -21,11 +21,14 @@ def row(raw, queue, jid):
     return raw.hgetall(keyspace.job_key(queue, jid))
 
 
-def where(raw, queue, jid) -> list[str]:
-    """Every state set (and lane) holding ``jid``."""
+def where(raw, queue, jid, lanes: list[bytes] | None = None) -> list[str]:
+    """Every state set (and lane) holding ``jid``; ``lanes``: the queue's lanes, scanned
+    once by a caller that asks for many jobs (a SCAN walks the whole shared keyspace)."""
     sets = ["pending", "schedule", "active", "dead", "completed", "cancelled"]
     found = [s for s in sets if raw.zscore(k(queue, s), jid) is not None]
-    for lane in raw.scan_iter(match=f"emq:{{{queue}}}:g:*:pending"):
+    if lanes is None:
+        lanes = list(raw.scan_iter(match=f"emq:{{{queue}}}:g:*:pending"))
+    for lane in lanes:
         if raw.zscore(lane, jid) is not None:
             found.append(lane.decode())
     return found
@@ -188,9 +191,10 @@ def test_cancel_races_ack_and_exactly_one_wins(url, raw, queue):
     for t in threads:
         t.join()
     ends = {"completed": 0, "cancelled": 0}
+    lanes = list(raw.scan_iter(match=f"emq:{{{queue}}}:g:*:pending"))
     for jid in minted:
         state = raw.hget(keyspace.job_key(queue, jid), "state").decode()
-        assert where(raw, queue, jid) == [state]
+        assert where(raw, queue, jid, lanes) == [state]
         ends[state] += 1
         if state == "completed":
             assert acked[jid] is True and outcomes[jid] in ("requested", "absent")

@@ -7,7 +7,7 @@ Styling comes from classes in the stylesheet (the CSP allows no inline styles).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from echomq.core import backoff
@@ -92,6 +92,20 @@ def curve(policy: backoff.Policy, max_attempts: int) -> Curve:
     return Curve(policy, max_attempts, rows)
 
 
+def _grid(pad_l: float, pad_t: float, w: float, h: float, left: Callable[[float], str],
+          right: Callable[[float], str]) -> list[str]:
+    """Grid lines at 0, half and the top of a two-axis chart, each labelled on the left and
+    on the right axis (``left(frac)``, ``right(frac)``: already escaped)."""
+    out = []
+    for frac in (0, 0.5, 1):
+        y = pad_t + h - frac * h
+        out.append(f"<line class='grid' x1='{pad_l}' x2='{pad_l + w}' y1='{y:.1f}' "
+                   f"y2='{y:.1f}'/><text class='axis' x='{pad_l - 6}' y='{y + 4:.1f}' "
+                   f"text-anchor='end'>{left(frac)}</text><text class='axis cum' "
+                   f"x='{pad_l + w + 6}' y='{y + 4:.1f}'>{right(frac)}</text>")
+    return out
+
+
 def curve_svg(c: Curve, width: int = 640, height: int = 260) -> str:
     """Bars of each retry's delay (a band for jitter) and the cumulative time as a line."""
     pad_l, pad_b, pad_t, pad_r = 56, 28, 12, 56
@@ -106,13 +120,8 @@ def curve_svg(c: Curve, width: int = 640, height: int = 260) -> str:
     bw = w / n
     parts = [f"<svg class='curve' width='{width}' height='{height}' viewBox='0 0 {width} "
              f"{height}' role='img' aria-label='backoff curve'>"]
-    for frac in (0, 0.5, 1):
-        y = pad_t + h - frac * h
-        parts.append(f"<line class='grid' x1='{pad_l}' x2='{pad_l + w}' y1='{y:.1f}' "
-                     f"y2='{y:.1f}'/><text class='axis' x='{pad_l - 6}' y='{y + 4:.1f}' "
-                     f"text-anchor='end'>{e(duration(top * frac))}</text>"
-                     f"<text class='axis cum' x='{pad_l + w + 6}' y='{y + 4:.1f}'>"
-                     f"{e(duration(cum_top * frac))}</text>")
+    parts.extend(_grid(pad_l, pad_t, w, h, lambda f: e(duration(top * f)),
+                       lambda f: e(duration(cum_top * f))))
     pts = []
     for i, (attempt, low, high, cum) in enumerate(c.rows):
         x = pad_l + i * bw + bw * 0.15
@@ -234,13 +243,8 @@ def task_svg(steps: Sequence[Step], title: str, width: int = 640, height: int = 
     bw = w / n
     parts = [f"<svg class='taskchart' width='{width}' height='{height}' viewBox='0 0 "
              f"{width} {height}' role='img' aria-label='{e(title)}'><title>{e(title)}</title>"]
-    for frac in (0, 0.5, 1):
-        y = pad_t + h - frac * h
-        parts.append(f"<line class='grid' x1='{pad_l}' x2='{pad_l + w}' y1='{y:.1f}' "
-                     f"y2='{y:.1f}'/><text class='axis' x='{pad_l - 6}' y='{y + 4:.1f}' "
-                     f"text-anchor='end'>{top * frac:.3g}</text><text class='axis cum' "
-                     f"x='{pad_l + w + 6}' y='{y + 4:.1f}'>{e(duration(slow * frac * 1000))}"
-                     "</text>")
+    parts.extend(_grid(pad_l, pad_t, w, h, lambda f: f"{top * f:.3g}",
+                       lambda f: e(duration(slow * f * 1000))))
     lines: dict[str, list[str]] = {"p50": [], "p95": []}
     for i, s in enumerate(steps):
         x = pad_l + i * bw

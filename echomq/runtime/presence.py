@@ -140,9 +140,7 @@ class Presence:
                     continue
             except WEATHER as exc:
                 streak += 1
-                ms = degraded_ms(self.heartbeat_ms, streak)
-                self.weather.failed("worker heartbeat", exc, ms)
-                await self.weather.pause(min(ms, self.heartbeat_ms) / 1000, stop)
+                await self._outage("worker heartbeat", exc, streak, stop)
                 continue
             if streak:
                 self.weather.answered("worker heartbeat")
@@ -172,15 +170,21 @@ class Presence:
                 action = pop.result()
             except WEATHER as exc:
                 streak += 1
-                ms = degraded_ms(self.heartbeat_ms, streak)
-                self.weather.failed("worker control", exc, ms)
-                await self.weather.pause(min(ms, self.heartbeat_ms) / 1000, stop)
+                await self._outage("worker control", exc, streak, stop)
                 continue
             if streak:
                 self.weather.answered("worker control")
                 streak = 0
             if action is not None:
                 self.on_request(action)
+
+    async def _outage(self, source: str, exc: BaseException, streak: int,
+                      stop: asyncio.Event) -> None:
+        """An outage told to the weather (one line), then a sleep on the degraded curve,
+        never longer than a heartbeat: back within a heartbeat of the server's return."""
+        ms = degraded_ms(self.heartbeat_ms, streak)
+        self.weather.failed(source, exc, ms)
+        await self.weather.pause(min(ms, self.heartbeat_ms) / 1000, stop)
 
     def _clock(self, before: float, server_ms: int) -> None:
         midpoint = (before + time.time()) / 2

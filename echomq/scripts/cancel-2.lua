@@ -18,9 +18,7 @@ end
 local p, id, jk = ARGV[2], ARGV[1], KEYS[1]
 local state = redis.call('HGET', jk, 'state')
 if state == 'pending' then
-  local key, _, g = lane_of(p, jk)
-  redis.call('ZREM', key, id)
-  if g then ring_sync(p, g) end
+  leave_lane(p, jk, id)
 elseif state == 'scheduled' then
   redis.call('ZREM', p .. 'schedule', id)
 elseif state == 'waiting-children' then

@@ -45,9 +45,7 @@ if id then
       end
     elseif at > now then
       -- due but not started: the window reopens, it goes back on the schedule
-      local key, _, g = lane_of(p, jk)
-      redis.call('ZREM', key, id)
-      if g then ring_sync(p, g) end
+      leave_lane(p, jk, id)
       redis.call('HSET', jk, 'state', 'scheduled')
       lead(p, at)
       redis.call('ZADD', KEYS[2], at, id)

@@ -25,9 +25,7 @@ for _, id in ipairs(due) do
     if f[1] == 'scheduled' then
       redis.call('ZREM', p .. 'schedule', id)
     else
-      local key, _, g = lane_of(p, jk)
-      redis.call('ZREM', key, id)
-      if g then ring_sync(p, g) end
+      leave_lane(p, jk, id)
     end
     expire_row(p, jk, id, now)
     n = n + 1

@@ -13,6 +13,13 @@ local function lane_of(p, jk)
   end
   return p .. 'pending', score, false
 end
+-- leave_lane(p, jk, id): take the pending job of row jk off its lane (pending, or its
+-- group's lane, whose ring place is then re-synced).
+local function leave_lane(p, jk, id)
+  local key, _, g = lane_of(p, jk)
+  redis.call('ZREM', key, id)
+  if g then ring_sync(p, g) end
+end
 -- readmit(p, jk, id): put the job of row jk back where it waits and write it pending.
 -- A flat job leaves a wake token, a grouped one offers its group to the ring; returns the
 -- group (false when flat).

@@ -48,9 +48,7 @@ local function stop(p, id)
   if st == 'scheduled' then
     redis.call('ZREM', p .. 'schedule', id)
   else
-    local key, _, g = lane_of(p, jk)
-    redis.call('ZREM', key, id)
-    if g then ring_sync(p, g) end
+    leave_lane(p, jk, id)
   end
   cancel_row(p, jk, id)
 end

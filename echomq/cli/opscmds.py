@@ -134,7 +134,7 @@ def run_workers(args: argparse.Namespace) -> int:
         print("(no live workers: start one with `echomq worker module:app`)")
         return 0
     _table([[w.id, w.host, str(w.pid), w.app, ",".join(w.queues),
-             f"{len(w.busy)}/{w.concurrency * max(1, len(w.queues))}", w.state,
+             f"{len(w.busy)}/{w.slots}", w.state,
              _span(w.uptime_ms), f"{_span(w.seen_ago_ms)} ago"] for w in live],
            ["ID", "HOST", "PID", "APP", "QUEUES", "BUSY", "STATE", "UPTIME", "LAST SEEN"])
     return 0

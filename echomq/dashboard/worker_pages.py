@@ -19,15 +19,10 @@ from echomq.dashboard.web import Request, Response, e, q, redirect
 from echomq.verbs import workers
 
 
-def _slots(w: Any) -> int:
-    """A worker's slots: its concurrency on each queue it serves."""
-    return int(w.concurrency) * max(1, len(w.queues))
-
-
 def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
     now = live[0].now_ms if live else None
     busy = sum(len(w.busy) for w in live)
-    slots = sum(_slots(w) for w in live)
+    slots = sum(w.slots for w in live)
     stats = (f"<div class='stats'><div class='stat'><span>workers</span><b id='workers-n'>"
              f"{len(live)}</b></div><div class='stat'><span>busy</span><b id='busy-n'>"
              f"{busy} / {slots}</b></div></div>")
@@ -52,7 +47,7 @@ def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
             f"<tr data-worker='{e(w.id)}'><td><code>{e(w.id)}</code></td><td>{e(w.host)}</td>"
             f"<td class='n'>{w.pid}</td><td>{e(w.app)}</td><td>{queues}</td>"
             f"<td><span class='badge {e(w.state)}'>{e(state)}</span></td>"
-            f"<td class='n busy'>{len(w.busy)} / {_slots(w)}</td>"
+            f"<td class='n busy'>{len(w.busy)} / {w.slots}</td>"
             f"<td class='n'>{e(duration(w.uptime_ms))}</td>"
             f"<td class='n'>{e(duration(w.seen_ago_ms))} ago</td>"
             f"<td>{e(w.version)} · wire {w.wire}</td><td class='links'>{buttons}</td></tr>")
@@ -69,7 +64,8 @@ def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
         "<th class='n'>busy</th><th class='n'>up</th><th class='n'>last seen</th>"
         f"<th>version</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         "<p class='hint'><b>Busy</b>: jobs running now over the worker's slots (its "
-        "concurrency on each of its queues). <b>Quiet</b>: the worker stops claiming and "
+        "concurrency on each queue it was given; a partitioned queue is one pool). "
+        "<b>Quiet</b>: the worker stops claiming and "
         "finishes what runs; <b>stop</b>: it drains and exits, as on SIGTERM. Both reach it "
         f"within a heartbeat. <a href='{e(req.url('/busy'))}'>Every running job</a>.</p>")
     return shell(req, "Workers", body, now_ms=now)

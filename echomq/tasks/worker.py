@@ -294,6 +294,7 @@ class Worker:
         return workers.Registration(
             id=self.id, host=socket.gethostname(), pid=os.getpid(), app=self.name,
             queues=tuple(self.queues), concurrency=self.concurrency, wire=wire,
+            slots=self.concurrency * len(self.served),
             version=_version(), heartbeat_ms=self.heartbeat_ms,
             tasks=catalog.tasks_by_queue(self.app, self.queues))
 

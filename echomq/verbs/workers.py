@@ -112,6 +112,9 @@ class Registration:
     heartbeat_ms: int
     tasks: Mapping[str, Sequence[str]] = field(default_factory=dict)
     started_ms: int | None = None  # kept across a re-registration
+    #: its slots in all: ``concurrency`` per pool, one pool per queue it was given (a
+    #: partitioned queue named by its logical name is one pool); None: one per queue
+    slots: int | None = None
 
     def fields(self) -> list[str]:
         out = ["id", self.id, "host", self.host, "pid", str(self.pid), "app", self.app,
@@ -121,6 +124,8 @@ class Registration:
                "tasks", json.dumps({q: list(ts) for q, ts in self.tasks.items()})]
         if self.started_ms is not None:
             out += ["started", str(self.started_ms)]
+        if self.slots is not None:
+            out += ["slots", str(self.slots)]
         return out
 
 
@@ -145,6 +150,9 @@ class WorkerRecord:
     tasks: dict[str, list[str]]
     busy: list[Running]
     requested: str | None = None
+    #: its slots in all (``Registration.slots``; a worker that did not say: one pool of
+    #: ``concurrency`` per queue)
+    slots: int = 0
 
     @property
     def uptime_ms(self) -> int:
@@ -173,7 +181,8 @@ class WorkerRecord:
         """The JSON form (``echomq workers --json``)."""
         return {
             "id": self.id, "host": self.host, "pid": self.pid, "app": self.app,
-            "queues": self.queues, "concurrency": self.concurrency, "wire": self.wire,
+            "queues": self.queues, "concurrency": self.concurrency, "slots": self.slots,
+            "wire": self.wire,
             "version": self.version, "state": self.state, "requested": self.requested,
             "heartbeat_ms": self.heartbeat_ms, "started_ms": self.started_ms,
             "seen_ms": self.seen_ms, "uptime_s": round(self.uptime_ms / 1000, 3),
@@ -202,9 +211,11 @@ def _record(worker_id: str, raw: dict[str, Any], busy: Any, now: int) -> WorkerR
             return default
 
     tasks = loaded("tasks", {})
+    queues = [str(q) for q in loaded("queues", [])]
     return WorkerRecord(
         id=worker_id, host=get("host"), pid=num("pid"), app=get("app"),
-        queues=[str(q) for q in loaded("queues", [])], concurrency=num("concurrency"),
+        queues=queues, concurrency=num("concurrency"),
+        slots=num("slots") or num("concurrency") * max(1, len(queues)),
         wire=num("wire"), version=get("version"), heartbeat_ms=num("heartbeat_ms"),
         state=get("state", "running"), started_ms=num("started"), seen_ms=num("seen"),
         now_ms=now,

@@ -22,8 +22,9 @@ from echomq.core import errors, ids, keyspace, partitions
 from echomq.core.steps import Batch, Eval, Native
 from echomq.tasks.app import App
 from echomq.tasks.worker import Worker
-from echomq.verbs import jobs, repeat
-from tests.support.workers import run_until
+from echomq.verbs import jobs, repeat, workers
+from tests.support.polling import wait_for
+from tests.support.workers import run_until, serving
 
 
 def test_names_keys_and_folding_are_pure_and_stable():
@@ -121,6 +122,20 @@ def test_a_worker_drains_every_partition_fairly(cluster, app):
     # fair: the cold partitions were not queued behind the hot one's 400 jobs
     hot_done = max(t for q, t in ran if q == hot)
     assert all(max(t for q, t in ran if q == cold) < hot_done for cold in task.queues[1:])
+
+
+def test_a_worker_counts_a_partitioned_queue_as_one_pool_of_slots(cluster, app):
+    base, other = "pslots" + ids.mint()[-6:], "pother" + ids.mint()[-6:]
+    task = app.task(lambda: None, queue=base, name=f"{base}.noop", partitions=3)
+    app.task(lambda: None, queue=other, name=f"{other}.noop")
+    conn = app.connector()
+    with serving(app, [base, other], concurrency=4) as worker:
+        wait_for(lambda: any(w.id == worker.id for w in workers.live(conn)), 10,
+                 "the worker's registration")
+        [mine] = [w for w in workers.live(conn) if w.id == worker.id]
+    # two pools of 4 (the three partitions share one), not 4 per partition
+    assert sorted(mine.queues) == sorted([*task.queues, other])
+    assert mine.slots == 8 and mine.as_dict()["slots"] == 8
 
 
 def test_stats_show_a_partitioned_queue_as_one_row(cluster, app):

@@ -263,14 +263,10 @@ def test_the_module_runs_at_wire_6_only(srv: EmbeddedServer, r: valkey.Valkey) -
         assert native == (4 if wire == 6 else 0)
 
 
-def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServer,
-                                                                monkeypatch) -> None:
-    from echomq.verbs.jobs import handback
-
-    monkeypatch.setattr(handback, "HOLD_S", 0.3)
-    handback.forget()
+def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServer) -> None:
     q = fresh_queue()
     with Connector.connect(srv.url, wire=6) as c6:
+        c6.memory.handbacks.hold_s = 0.3
         def failed() -> tuple[int, int]:
             got = c6.client.info("commandstats").get("cmdstat_emq.claim", {})
             return int(got.get("calls", 0)), int(got.get("failed_calls", 0))
@@ -284,7 +280,9 @@ def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServ
         time.sleep(0.35)
         assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the native command tried again
         assert failed() == (calls0 + 2, failed0 + 2)
-    handback.forget()
+        with Connector.connect(srv.url, wire=6) as other:  # its own memory: native first
+            assert len(jobs.claim_many(other, q, LEASE, 1)) == 1
+            assert failed() == (calls0 + 3, failed0 + 3)
 
 
 def test_a_deadline_still_ahead_is_dropped_as_the_script_drops_it(r: valkey.Valkey) -> None:

@@ -9,7 +9,6 @@ from typing import Any, NamedTuple
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.steps import Eval, Verb, native_or_script, single, text, verb
-from echomq.verbs.jobs import handback
 
 DEFAULT_MAX_STALLED = 2
 
@@ -49,12 +48,12 @@ def _claims(reply: Sequence[Any]) -> list[Claim]:
 def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
     guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
-    return handback.gate(Eval(
+    return Eval(
         "claim",
         (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
         (keyspace.base(queue), str(lease_ms), str(count)),
         native="EMQ.CLAIM",
-    ))
+    )
 
 
 @verb
@@ -68,7 +67,7 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
     step = _claim_step(queue, lease_ms, 1)
 
     def calls() -> Verb[Claim | None]:
-        got = _claims((yield from native_or_script(step, handback.note)))
+        got = _claims((yield from native_or_script(step)))
         return got[0] if got else None
 
     return calls()
@@ -81,7 +80,7 @@ def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
     step = _claim_step(queue, lease_ms, count)
 
     def calls() -> Verb[list[Claim]]:
-        return _claims((yield from native_or_script(step, handback.note)))
+        return _claims((yield from native_or_script(step)))
 
     return calls()
 

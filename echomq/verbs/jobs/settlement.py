@@ -21,7 +21,6 @@ from echomq.core.steps import (
     verb,
 )
 from echomq.core.tally import Tally
-from echomq.verbs.jobs import handback
 from echomq.verbs.jobs.bulk import _chunks
 from echomq.verbs.jobs.claims import Claim, _claim_step, _claims, _held
 
@@ -43,12 +42,12 @@ def _ack_step(
     queue: str, job_id: str, token: int, keep: bool, result: tuple[bytes | str, ...] = ()
 ) -> Eval:
     row, active = _held(queue, job_id, token)
-    return handback.gate(Eval(
+    return Eval(
         "ack",
         (row, active, keyspace.queue_key(queue, "completed")),
         (job_id, str(token), "1" if keep else "0", *result),
         native="EMQ.ACK",
-    ))
+    )
 
 
 @verb
@@ -71,7 +70,7 @@ def ack(
     step = _ack_step(queue, job_id, token, keep, _result(result, keep_result_ms))
 
     def calls() -> Verb[None]:
-        yield from native_or_script(step, handback.note)  # EMQ.ACK at wire 6, or the script
+        yield from native_or_script(step)  # EMQ.ACK at wire 6, or the script
 
     return calls()
 
@@ -95,9 +94,9 @@ def _ack_many_steps(queue: str, held: Iterable[AckEntry], keep: bool) -> tuple[E
     keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
     flag = "1" if keep else "0"
     if with_results:  # the result-carrying form: id, token, result, keep ms per job
-        return tuple(handback.gate(Eval("ack_many", keys, (base, flag + "r", *c),
-                                        native="EMQ.ACKMANY")) for c in _chunks(rich, 4))
-    return tuple(handback.gate(Eval("ack_many", keys, (base, flag, *c), native="EMQ.ACKMANY"))
+        return tuple(Eval("ack_many", keys, (base, flag + "r", *c), native="EMQ.ACKMANY")
+                     for c in _chunks(rich, 4))
+    return tuple(Eval("ack_many", keys, (base, flag, *c), native="EMQ.ACKMANY")
                  for c in _chunks(plain, 2))
 
 
@@ -124,7 +123,7 @@ def ack_many(
     def calls() -> Verb[list[errors.ServerError | None]]:
         if not steps:
             return []
-        return _ack_replies((yield from batch_or_script(steps, handback.note)))
+        return _ack_replies((yield from batch_or_script(steps)))
 
     return calls()
 
@@ -145,7 +144,7 @@ def ack_and_claim(
     def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
         if not acks and not claim:
             return [], []
-        replies = yield from batch_or_script(acks + claim, handback.note)
+        replies = yield from batch_or_script(acks + claim)
         got = replies[len(acks):]
         if got and isinstance(got[0], errors.ServerError):
             raise got[0]
@@ -180,7 +179,7 @@ def ack_and_claim_queues(
             s for _, s in claim_steps)
         if not flat:
             return {q: [] for q, _ in ack_steps}, {}
-        replies = yield from batch_or_script(flat, handback.note)
+        replies = yield from batch_or_script(flat)
         refusals: dict[str, list[errors.ServerError | None]] = {}
         i = 0
         for q, steps in ack_steps:

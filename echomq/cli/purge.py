@@ -19,6 +19,7 @@ def register(sub: Any) -> None:
                    help="which jobs to delete")
     p.add_argument("--yes", action="store_true", help="really delete them")
     url_flag(p)
+    p.set_defaults(func=run_purge)
 
 
 def run_purge(args: argparse.Namespace) -> int:

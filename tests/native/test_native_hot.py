@@ -285,6 +285,39 @@ def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServ
             assert failed() == (calls0 + 3, failed0 + 3)
 
 
+def test_an_async_connector_remembers_its_own_hand_backs(srv: EmbeddedServer) -> None:
+    import asyncio
+
+    from echomq import AsyncConnector
+
+    q = fresh_queue()
+
+    async def main() -> tuple[int, int]:
+        conn = await AsyncConnector.connect(srv.url, wire=6)
+        try:
+            for i in range(4):
+                await jobs.enqueue(conn, q, ids.mint(), b"g", group=f"g{i % 2}")
+            got = await jobs.claim_many(conn, q, LEASE, 1)  # handed back, then the script
+            got += await jobs.claim_many(conn, q, LEASE, 1)  # the script straight away
+            acks = await jobs.ack_many(conn, q, [(c.id, c.token) for c in got])  # a batch
+            assert acks == [None, None] and len(got) == 2
+            return len(conn.memory.handbacks.until), len(got)
+        finally:
+            await conn.close()
+
+    r = valkey.Valkey.from_url(srv.url)
+
+    def failed(n: str) -> int:
+        return int(r.info("commandstats").get(f"cmdstat_emq.{n}", {}).get("failed_calls", 0))
+
+    claims0, acks0 = failed("claim"), failed("ackmany")
+    remembered, _ = asyncio.run(main())
+    r.close()
+    assert failed("claim") == claims0 + 1  # one refused native claim, not two
+    assert failed("ackmany") == acks0 + 1  # a grouped job's ack hands back once too
+    assert remembered == 2  # EMQ.CLAIM and EMQ.ACKMANY on this queue
+
+
 def test_a_deadline_still_ahead_is_dropped_as_the_script_drops_it(r: valkey.Valkey) -> None:
     q4, q6 = fresh_queue(), fresh_queue()
     far = 40_000_000_000_000

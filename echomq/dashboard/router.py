@@ -7,6 +7,26 @@ The first route whose method and literals match answers; a path no route matches
 404. Reads go through ``insight`` and the verbs here, drawing is the page modules'
 (``pages``, ``schedule_pages``, ``task_pages``, ``worker_pages``, ``backoff_pages``); what
 a POST does is ``actions``; the JSON is ``api``.
+
+The pages and the JSON (all under the mount root; the POSTs are the actions those pages'
+buttons send):
+
+| path | what |
+|---|---|
+| ``/`` | every queue: counts per state, sparklines, oldest due age, promote lag, paused |
+| ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
+| ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
+| ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
+| ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
+| ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
+| ``/tasks?q=NAME`` | each task's options, runs, failure rate, p50/p95 over an hour and a day |
+| ``/tasks/<q>/<task>`` | one task: its options and its hour and day plotted |
+| ``/workers``, ``/busy`` | live workers (quiet/stop buttons); every job running now |
+| ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
+| ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
+| ``/metrics`` | Prometheus text format |
+| ``/api/queues``, ``/api/q/<q>``, ``/api/q/<q>/release?at=MS`` | JSON |
+| ``/api/workers``, ``/api/tasks?q=``, ``/api/q/<q>/throughput?minutes=N`` | JSON |
 """
 
 from __future__ import annotations

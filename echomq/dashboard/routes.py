@@ -6,27 +6,8 @@ drawn in the page modules; what a POST does is ``actions``.
 through verbs (``insight``, ``jobs``, ``dead``, ``repeat``, ``metrics``), each a bounded
 number of server commands, on one sync ``Connector`` (thread safe: it pools).
 
-Routes (all under the mount root):
-
-| path | what |
-|---|---|
-| ``/`` | every queue: counts per state, sparklines, oldest due age, promote lag, paused |
-| ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
-| ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
-| ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
-| ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
-| ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
-| ``/tasks?q=NAME`` | each task's options, runs, failure rate, p50/p95 over an hour and a day |
-| ``/tasks/<q>/<task>`` | one task: its options and its hour and day plotted |
-| ``/workers``, ``/busy`` | live workers (quiet/stop buttons); every job running now |
-| ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
-| ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
-| ``/metrics`` | Prometheus text format |
-| ``/api/queues``, ``/api/q/<q>``, ``/api/q/<q>/release?at=MS`` | JSON |
-| ``/api/workers``, ``/api/tasks?q=``, ``/api/q/<q>/throughput?minutes=N`` | JSON |
-
 Every POST is an action: it needs a same-origin ``Origin``/``Referer`` and is refused when
-the dashboard is read-only.
+the dashboard is read-only. The paths it answers are ``router.ROUTES``.
 """
 
 from __future__ import annotations

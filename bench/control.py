@@ -13,7 +13,7 @@ At wire 6 each claim row also shows the share of its claim calls and ack batches
 hot path served (``EMQ.CLAIM`` and ``EMQ.ACKMANY`` calls that did not hand back, from ``INFO
 commandstats`` over the drain, over the calls the drain made): the rest ran their scripts,
 after a hand-back (``EMQSTATE ... not native``) or straight away while the queue's last
-hand-back is recent (``verbs.jobs.handback``). Rows for unique keys and kept results
+hand-back is recent (``connectors.memory``). Rows for unique keys and kept results
 (``notify``) stand beside priorities, groups and rates.
 
 Timings are wall-clock on whatever else the machine is doing: compare within a run.

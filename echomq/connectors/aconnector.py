@@ -28,7 +28,6 @@ from echomq.connectors.replies import (
     CLIENT_FAULTS,
     WIRE_FAULTS,
     mapped,
-    server_error,
     wire_error,
 )
 from echomq.connectors.steady import SteadyCluster
@@ -124,7 +123,7 @@ class AsyncConnector(Base):
                 await execute(*load.args)
                 return await execute(*args)
         except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
-            raise server_error(exc) from None
+            raise self._refusal(step, exc) from None
         except WIRE_FAULTS as exc:
             raise wire_error(exc) from exc
 

@@ -109,9 +109,9 @@ class AutoPipeline:
             for _, _, fut in batch:
                 settle(fut, exc)
             raise
-        for (_, _, fut), reply in zip(batch, replies, strict=True):
+        for (_, step, fut), reply in zip(batch, replies, strict=True):
             if isinstance(reply, (vexc.ResponseError, vexc.BusyLoadingError)):
-                reply = server_error(reply)
+                reply = conn._refusal(step, reply)
             elif isinstance(reply, WIRE_FAULTS):
                 reply = wire_error(reply)
             settle(fut, reply)

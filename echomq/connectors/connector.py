@@ -50,7 +50,6 @@ from echomq.connectors.replies import (
     CLIENT_FAULTS,
     WIRE_FAULTS,
     mapped,
-    server_error,
     wire_error,
 )
 from echomq.core.steps import Arg, Command, Eval, Step, run_sync
@@ -141,7 +140,7 @@ class Connector(Base):
                 execute(*load.args, **dict(load.kwargs))
                 return execute(*args)
         except (vexc.ResponseError, vexc.BusyLoadingError) as exc:  # LOADING: a reply
-            raise server_error(exc) from None
+            raise self._refusal(step, exc) from None
         except WIRE_FAULTS as exc:
             raise wire_error(exc) from exc
 

@@ -16,6 +16,7 @@ from valkey import exceptions as vexc
 
 from echomq import native, scripts
 from echomq.connectors import tls, urls
+from echomq.connectors.memory import Memory
 from echomq.connectors.replies import WIRE_FAULTS, server_error, topology_guard
 from echomq.core import errors
 from echomq.core.steps import Arg, Batch, Command, Eval, Native, Nodes, Step
@@ -112,6 +113,8 @@ class Base:
         self.wire_reason = f"wire={wire} asked for"
         self.cluster = cluster
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        #: what this connector remembers of its traffic (``connectors.memory``)
+        self.memory = Memory()
 
     def _sized(self, args: tuple[Arg, ...]) -> None:
         """Refuse an argument over ``max_payload_bytes`` (or a command over
@@ -153,9 +156,18 @@ class Base:
             if self.wire != 6:
                 raise errors.ConfigError(f"{step.command} is native only: connect with wire=6")
             return (step.command, len(step.keys), *step.keys, *step.args)
-        if self.wire == 6 and step.native is not None:
+        if (self.wire == 6 and step.native is not None
+                and not self.memory.handbacks.scripted(step)):
             return (step.native, len(step.keys), *step.keys, *step.args)
         return ("EVALSHA", scripts.sha(step.script), len(step.keys), *step.keys, *step.args)
+
+    def _refusal(self, step: Step, exc: Exception) -> errors.ServerError:
+        """``exc``, a refusal of ``step``, as ours; a native command's hand-back is
+        remembered (``memory.handbacks``)."""
+        err = server_error(exc)
+        if self.wire == 6 and type(step) is Eval and step.native is not None:
+            self.memory.handbacks.saw(step, err)
+        return err
 
     def _load(self, name: str) -> Call:
         # a cluster loads on every primary: the one that owns the slot may change
@@ -169,12 +181,15 @@ class Base:
             return self._primaries()
         call = Call(self._command(step), self._target(step))
         try:
-            return (yield call)
-        except vexc.NoScriptError:
-            if not isinstance(step, Eval):  # a plain EVALSHA someone sent: theirs to handle
-                raise
-            yield self._load(step.script)
-            return (yield call)
+            try:
+                return (yield call)
+            except vexc.NoScriptError:
+                if not isinstance(step, Eval):  # a plain EVALSHA someone sent: theirs
+                    raise
+                yield self._load(step.script)
+                return (yield call)
+        except (vexc.ResponseError, vexc.BusyLoadingError) as exc:
+            raise self._refusal(step, exc) from None
 
     def _target(self, step: Eval | Command | Native) -> tuple[tuple[str, Any], ...]:
         """Cluster routing for a keyless command: a named primary, or the primary of a
@@ -211,8 +226,8 @@ class Base:
             again = yield self._pipe([steps[i] for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
-        return [server_error(r) if isinstance(r, (vexc.ResponseError, vexc.BusyLoadingError))
-                else r for r in replies]
+        return [self._refusal(s, r) if isinstance(r, (vexc.ResponseError, vexc.BusyLoadingError))
+                else r for s, r in zip(steps, replies, strict=True)]
 
     def _issue(self, op: Call | Pipe) -> Any:
         """Send one op: the reply on a sync client, an awaitable of it on an async one."""

@@ -127,32 +127,24 @@ def not_native(reply: Any) -> bool:
     return isinstance(reply, errors.StateError) and str(reply).endswith("not native")
 
 
-def _noted(step: Eval) -> None:
-    """The default hand-back observer: none."""
-
-
-def native_or_script(step: Eval, on_handback: Callable[[Eval], None] = _noted) -> Verb[Any]:
+def native_or_script(step: Eval) -> Verb[Any]:
     """Send ``step`` (its native command at wire 6); a hand-back (``not_native``) sends its
-    script instead, whose reply or refusal is the verb's (``on_handback(step)`` is told)."""
+    script instead, whose reply or refusal is the verb's. (The connector remembers the
+    hand-back, and may send the script first for a while: ``connectors.memory``.)"""
     try:
         return (yield step)
     except errors.StateError as exc:
         if step.native is None or not not_native(exc):
             raise
-    on_handback(step)
     return (yield replace(step, native=None))
 
 
-def batch_or_script(steps: tuple[Eval | Command | Native, ...],
-                    on_handback: Callable[[Eval], None] = _noted) -> Verb[list[Any]]:
+def batch_or_script(steps: tuple[Eval | Command | Native, ...]) -> Verb[list[Any]]:
     """``Batch(steps)``; the steps whose native command handed back (``not_native``) go
-    again as their scripts, in a second round trip, their replies in their slots
-    (``on_handback`` is told of each)."""
+    again as their scripts, in a second round trip, their replies in their slots."""
     replies = list((yield Batch(steps)))
     again = [(i, s) for i, (s, r) in enumerate(zip(steps, replies, strict=True))
              if isinstance(s, Eval) and s.native is not None and not_native(r)]
-    for _, s in again:
-        on_handback(s)
     if again:
         more = yield Batch(tuple(replace(s, native=None) for _, s in again))
         for (i, _), reply in zip(again, more, strict=True):

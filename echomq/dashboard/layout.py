@@ -44,8 +44,9 @@ def when(ms: int | None, now_ms: int | None = None) -> str:
             f"<span class='local' data-ms='{ms}'></span>{rel}")
 
 
-def _form(req: Request, action: str, label: str, cls: str = "", confirm: str = "",
-          hidden: dict[str, str] | None = None) -> str:
+def post_form(req: Request, action: str, label: str, cls: str = "", confirm: str = "",
+              hidden: dict[str, str] | None = None) -> str:
+    """A one-button form that POSTs to ``action`` (an action path below the mount)."""
     fields = "".join(f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
                      for k, v in (hidden or {}).items())
     ask = f" data-confirm='{e(confirm)}'" if confirm else ""
@@ -113,7 +114,7 @@ def login(req: Request, error: str) -> str:
     return shell(req, "Sign in", body)
 
 
-def _crumbs(req: Request, queue: str | None = None, extra: str = "") -> str:
+def crumbs(req: Request, queue: str | None = None, extra: str = "") -> str:
     out = f"<a href='{e(req.url('/'))}'>Queues</a>"
     if queue is not None:
         out += f" / <a href='{e(req.url('/q/' + q(queue)))}'>{e(queue)}</a>"

@@ -1,31 +1,13 @@
-"""The dashboard's core: routes and the access gate. Pages are drawn in ``pages``; what a
-POST does is ``actions``.
+"""The dashboard's core: the access gate, and what the routes read through it (the queues
+shown, their views, the live event stream). The route table is ``router.ROUTES``; pages are
+drawn in the page modules; what a POST does is ``actions``.
 
 ``Dashboard.handle(request) -> response`` is the whole web app; it reads and acts only
 through verbs (``insight``, ``jobs``, ``dead``, ``repeat``, ``metrics``), each a bounded
 number of server commands, on one sync ``Connector`` (thread safe: it pools).
 
-Routes (all under the mount root):
-
-| path | what |
-|---|---|
-| ``/`` | every queue: counts per state, sparklines, oldest due age, promote lag, paused |
-| ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
-| ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
-| ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
-| ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
-| ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
-| ``/tasks?q=NAME`` | each task's options, runs, failure rate, p50/p95 over an hour and a day |
-| ``/tasks/<q>/<task>`` | one task: its options and its hour and day plotted |
-| ``/workers``, ``/busy`` | live workers (quiet/stop buttons); every job running now |
-| ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
-| ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
-| ``/metrics`` | Prometheus text format |
-| ``/api/queues``, ``/api/q/<q>``, ``/api/q/<q>/release?at=MS`` | JSON |
-| ``/api/workers``, ``/api/tasks?q=``, ``/api/q/<q>/throughput?minutes=N`` | JSON |
-
 Every POST is an action: it needs a same-origin ``Origin``/``Referer`` and is refused when
-the dashboard is read-only.
+the dashboard is read-only. The paths it answers are ``router.ROUTES``.
 """
 
 from __future__ import annotations
@@ -37,29 +19,19 @@ import time
 from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
-from urllib.parse import unquote, urlencode
+from urllib.parse import urlencode
 
 from echomq.connectors.connector import Connector
 from echomq.core import errors, keyspace, partitions
-from echomq.dashboard import (
-    actions,
-    backoff_pages,
-    insight,
-    layout,
-    pages,
-    prometheus,
-    task_pages,
-    worker_pages,
-)
+from echomq.dashboard import api, insight, layout, router
 from echomq.dashboard.access import COOKIE, SECURITY_HEADERS, Access
-from echomq.dashboard.web import Request, Response, html_response, json_response, q, redirect
-from echomq.verbs import discovery, flows, registry, repeat, taskmetrics, workers
+from echomq.dashboard.web import Request, Response, html_response, redirect
+from echomq.verbs import discovery, registry
 
 SCAN_BUDGET = 20_000  # keys looked at when no queue registry answers
 MAX_QUEUES = 500  # queues shown (and read per overview) at most
 EVENT_EVERY_S = 1.0  # SSE throttle: at most one update a second per client
 EVENT_STREAM_S = 300.0  # a stream ends after this; EventSource reconnects by itself
-FLOW_DEPTH, FLOW_WIDTH = 4, 25  # a job page draws at most this much of its flow
 
 
 def queues_to_show(conn: Connector) -> list[str]:
@@ -88,7 +60,7 @@ class Dashboard:
 
     def __init__(self, conn: Connector, queues: list[str] | None = None,
                  access: Access | None = None, tasks: Mapping[str, Any] | None = None) -> None:
-        self.conn = conn
+        self.conn: Connector = conn
         self.fixed_queues = [keyspace.validate_queue(x) for x in queues] if queues else None
         # an App's tasks (``App.tasks``), when given: their queues are listed even while
         # empty, and each task's retry policy is shown (a Task's queue, max_attempts,
@@ -140,6 +112,17 @@ class Dashboard:
                                           for m in members])
         return view, dataclasses.replace(page, total=view.counts.get(state, 0),
                                          now_ms=view.now_ms)
+
+    def overview(self, queue: str) -> insight.QueueView:
+        """One queue's overview (``insight.overview``, with the HOST clock's hint)."""
+        return insight.overview(self.conn, queue, near_ms())
+
+    def view(self, queue: str) -> insight.QueueView:
+        """``overview``, or a partitioned queue's partitions' overviews folded into one."""
+        members = self.members(queue)
+        if members is None:
+            return self.overview(queue)
+        return insight.fold_views(queue, [self.overview(m) for m in members])
 
     def views(self) -> list[insight.QueueView]:
         """An overview of every queue shown; a queue whose keys cannot be read (a key of
@@ -197,9 +180,9 @@ class Dashboard:
                 if a.read_only:
                     return html_response(403, layout.message(
                         req, "Read-only", "This dashboard is read-only: actions are off."))
-                return actions.act(self.conn, req)
+                return router.dispatch(self, req)
             if req.method in ("GET", "HEAD"):
-                return self._get(req)
+                return router.dispatch(self, req)
             return Response(405, b"", [("Allow", "GET, POST")])
         except errors.WireError as exc:
             return html_response(503, layout.unreachable(req, str(exc)), ("Retry-After", "2"))
@@ -233,126 +216,6 @@ class Dashboard:
         data = resources.files(__package__).joinpath("static", name).read_bytes()
         return Response(200, data, [("Content-Type", kinds[name])])
 
-    # -- reads ----------------------------------------------------------------------------
-
-    def _get(self, req: Request) -> Response:
-        parts = [unquote(p) for p in req.path.split("/") if p]
-        if not parts:
-            views = self.views()
-            return html_response(200, pages.overview(req, views, self.access,
-                                                     dict(self.unreadable)))
-        head = parts[0]
-        if head == "events" and len(parts) == 1:
-            return Response(200, self._events(), [("Content-Type", "text/event-stream"),
-                                                  ("X-Accel-Buffering", "no")])
-        if head == "metrics" and len(parts) == 1:
-            body = prometheus.scrape(self.conn, self.queues)
-            return Response(200, body.encode(), [("Content-Type", prometheus.CONTENT_TYPE)])
-        if head == "backoff" and len(parts) == 1:
-            return html_response(200, backoff_pages.backoff_page(req, self.tasks))
-        if head == "tasks" and len(parts) == 1:
-            search = req.arg("q")
-            rows = task_pages.gather(self.conn, self.queues(), self.tasks, search)
-            return html_response(200, task_pages.tasks_page(req, rows, search, self.tasks))
-        if head == "tasks" and len(parts) == 3:
-            queue, name = keyspace.validate_queue(parts[1]), parts[2]
-            rows = task_pages.gather(self.conn, [queue], self.tasks, only=(queue, name))
-            if not rows:
-                raise LookupError(name)
-            totals = taskmetrics.totals(self.conn, queue).get(name)
-            return html_response(200, task_pages.task_page(req, rows[0], totals))
-        if head == "workers" and len(parts) == 1:
-            live = workers.live(self.conn, sweep=False)
-            return html_response(200, worker_pages.workers_page(req, live, self.access))
-        if head == "busy" and len(parts) == 1:
-            return html_response(200, worker_pages.busy_page(
-                req, workers.live(self.conn, sweep=False)))
-        if head == "find" and len(parts) == 1:
-            return self._find(req, self.queues())
-        if head == "api":
-            return self._api(req, parts[1:])
-        if head == "q" and len(parts) >= 2:
-            queue = keyspace.validate_queue(parts[1])
-            rest = parts[2:]
-            if not rest:
-                members = self.members(queue)
-                if req.arg("id"):
-                    return self._find(req, members or [queue])
-                state = req.arg("state", "pending")
-                after = req.arg("after") or None
-                if members is not None:
-                    view, page = self.folded_page(queue, members, state, after)
-                    return html_response(200, pages.queue_page(req, view, page, self.access,
-                                                                members))
-                page = insight.page(self.conn, queue, state, after, layout.PAGE)
-                view = insight.overview(self.conn, queue, near_ms())
-                return html_response(200, pages.queue_page(req, view, page, self.access))
-            if rest[0] == "job" and len(rest) == 2:
-                members = self.members(queue)
-                if members is not None:  # a partitioned queue: the job's own partition
-                    where = registry.locate(self.conn, rest[1], members)
-                    if where is None:
-                        raise LookupError(rest[1])
-                    return redirect(req.url(f"/q/{q(where)}/job/{q(rest[1])}"))
-                row = insight.job(self.conn, queue, rest[1])
-                if row is None:
-                    raise LookupError(rest[1])
-                tree = None
-                if row["has_children"]:
-                    tree = flows.tree(self.conn, queue, rest[1], FLOW_DEPTH, FLOW_WIDTH)
-                return html_response(200, pages.job_page(req, queue, rest[1], row, self.access,
-                                                         self.tasks, tree))
-            if rest == ["clock"]:
-                tl = insight.timeline(self.conn, queue, 500)
-                at = int(req.arg("at") or tl.now_ms)
-                rel = insight.release_at(self.conn, queue, at, 20)
-                return html_response(200, pages.clock_page(req, queue, tl, rel))
-            if rest == ["repeat"]:
-                regs = repeat.records(self.conn, queue)[:layout.PAGE]
-                return html_response(200, pages.repeat_page(req, queue, regs, self.access))
-            if rest == ["groups"]:
-                gp = insight.group_page(self.conn, queue, req.arg("cursor", "0"), layout.PAGE)
-                return html_response(200, pages.groups_page(req, queue, gp, self.access))
-        raise LookupError(req.path)
-
-    def _find(self, req: Request, queues: list[str]) -> Response:
-        job_id = req.arg("id").strip()
-        where = registry.locate(self.conn, job_id, queues) if job_id else None
-        if where is not None:
-            return redirect(req.url(f"/q/{q(where)}/job/{q(job_id)}"))
-        return html_response(404, layout.message(
-            req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
-
-    def _api(self, req: Request, parts: list[str]) -> Response:
-        if parts == ["workers"]:
-            return json_response(json.dumps(
-                [w.as_dict() for w in workers.live(self.conn, sweep=False)]))
-        if parts == ["tasks"]:
-            rows = task_pages.gather(self.conn, self.queues(), self.tasks, req.arg("q"))
-            return json_response(json.dumps([_task_json(r) for r in rows]))
-        if len(parts) == 3 and parts[0] == "q" and parts[2] == "throughput":
-            queue = keyspace.validate_queue(parts[1])
-            got = insight.throughput(self.conn, queue, int(req.arg("minutes") or 1440))
-            return json_response(json.dumps({"queue": queue, "minutes": [
-                {"minute": m, "completed": c, "failed": f} for m, c, f in got]}))
-        if parts == ["queues"]:
-            return json_response(json.dumps(_queues_json(self.views())))
-        if len(parts) == 2 and parts[0] == "q":
-            name = keyspace.validate_queue(parts[1])
-            members = self.members(name)
-            v = (insight.fold_views(name, [insight.overview(self.conn, m, near_ms())
-                                           for m in members])
-                 if members is not None else insight.overview(self.conn, name, near_ms()))
-            return json_response(json.dumps(_view_json(v)))
-        if len(parts) == 3 and parts[0] == "q" and parts[2] == "release":
-            queue = keyspace.validate_queue(parts[1])
-            rel = insight.release_at(self.conn, queue, int(req.arg("at")), 20)
-            return json_response(json.dumps({
-                "at_ms": rel.at_ms, "count": rel.count, "scheduled": rel.scheduled,
-                "now_ms": rel.now_ms, "first": [{"id": i, "run_at_ms": s} for i, s in rel.first],
-            }))
-        raise LookupError("/api/" + "/".join(parts))
-
     def _live(self) -> tuple[str, str]:
         """The event every open stream sends now: read at most once a second whatever the
         number of browsers watching (one overview per queue)."""
@@ -361,7 +224,7 @@ class Dashboard:
             if time.monotonic() - at < EVENT_EVERY_S * 0.9:
                 return kind, body
             try:
-                body = json.dumps({"queues": {v.queue: _view_json(v) for v in self.views()}},
+                body = json.dumps({"queues": {v.queue: api.view_json(v) for v in self.views()}},
                                   sort_keys=True)
                 kind = "counts"
             except errors.WireError as exc:
@@ -369,7 +232,7 @@ class Dashboard:
             self._live_cache = (time.monotonic(), kind, body)
             return kind, body
 
-    def _events(self) -> Iterator[bytes]:
+    def events(self) -> Iterator[bytes]:
         """Counts per queue once a second while they change (a comment every 15 s keeps
         proxies from closing an idle stream); ``down`` while Valkey is unreachable. The
         stream ends after ``EVENT_STREAM_S``; the browser's EventSource reconnects."""
@@ -387,38 +250,3 @@ class Dashboard:
                     quiet = 0.0
             self.closing.wait(EVENT_EVERY_S)
 
-
-def _queues_json(views: list[insight.QueueView]) -> dict[str, dict[str, Any]]:
-    """``{queue: counts}``; a partitioned queue is one entry (``mail``) with its counts
-    summed, ``partitions`` (how many) and ``by_partition`` (each partition's counts)."""
-    by_name = {v.queue: v for v in views}
-    out: dict[str, dict[str, Any]] = {}
-    for base, members in partitions.fold(by_name).items():
-        if members == [base]:
-            out[base] = dict(by_name[base].counts)
-            continue
-        entry: dict[str, Any] = partitions.sum_counts(by_name[m].counts for m in members)
-        entry["partitions"] = len(members)
-        entry["by_partition"] = {m: by_name[m].counts for m in members}
-        out[base] = entry
-    return out
-
-
-def _view_json(v: insight.QueueView) -> dict[str, Any]:
-    return {
-        "queue": v.queue, "counts": v.counts, "stats": v.stats, "paused": v.paused,
-        "now_ms": v.now_ms, "server_now_ms": v.now_ms, "oldest_due_age_ms": v.oldest_due_age_ms,
-        "promote_lag_ms": v.promote_lag_ms, "repeat": v.registrations,
-        "completed_per_min": [c for _, c, _ in v.series],
-        "failed_per_min": [f for _, _, f in v.series],
-    }
-
-
-def _task_json(r: task_pages.TaskRow) -> dict[str, Any]:
-    def summary(s: taskmetrics.Summary) -> dict[str, Any]:
-        return {"runs": s.runs, "total": s.total, "failures": s.failures,
-                "failure_rate": s.failure_rate, "per_minute": s.per_minute,
-                "p50_s": s.p50_s, "p95_s": s.p95_s}
-
-    return {"queue": r.queue, "task": r.task, "options": r.options,
-            "hour": summary(r.hour), "day": summary(r.day)}

@@ -1,5 +1,5 @@
 """The Workers and Busy pages: the live worker registry (``verbs.workers.live``) as a
-person reads it, with quiet/stop buttons (POSTs behind the access gate, ``act``).
+person reads it, with quiet/stop buttons (POSTs behind the access gate, ``actions.worker``).
 
 Times: a worker's start, last heartbeat and each running job's start are SERVER ms (the
 registry's stamps; a job's start is its worker's estimate of SERVER ms), and the ages
@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from echomq.connectors.connector import Connector
 from echomq.dashboard.access import Access
 from echomq.dashboard.charts import duration
-from echomq.dashboard.layout import _form, shell, when
-from echomq.dashboard.web import Request, Response, e, q, redirect
-from echomq.verbs import workers
+from echomq.dashboard.layout import post_form, shell, when
+from echomq.dashboard.web import Request, e, q
 
 
 def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
@@ -36,9 +34,9 @@ def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
         buttons = ""
         if not access.read_only:
             wid = q(w.id)
-            buttons = (_form(req, f"/workers/{wid}/quiet", "quiet", "small ghost",
+            buttons = (post_form(req, f"/workers/{wid}/quiet", "quiet", "small ghost",
                              f"Quiet worker {w.id}? It stops claiming; running jobs finish.")
-                       + _form(req, f"/workers/{wid}/stop", "stop", "small danger",
+                       + post_form(req, f"/workers/{wid}/stop", "stop", "small danger",
                                f"Stop worker {w.id}? It drains and exits, as on SIGTERM."))
         state = w.state + (f" (asked: {w.requested})" if w.requested else "")
         queues = ", ".join(f"<a href='{e(req.url('/q/' + q(x)))}'>{e(x)}</a>"
@@ -54,9 +52,9 @@ def workers_page(req: Request, live: Sequence[Any], access: Access) -> str:
     everyone = ""
     if not access.read_only:
         everyone = ("<div class='bar'>"
-                    + _form(req, "/workers/*/quiet", "quiet all", "ghost",
+                    + post_form(req, "/workers/*/quiet", "quiet all", "ghost",
                             "Quiet every live worker?")
-                    + _form(req, "/workers/*/stop", "stop all", "danger",
+                    + post_form(req, "/workers/*/stop", "stop all", "danger",
                             "Stop every live worker?") + "</div>")
     body = (
         f"{stats}{everyone}<table class='grid workers'><thead><tr><th>id</th><th>host</th>"
@@ -94,13 +92,3 @@ def busy_page(req: Request, live: Sequence[Any]) -> str:
         "<p class='hint'>What each live worker reported at its last heartbeat, longest "
         "running first.</p>")
     return shell(req, "Busy", body, now_ms=now)
-
-
-def act(conn: Connector, req: Request, parts: list[str]) -> Response:
-    """``POST /workers/<id>/quiet|stop`` (``*``: every live worker): ``workers.request``."""
-    if len(parts) != 3 or parts[2] not in workers.ACTIONS:
-        raise LookupError(req.path)
-    asked = workers.request(conn, parts[1], parts[2])
-    if not asked:
-        raise LookupError(parts[1])
-    return redirect(req.url("/workers"))

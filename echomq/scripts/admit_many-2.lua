@@ -12,17 +12,11 @@
 -- the SERVER clock, read once per call.
 -- An item without options (its tail all '') takes the plain admission (one new_row, its
 -- id batched like admit()'s), skipping admit()'s option machinery: the same writes.
---@include kind
---@include row
+--@include many
 --@include admit
 --@include chunks
---@include bound
 local p = ARGV[1]
-if not all_jobs(2, 9) then
-  return redis.error_reply(KIND_ERROR)
-end
-local now = now_ms()
-local refused = dues_refusal('SCHEDULE', 2, 9, 2, now)
+local now, refused = checked_dues(9)
 if refused then return redis.error_reply(refused) end
 local out, batch = {}, {}
 local pending, schedule = {}, {}

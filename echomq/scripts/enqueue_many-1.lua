@@ -8,8 +8,7 @@
 -- options (a job with options goes through @admit_many): the row, then the id on pending
 -- at score 0. The per-job part is one command (new_row); what every job shares is paid
 -- once per call: one variadic ZADD, one wake token, one counter bump.
---@include kind
---@include row
+--@include many
 --@include wake
 --@include count
 --@include chunks
@@ -17,18 +16,7 @@ local p = ARGV[1]
 if not all_jobs(2, 2) then
   return redis.error_reply(KIND_ERROR)
 end
-local rows = p .. 'job:'
-local out, members, n = {}, {}, 0
-for i = 2, #ARGV, 2 do
-  local id = ARGV[i]
-  if new_row(rows .. id, 'pending', ARGV[i + 1]) then
-    out[#out + 1] = 1
-    members[n + 1], members[n + 2] = 0, id
-    n = n + 2
-  else
-    out[#out + 1] = 0
-  end
-end
+local out, members, n = new_rows(p, 2, 'pending', function() return 0 end)
 if n > 0 then
   in_chunks(members, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)
   wake(p .. 'wake')

@@ -10,34 +10,18 @@
 -- through @admit_many): the row (state scheduled), then the id on the schedule set at its
 -- run-at. The per-job part is one command (new_row); one variadic ZADD and one counter
 -- bump serve the whole call.
---@include kind
---@include row
---@include now
+--@include many
 --@include count
 --@include chunks
 --@include lead
---@include bound
 local p = ARGV[1]
-if not all_jobs(2, 4) then
-  return redis.error_reply(KIND_ERROR)
-end
-local now = now_ms()
-local refused = dues_refusal('SCHEDULE', 2, 4, 2, now)
+local now, refused = checked_dues(4)
 if refused then return redis.error_reply(refused) end
-local rows = p .. 'job:'
-local out, members, n = {}, {}, 0
-for i = 2, #ARGV, 4 do
-  local id = ARGV[i]
-  if new_row(rows .. id, 'scheduled', ARGV[i + 1]) then
-    out[#out + 1] = 1
-    local due = tonumber(ARGV[i + 3])
-    if ARGV[i + 2] == 'in' then due = now + due end
-    members[n + 1], members[n + 2] = due, id
-    n = n + 2
-  else
-    out[#out + 1] = 0
-  end
-end
+local out, members, n = new_rows(p, 4, 'scheduled', function(i)
+  local due = tonumber(ARGV[i + 3])
+  if ARGV[i + 2] == 'in' then due = now + due end
+  return due
+end)
 if n > 0 then
   lead_many(p, members)
   in_chunks(members, 2000, function(...) redis.call('ZADD', KEYS[1], ...) end)

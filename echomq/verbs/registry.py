@@ -5,9 +5,11 @@ Why a separate key and a separate verb: every key of a queue lives under that qu
 tag, and the registry cannot (it names every queue), so on Valkey Cluster no queue's script
 may write it. Instead the writers add a name with one cheap ``SADD`` the first time a
 process uses a queue (``note``: enqueue through an ``App``, the CLI's enqueue, a worker's
-start), remembered per connector so the hot path pays nothing after that. A queue written
-only through the low-level verbs is not registered; ``queues(scan=True)`` finds it anyway
-by scanning for its sorted sets, the slow path the CLI takes only when the registry misses.
+start), remembered in the connector's own memory (``conn.memory.registered``, see
+``connectors.memory``) so the hot path pays nothing after that; this module keeps none.
+A queue written only through the low-level verbs is not registered; ``queues(scan=True)``
+finds it anyway by scanning for its sorted sets, the slow path the CLI takes only when the
+registry misses.
 
 Reads: ``names`` (the registry), ``queues`` (registry, plus discovered with ``scan``),
 ``locate`` (which of some queues holds a job row: one pipelined round trip). No clock.
@@ -15,7 +17,6 @@ Reads: ``names`` (the registry), ``queues`` (registry, plus discovered with ``sc
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -24,9 +25,6 @@ from echomq.core.steps import Batch, Command, Verb, single, text, verb
 from echomq.verbs import discovery
 
 KEY = keyspace.registry_key()
-
-# per connector: the names this process already registered through it
-_noted: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 @verb
@@ -80,10 +78,17 @@ def locate(job_id: str, among: Iterable[str]) -> Verb[str | None]:
     return calls()
 
 
+def _registered(conn: Any) -> set[str]:
+    """The names ``conn`` remembers registering; a connector without a memory (one of a
+    caller's own) remembers none, so each ``note`` sends its (idempotent) ``SADD``."""
+    memory = getattr(conn, "memory", None)
+    return memory.registered if memory is not None else set()
+
+
 def note(conn: Any, queue: str) -> None:
     """Register ``queue`` once per (sync) connector: the first call sends ``SADD``, later
     ones nothing."""
-    seen = _noted.setdefault(conn, set())
+    seen = _registered(conn)
     if queue not in seen:
         add(conn, [queue])
         seen.add(queue)
@@ -92,8 +97,7 @@ def note(conn: Any, queue: str) -> None:
 def noted(conn: Any, queue: str) -> bool:
     """True once ``queue`` is noted on ``conn`` (its ``SADD`` sent): a later ``note`` or
     ``anote`` would send nothing."""
-    seen = _noted.get(conn)
-    return seen is not None and queue in seen
+    return queue in _registered(conn)
 
 
 async def anote(conn: Any, queue: str) -> None:
@@ -101,7 +105,7 @@ async def anote(conn: Any, queue: str) -> None:
     ``SADD`` is sent: a burst of first enqueues (a web app's first requests) sends one,
     not one per caller, each on a connection of its own; a failed one is forgotten so
     the next call sends it again."""
-    seen = _noted.setdefault(conn, set())
+    seen = _registered(conn)
     if queue not in seen:
         seen.add(queue)
         try:

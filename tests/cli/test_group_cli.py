@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from echomq.cli.groupcmds import parse_limit, parse_rate
+from echomq.cli.group import parse_limit, parse_rate
 from echomq.core import ids
 from echomq.verbs import groups, jobs
 from tests.support.cli import echomq

@@ -263,14 +263,10 @@ def test_the_module_runs_at_wire_6_only(srv: EmbeddedServer, r: valkey.Valkey) -
         assert native == (4 if wire == 6 else 0)
 
 
-def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServer,
-                                                                monkeypatch) -> None:
-    from echomq.verbs.jobs import handback
-
-    monkeypatch.setattr(handback, "HOLD_S", 0.3)
-    handback.forget()
+def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServer) -> None:
     q = fresh_queue()
     with Connector.connect(srv.url, wire=6) as c6:
+        c6.memory.handbacks.hold_s = 0.3
         def failed() -> tuple[int, int]:
             got = c6.client.info("commandstats").get("cmdstat_emq.claim", {})
             return int(got.get("calls", 0)), int(got.get("failed_calls", 0))
@@ -284,7 +280,42 @@ def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServ
         time.sleep(0.35)
         assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the native command tried again
         assert failed() == (calls0 + 2, failed0 + 2)
-    handback.forget()
+        with Connector.connect(srv.url, wire=6) as other:  # its own memory: native first
+            assert len(jobs.claim_many(other, q, LEASE, 1)) == 1
+            assert failed() == (calls0 + 3, failed0 + 3)
+
+
+def test_an_async_connector_remembers_its_own_hand_backs(srv: EmbeddedServer) -> None:
+    import asyncio
+
+    from echomq import AsyncConnector
+
+    q = fresh_queue()
+
+    async def main() -> tuple[int, int]:
+        conn = await AsyncConnector.connect(srv.url, wire=6)
+        try:
+            for i in range(4):
+                await jobs.enqueue(conn, q, ids.mint(), b"g", group=f"g{i % 2}")
+            got = await jobs.claim_many(conn, q, LEASE, 1)  # handed back, then the script
+            got += await jobs.claim_many(conn, q, LEASE, 1)  # the script straight away
+            acks = await jobs.ack_many(conn, q, [(c.id, c.token) for c in got])  # a batch
+            assert acks == [None, None] and len(got) == 2
+            return len(conn.memory.handbacks.until), len(got)
+        finally:
+            await conn.close()
+
+    r = valkey.Valkey.from_url(srv.url)
+
+    def failed(n: str) -> int:
+        return int(r.info("commandstats").get(f"cmdstat_emq.{n}", {}).get("failed_calls", 0))
+
+    claims0, acks0 = failed("claim"), failed("ackmany")
+    remembered, _ = asyncio.run(main())
+    r.close()
+    assert failed("claim") == claims0 + 1  # one refused native claim, not two
+    assert failed("ackmany") == acks0 + 1  # a grouped job's ack hands back once too
+    assert remembered == 2  # EMQ.CLAIM and EMQ.ACKMANY on this queue
 
 
 def test_a_deadline_still_ahead_is_dropped_as_the_script_drops_it(r: valkey.Valkey) -> None:

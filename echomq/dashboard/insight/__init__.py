@@ -12,7 +12,8 @@ minus its id's mint time (HOST ms of the producer that minted it).
 
 One module per page family (``insight.page`` etc. stay the way to call them): ``overview``
 (the queue at a glance, folded over partitions), ``listing`` (a state's jobs by cursor),
-``job`` (one job and its actions), ``schedule`` (the schedule clock), ``group_pages``.
+``job`` (one job and its actions), ``schedule`` (the schedule clock), ``group_pages``,
+``tasks`` (the Tasks pages' rows: each task's options and last hour and day).
 """
 
 from __future__ import annotations

@@ -28,24 +28,24 @@ def set_key(queue: str, state: str) -> str:
     return keyspace.queue_key(queue, SET_OF.get(state, state))
 
 
-def _ms(reply: Any) -> int:
+def time_reply_ms(reply: Any) -> int:
     secs, micros = reply
     return int(secs) * 1000 + int(micros) // 1000
 
 
-def _int(value: Any, default: int = 0) -> int:
+def whole_or(value: Any, default: int = 0) -> int:
     """A stored count as an int; ``default`` when absent or no finite number (a hostile
     value is shown as the default, never raised: ``core.readings``)."""
     got = readings.whole(value)
     return default if got is None else got
 
 
-def _score(value: Any) -> int:
+def score_of(value: Any) -> int:
     """A sorted-set score as ms, clamped to the instants a ``datetime`` holds."""
     return readings.score_ms(value)
 
 
-def _dict(reply: Any) -> dict[str, Any]:
+def as_fields(reply: Any) -> dict[str, Any]:
     if isinstance(reply, dict):
         return {text(k): v for k, v in reply.items()}
     return pairs(reply or [])

@@ -9,7 +9,7 @@ from typing import Any
 from echomq.core import errors, keyspace, readings
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
-from echomq.dashboard.insight.common import STATES, _dict, _ms, _score, set_key
+from echomq.dashboard.insight.common import STATES, as_fields, score_of, set_key, time_reply_ms
 from echomq.verbs import jobs
 
 
@@ -34,8 +34,8 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             kind = yield Command(("TYPE", row_key))
             return {"state": "?", "note": f"the row is a {readings.text_of(kind)}, not a hash "
                     "(written by another client?)", "result": result, "has_children": False,
-                    "score": None, "now_ms": _ms(now)}
-        fields = _dict(row)
+                    "score": None, "now_ms": time_reply_ms(now)}
+        fields = as_fields(row)
         if not fields:
             return None
         out: dict[str, Any] = {k: (v if k == "payload" else readings.text_of(v))
@@ -47,11 +47,11 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             if state == "pending" and out.get("group"):
                 key = keyspace.lane_key(queue, out["group"])
             found = yield Command(("ZSCORE", key, job_id))
-            score = _score(found) if found is not None else None
+            score = score_of(found) if found is not None else None
         out["result"] = result
         out["has_children"] = bool(int(kids))
         out["score"] = score
-        out["now_ms"] = _ms(now)
+        out["now_ms"] = time_reply_ms(now)
         if state in ("pending", "scheduled", "waiting-children"):
             # what holds it, in the words `echomq why` prints; a read-only ACL user runs no
             # script (echomq acl --role dashboard), and the page goes without the line
@@ -71,7 +71,7 @@ def run_now(queue: str, job_id: str) -> Verb[bool]:
     key = set_key(queue, "scheduled")
 
     def calls() -> Verb[bool]:
-        now = _ms((yield Command(("TIME",))))
+        now = time_reply_ms((yield Command(("TIME",))))
         changed = yield Command(("ZADD", key, "XX", "CH", now, job_id))
         if int(changed):
             return True

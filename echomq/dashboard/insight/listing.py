@@ -10,7 +10,14 @@ from typing import Any
 from echomq.core import guards as guard
 from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
-from echomq.dashboard.insight.common import NEWEST_FIRST, PAGE_MAX, _int, _ms, _score, set_key
+from echomq.dashboard.insight.common import (
+    NEWEST_FIRST,
+    PAGE_MAX,
+    score_of,
+    set_key,
+    time_reply_ms,
+    whole_or,
+)
 
 _ROW_FIELDS = ("state", "attempts", "error", "payload", "failures", "delays", "group",
                "priority", "progress")
@@ -102,7 +109,7 @@ def page(queue: str, state: str, after: str | None = None, count: int = 50) -> V
             Command(("ZCARD", key)),
             Command(("TIME",)),
         ))
-        got = [(text(m), _score(s)) for m, s in scored(members)]
+        got = [(text(m), score_of(s)) for m, s in scored(members)]
         more = len(got) > count
         got = got[:count]
         entries: list[dict[str, Any]] = []
@@ -118,11 +125,11 @@ def page(queue: str, state: str, after: str | None = None, count: int = 50) -> V
                                          "args": args}
                 for k, v in values.items():
                     entry[k] = None if v is None else (
-                        _int(v) if k in ("attempts", "failures", "delays", "priority")
+                        whole_or(v) if k in ("attempts", "failures", "delays", "priority")
                         else readings.text_of(v))
                 entries.append(entry)
         cursor = _cursor(got[-1][1], got[-1][0]) if more and got else None
-        return Page(state, entries, cursor, int(total), _ms(now))
+        return Page(state, entries, cursor, int(total), time_reply_ms(now))
 
     return calls()
 

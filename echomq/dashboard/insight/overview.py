@@ -15,11 +15,11 @@ from echomq.dashboard.insight.common import (
     SERIES_RING,
     SERIES_SLOTS,
     STATES,
-    _dict,
-    _int,
-    _ms,
-    _score,
+    as_fields,
+    score_of,
     set_key,
+    time_reply_ms,
+    whole_or,
 )
 
 #: minutes read around a HOST-clock hint beyond the hour shown, each side: the ring reads
@@ -63,8 +63,8 @@ def series_of(raw: dict[str, Any], now_ms: int, minutes: int = SERIES_SLOTS
     out = []
     for minute in range(minute_now - minutes + 1, minute_now + 1):
         slot = minute % SERIES_RING
-        if _int(raw.get(f"{slot}:t"), -1) == minute:
-            out.append((minute, _int(raw.get(f"{slot}:c")), _int(raw.get(f"{slot}:f"))))
+        if whole_or(raw.get(f"{slot}:t"), -1) == minute:
+            out.append((minute, whole_or(raw.get(f"{slot}:c")), whole_or(raw.get(f"{slot}:f"))))
         else:
             out.append((minute, 0, 0))
     return out
@@ -83,7 +83,7 @@ def overview(queue: str, near_ms: int | None = None) -> Verb[QueueView]:
 
     def calls() -> Verb[QueueView]:
         if near_ms is None:
-            near = _ms((yield Command(("TIME",))))
+            near = time_reply_ms((yield Command(("TIME",))))
             slack = 1
         else:
             near, slack = int(near_ms), HINT_SLACK_MIN
@@ -108,9 +108,9 @@ def overview(queue: str, near_ms: int | None = None) -> Verb[QueueView]:
         counts = {s: int(c) for s, c in zip(STATES, replies[:n], strict=True)}
         (stats_raw, paused, head, pend, repeats, n_groups, metrics_raw, series_raw,
          now) = replies[n:]
-        now_ms = _ms(now)
+        now_ms = time_reply_ms(now)
         first = scored(head)
-        next_at = _score(first[0][1]) if first else None
+        next_at = score_of(first[0][1]) if first else None
         lag = max(0, now_ms - next_at) if next_at is not None else 0
         ages = [lag] if lag > 0 else []
         if pend:
@@ -119,7 +119,7 @@ def overview(queue: str, near_ms: int | None = None) -> Verb[QueueView]:
         return QueueView(
             queue=q,
             counts=counts,
-            stats={text(k): _int(v) for k, v in _dict(stats_raw).items()},
+            stats={text(k): whole_or(v) for k, v in as_fields(stats_raw).items()},
             paused=bool(int(paused)),
             now_ms=now_ms,
             oldest_due_age_ms=max(ages) if ages else None,
@@ -128,7 +128,7 @@ def overview(queue: str, near_ms: int | None = None) -> Verb[QueueView]:
             groups=int(n_groups),
             next_run_at_ms=next_at,
             series=series_of(dict(zip(fields, series_raw or [], strict=False)), now_ms),
-            metrics={k: text(v) for k, v in _dict(metrics_raw).items()},
+            metrics={k: text(v) for k, v in as_fields(metrics_raw).items()},
         )
 
     return calls()
@@ -144,7 +144,7 @@ def throughput(queue: str, minutes: int = SERIES_RING) -> Verb[list[tuple[int, i
         raise ValueError(f"minutes must be an int in 1..{SERIES_RING}, got {minutes!r}")
 
     def calls() -> Verb[list[tuple[int, int, int]]]:
-        now_ms = _ms((yield Command(("TIME",))))
+        now_ms = time_reply_ms((yield Command(("TIME",))))
         last = now_ms // 60_000
         fields = ring_fields(last - minutes + 1, last)
         got = yield Command(("HMGET", keyspace.queue_key(q, "series"), *fields))

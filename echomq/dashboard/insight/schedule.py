@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
-from echomq.dashboard.insight.common import PAGE_MAX, _ms, _score, set_key
+from echomq.dashboard.insight.common import PAGE_MAX, score_of, set_key, time_reply_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +37,8 @@ def release_at(queue: str, at_ms: int, limit: int = 20) -> Verb[Release]:
             Command(("ZCARD", key)),
             Command(("TIME",)),
         ))
-        head = [(text(m), _score(s)) for m, s in scored(first)]
-        return Release(at_ms, int(n), head, int(total), _ms(now))
+        head = [(text(m), score_of(s)) for m, s in scored(first)]
+        return Release(at_ms, int(n), head, int(total), time_reply_ms(now))
 
     return calls()
 
@@ -65,7 +65,7 @@ def timeline(queue: str, limit: int = 500) -> Verb[Timeline]:
             Command(("ZCARD", key)),
             Command(("TIME",)),
         ))
-        return Timeline([(text(m), _score(s)) for m, s in scored(first)], int(total),
-                        _ms(now))
+        return Timeline([(text(m), score_of(s)) for m, s in scored(first)], int(total),
+                        time_reply_ms(now))
 
     return calls()

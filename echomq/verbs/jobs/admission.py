@@ -14,14 +14,14 @@ from echomq.core.outcomes import Outcome
 from echomq.core.steps import Eval, Verb, single, text, verb
 
 
-def _is_admitted(reply: Any) -> bool:
+def is_admitted(reply: Any) -> bool:
     # 1 admitted; 0 (the id has a row) or the unique key's owner id (bytes): a duplicate
     return not isinstance(reply, (bytes, str)) and int(reply) == 1
 
 
 def _admission(admitted: Outcome) -> Any:
     def decode(reply: Any) -> Outcome:
-        return admitted if _is_admitted(reply) else Outcome.DUPLICATE
+        return admitted if is_admitted(reply) else Outcome.DUPLICATE
 
     return decode
 
@@ -170,7 +170,7 @@ def _schedule_step(
     )
 
 
-def _when(mode: object, value: object) -> None:
+def check_when(mode: object, value: object) -> None:
     """An admission's ``(mode, value)``: ``"now"`` (value ignored), ``"in"`` a span from
     SERVER now, ``"at"`` an instant on the caller's clock."""
     if mode not in ("now", "in", "at"):
@@ -209,7 +209,7 @@ def admit(
     caller's clock): the job's deadline; not started by then, it ends ``expired`` wherever
     it waits and never runs.
     """
-    _when(mode, value)
+    check_when(mode, value)
     opts = Options.of(priority, group, unique, unique_for_ms, notify_ms, expires_ms,
                       expires_at_ms)
     if mode == "now":

@@ -10,13 +10,13 @@ from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Eval, Verb, text, verb
-from echomq.verbs.jobs.admission import Admitted, Options, _is_admitted, _when
+from echomq.verbs.jobs.admission import Admitted, Options, check_when, is_admitted
 
 # jobs per bulk script call: long enough to amortize a call, short enough not to stall the server
 CHUNK = 500
 
 
-def _chunks(flat: list[Any], per_job: int) -> list[list[Any]]:
+def job_chunks(flat: list[Any], per_job: int) -> list[list[Any]]:
     step = CHUNK * per_job
     return [flat[i:i + step] for i in range(0, len(flat), step)]
 
@@ -32,7 +32,7 @@ def _bulk_admissions(
     receives per job the unique key's owner id that refused it (else ``None``).
     """
     base = keyspace.base(queue)
-    steps = tuple(Eval(script, keys, (base, *chunk)) for chunk in _chunks(flat, per_job))
+    steps = tuple(Eval(script, keys, (base, *chunk)) for chunk in job_chunks(flat, per_job))
     if not steps:
         return []
     replies = yield Batch(steps)
@@ -42,7 +42,7 @@ def _bulk_admissions(
         if isinstance(reply, errors.ServerError):
             raise reply
         if admitted is not None and owners is None:
-            # 1 admitted; 0 or an owner's id (bytes) a duplicate, as _is_admitted says
+            # 1 admitted; 0 or an owner's id (bytes) a duplicate, as is_admitted says
             dup = Outcome.DUPLICATE
             out += [admitted if r == 1 else dup for r in reply]
             continue
@@ -52,7 +52,7 @@ def _bulk_admissions(
                 ok = Outcome.ENQUEUED if modes[len(out)] == "now" else Outcome.SCHEDULED
             if owners is not None:
                 owners.append(text(r) if isinstance(r, (bytes, str)) else None)
-            out.append(ok if _is_admitted(r) else Outcome.DUPLICATE)
+            out.append(ok if is_admitted(r) else Outcome.DUPLICATE)
     return out
 
 
@@ -128,7 +128,7 @@ def admit_many(queue: str, items: Iterable[tuple[Any, ...]]) -> Verb[list[Admitt
     ignored), ``"in"`` (SERVER clock) or ``"at"`` (caller's clock)."""
     rows: list[tuple[Any, ...]] = []
     for job_id, payload, mode, value, *extra in items:
-        _when(mode, value)
+        check_when(mode, value)
         rows.append((bulk_id(job_id), guard.payload(payload), mode, value,
                      Options.from_item(extra)))
 

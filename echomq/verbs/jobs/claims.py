@@ -9,7 +9,6 @@ from typing import Any, NamedTuple
 from echomq.core import guards as guard
 from echomq.core import keyspace
 from echomq.core.steps import Eval, Verb, native_or_script, single, text, verb
-from echomq.verbs.jobs import handback
 
 DEFAULT_MAX_STALLED = 2
 
@@ -40,21 +39,21 @@ def promote(queue: str, batch: int, native: bool = True) -> Verb[int]:
     return single(step, int)
 
 
-def _claims(reply: Sequence[Any]) -> list[Claim]:
+def claims_of(reply: Sequence[Any]) -> list[Claim]:
     return [
         Claim(text(reply[i]), int(reply[i + 1]), reply[i + 2]) for i in range(0, len(reply), 3)
     ]
 
 
-def _claim_step(queue: str, lease_ms: int, count: int) -> Eval:
+def claim_step(queue: str, lease_ms: int, count: int) -> Eval:
     guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
-    return handback.gate(Eval(
+    return Eval(
         "claim",
         (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
         (keyspace.base(queue), str(lease_ms), str(count)),
         native="EMQ.CLAIM",
-    ))
+    )
 
 
 @verb
@@ -65,10 +64,10 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
     At wire 6 this sends ``EMQ.CLAIM``, which hands what it leaves to the script (groups,
     rates, an unusual row) back, and the script runs then.
     """
-    step = _claim_step(queue, lease_ms, 1)
+    step = claim_step(queue, lease_ms, 1)
 
     def calls() -> Verb[Claim | None]:
-        got = _claims((yield from native_or_script(step, handback.note)))
+        got = claims_of((yield from native_or_script(step)))
         return got[0] if got else None
 
     return calls()
@@ -78,15 +77,15 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
 def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
     """Lease up to ``count`` pending jobs in mint order in one atomic call (at wire 6
     ``EMQ.CLAIM``, as ``claim``)."""
-    step = _claim_step(queue, lease_ms, count)
+    step = claim_step(queue, lease_ms, count)
 
     def calls() -> Verb[list[Claim]]:
-        return _claims((yield from native_or_script(step, handback.note)))
+        return claims_of((yield from native_or_script(step)))
 
     return calls()
 
 
-def _held(queue: str, job_id: str, token: int) -> tuple[str, str]:
+def held_keys(queue: str, job_id: str, token: int) -> tuple[str, str]:
     guard.string("job_id", job_id)
     guard.integer("token", token)
     return keyspace.job_key(queue, job_id), keyspace.queue_key(queue, "active")
@@ -115,7 +114,7 @@ def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb
 @verb
 def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
     """Checkpoint a lease: expiry becomes SERVER now + ``lease_ms``; returns that ms."""
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms)))
     return single(step, int)
@@ -125,7 +124,7 @@ def extend(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[int]:
 def progress(queue: str, job_id: str, token: int, value: str) -> Verb[None]:
     """Record how far a job in hand got (``value``: a JSON text), fenced on ``token``:
     the row's ``progress`` field, shown by ``echomq job`` and the dashboard."""
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.payload(value, "value")
     step = Eval("progress", (row, active), (job_id, str(token), value))
     return single(step, lambda _: None)
@@ -142,7 +141,7 @@ class Checkpoint(NamedTuple):
 def checkpoint(queue: str, job_id: str, token: int, lease_ms: int) -> Verb[Checkpoint]:
     """``extend``, also reporting whether a cancel was requested for the job in hand (the
     holder then stops the handler and calls ``finish_cancelled``). SERVER clock."""
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.span("lease_ms", lease_ms, minimum=1)
     step = Eval("extend", (row, active), (job_id, str(token), str(lease_ms), "cancel"))
     return single(step, lambda r: Checkpoint(int(r[0]), bool(int(r[1]))))

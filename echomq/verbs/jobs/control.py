@@ -12,7 +12,7 @@ from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
 from echomq.core.times import to_epoch_ms
 from echomq.verbs.jobs.bulk import bulk_id
-from echomq.verbs.jobs.claims import _held
+from echomq.verbs.jobs.claims import held_keys
 
 _CANCEL_OUTCOMES = {0: Outcome.ABSENT, 1: Outcome.CANCELLED, 2: Outcome.REQUESTED}
 
@@ -61,7 +61,7 @@ def cancel_many(queue: str, job_ids: Iterable[str]) -> Verb[list[Outcome]]:
 @verb
 def finish_cancelled(queue: str, job_id: str, token: int) -> Verb[None]:
     """The holder ends a cancelled job in hand: active -> cancelled, fenced on ``token``."""
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     step = Eval("finish_cancelled", (row, active), (job_id, str(token)))
     return single(step, lambda _: None)
 

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from echomq.core import guards as guard
 from echomq.core import keyspace, readings, states
 from echomq.core.steps import Batch, Command, Verb, scored, single, text, verb
-from echomq.verbs.jobs.claims import _held
+from echomq.verbs.jobs.claims import held_keys
 
 
 @verb
@@ -92,7 +92,7 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
     restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
     the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.
     """
-    row, _active = _held(queue, job_id, token)
+    row, _active = held_keys(queue, job_id, token)
 
     def decode(reply: Any) -> str:
         state, attempts = reply

@@ -21,9 +21,8 @@ from echomq.core.steps import (
     verb,
 )
 from echomq.core.tally import Tally
-from echomq.verbs.jobs import handback
-from echomq.verbs.jobs.bulk import _chunks
-from echomq.verbs.jobs.claims import Claim, _claim_step, _claims, _held
+from echomq.verbs.jobs.bulk import job_chunks
+from echomq.verbs.jobs.claims import Claim, claim_step, claims_of, held_keys
 
 
 def _result(result: bytes | str | None, keep_result_ms: int | None) -> tuple[bytes | str, ...]:
@@ -42,13 +41,13 @@ def _result(result: bytes | str | None, keep_result_ms: int | None) -> tuple[byt
 def _ack_step(
     queue: str, job_id: str, token: int, keep: bool, result: tuple[bytes | str, ...] = ()
 ) -> Eval:
-    row, active = _held(queue, job_id, token)
-    return handback.gate(Eval(
+    row, active = held_keys(queue, job_id, token)
+    return Eval(
         "ack",
         (row, active, keyspace.queue_key(queue, "completed")),
         (job_id, str(token), "1" if keep else "0", *result),
         native="EMQ.ACK",
-    ))
+    )
 
 
 @verb
@@ -71,7 +70,7 @@ def ack(
     step = _ack_step(queue, job_id, token, keep, _result(result, keep_result_ms))
 
     def calls() -> Verb[None]:
-        yield from native_or_script(step, handback.note)  # EMQ.ACK at wire 6, or the script
+        yield from native_or_script(step)  # EMQ.ACK at wire 6, or the script
 
     return calls()
 
@@ -95,10 +94,10 @@ def _ack_many_steps(queue: str, held: Iterable[AckEntry], keep: bool) -> tuple[E
     keys = (keyspace.queue_key(queue, "active"), keyspace.queue_key(queue, "completed"))
     flag = "1" if keep else "0"
     if with_results:  # the result-carrying form: id, token, result, keep ms per job
-        return tuple(handback.gate(Eval("ack_many", keys, (base, flag + "r", *c),
-                                        native="EMQ.ACKMANY")) for c in _chunks(rich, 4))
-    return tuple(handback.gate(Eval("ack_many", keys, (base, flag, *c), native="EMQ.ACKMANY"))
-                 for c in _chunks(plain, 2))
+        return tuple(Eval("ack_many", keys, (base, flag + "r", *c), native="EMQ.ACKMANY")
+                     for c in job_chunks(rich, 4))
+    return tuple(Eval("ack_many", keys, (base, flag, *c), native="EMQ.ACKMANY")
+                 for c in job_chunks(plain, 2))
 
 
 def _ack_replies(replies: Sequence[Any]) -> list[errors.ServerError | None]:
@@ -124,7 +123,7 @@ def ack_many(
     def calls() -> Verb[list[errors.ServerError | None]]:
         if not steps:
             return []
-        return _ack_replies((yield from batch_or_script(steps, handback.note)))
+        return _ack_replies((yield from batch_or_script(steps)))
 
     return calls()
 
@@ -140,16 +139,16 @@ def ack_and_claim(
     """
     acks = _ack_many_steps(queue, held, keep)
     guard.non_negative("count", count)
-    claim = (_claim_step(queue, lease_ms, count),) if count else ()
+    claim = (claim_step(queue, lease_ms, count),) if count else ()
 
     def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
         if not acks and not claim:
             return [], []
-        replies = yield from batch_or_script(acks + claim, handback.note)
+        replies = yield from batch_or_script(acks + claim)
         got = replies[len(acks):]
         if got and isinstance(got[0], errors.ServerError):
             raise got[0]
-        return _ack_replies(replies[: len(acks)]), (_claims(got[0]) if got else [])
+        return _ack_replies(replies[: len(acks)]), (claims_of(got[0]) if got else [])
 
     return calls()
 
@@ -172,7 +171,7 @@ def ack_and_claim_queues(
     claim_steps: list[tuple[str, Eval]] = []
     for q, n in counts.items():
         if guard.non_negative("count", n):
-            claim_steps.append((q, _claim_step(q, lease_ms, n)))
+            claim_steps.append((q, claim_step(q, lease_ms, n)))
 
     def calls() -> Verb[tuple[dict[str, list[errors.ServerError | None]],
                               dict[str, list[Claim]]]]:
@@ -180,7 +179,7 @@ def ack_and_claim_queues(
             s for _, s in claim_steps)
         if not flat:
             return {q: [] for q, _ in ack_steps}, {}
-        replies = yield from batch_or_script(flat, handback.note)
+        replies = yield from batch_or_script(flat)
         refusals: dict[str, list[errors.ServerError | None]] = {}
         i = 0
         for q, steps in ack_steps:
@@ -192,7 +191,7 @@ def ack_and_claim_queues(
             i += 1
             if isinstance(reply, errors.ServerError):
                 raise reply
-            got[q] = _claims(reply)
+            got[q] = claims_of(reply)
         return refusals, got
 
     return calls()
@@ -213,7 +212,7 @@ def retry(
     reach ``max_attempts``. The error text is kept on the row either way. A job whose
     cancel was requested while it ran ends ``"cancelled"`` instead (never retried).
     """
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.span("delay_ms", delay_ms)
     guard.positive("max_attempts", max_attempts)
     guard.string("error", error)
@@ -241,7 +240,7 @@ def delay(
     verb then runs the script, so a grouped job delays on both wires. ``native=False``
     sends the script at once.
     """
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.mode(mode)
     guard.at_mode("delay_ms", mode, delay_ms)
     keys = (row, active, keyspace.queue_key(queue, "schedule"))
@@ -313,7 +312,7 @@ def rate_limited(queue: str, job_id: str, token: int, ms: int) -> Verb[None]:
     """A job in hand met an upstream limit (an HTTP 429): it goes back to wait at its
     priority without spending an attempt, and its group (or, for a flat job, the whole
     queue) claims nothing for ``ms`` (SERVER clock). Token-fenced."""
-    row, active = _held(queue, job_id, token)
+    row, active = held_keys(queue, job_id, token)
     guard.span("ms", ms, minimum=1)
     step = Eval("rate_limited", (row, active), (job_id, str(token), str(ms)))
     return single(step, lambda _: None)

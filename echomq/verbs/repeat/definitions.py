@@ -14,7 +14,7 @@ from echomq.core.outcomes import Outcome
 from echomq.core.recurrence import check_exclude
 from echomq.core.steps import Eval, Verb, single, verb
 from echomq.core.times import instant_in_zone_ms
-from echomq.verbs.repeat.entries import _keys, now_ms
+from echomq.verbs.repeat.entries import entry_keys, now_ms
 
 # -- definitions: register_cron and upsert ------------------------------------------------
 
@@ -103,7 +103,7 @@ def definition(
     return d
 
 
-def _first_at(d: dict[str, bytes | str], now: int, first_in_ms: int) -> int | None:
+def first_run_at(d: dict[str, bytes | str], now: int, first_in_ms: int) -> int | None:
     """The first run of a definition registered at HOST ``now``; ``None`` if it has none."""
     start = int(d["start_at"]) if d["start_at"] else None
     if d["cron"]:
@@ -122,11 +122,11 @@ def _write(
     queue: str, name: str, mode: str, d: dict[str, bytes | str], first_in_ms: int,
     now: int | None = None,
 ) -> Eval:
-    first = _first_at(d, now_ms() if now is None else now, first_in_ms)
+    first = first_run_at(d, now_ms() if now is None else now, first_in_ms)
     args: list[bytes | str] = [name, mode, "" if first is None else str(first)]
     for field in DEFINITION:
         args += [field, d[field]]
-    return Eval("upsert", _keys(queue, name), tuple(args))
+    return Eval("upsert", entry_keys(queue, name), tuple(args))
 
 
 _WRITTEN = {0: Outcome.EXISTS, 1: Outcome.REGISTERED, 2: Outcome.UPDATED}
@@ -158,7 +158,7 @@ def register_cron(
     the expression and the zone. ``"registered"``, or ``"exists"`` when a record has that
     name (nothing written: changing a definition is ``upsert``'s job).
     """
-    _keys(queue, name)
+    entry_keys(queue, name)
     d = definition(
         template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap,
         overlap, jitter_ms, exclude,
@@ -216,7 +216,7 @@ def upsert(
     (read in ``tz``). ``now`` (HOST ms by default): the instant the first run is priced
     from (an app on the server's clock passes the server's).
     """
-    _keys(queue, name)
+    entry_keys(queue, name)
     guard.span("first_in_ms", first_in_ms)
     if cron is not None and first_in_ms:
         raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")

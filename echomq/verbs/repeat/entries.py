@@ -24,25 +24,25 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _keys(queue: str, name: str) -> tuple[str, str]:
+def entry_keys(queue: str, name: str) -> tuple[str, str]:
     guard.string("name", name)
     if not name:
         raise ValueError("a registration name must not be empty")
     return keyspace.queue_key(queue, "repeat"), keyspace.repeat_key(queue, name)
 
 
-def _scored(reply: Any) -> list[tuple[str, Any]]:
+def scored_names(reply: Any) -> list[tuple[str, Any]]:
     """A ``WITHSCORES`` reply as ``(name, score)`` pairs, names decoded."""
     return [(text(m), score) for m, score in scored(reply)]
 
 
-def _entries(queue: str, members: list[tuple[str, Any]]) -> Verb[list[Registration]]:
+def entries_of(queue: str, members: list[tuple[str, Any]]) -> Verb[list[Registration]]:
     if not members:
         return []
     found = yield Batch(
         tuple(Command(("HGETALL", keyspace.repeat_key(queue, n))) for n, _ in members)
     )
-    return [_entry(n, score, rec) for (n, score), rec in zip(members, found, strict=True)]
+    return [entry_of(n, score, rec) for (n, score), rec in zip(members, found, strict=True)]
 
 
 # -- record decoding ----------------------------------------------------------------------
@@ -137,7 +137,7 @@ class Registration(dict[str, Any]):
         return fired if isinstance(fired, int) else 0
 
 
-def _entry(name: str, score: Any, record: Any) -> Registration:
+def entry_of(name: str, score: Any, record: Any) -> Registration:
     """A registry entry: the member's name and score with its record's fields decoded."""
     next_at = float(score)
     finite = math.isfinite(next_at)
@@ -168,7 +168,7 @@ def records(queue: str) -> Verb[list[Registration]]:
 
     def steps() -> Verb[list[Registration]]:
         members = yield Command(("ZRANGE", zset, 0, -1, "WITHSCORES"))
-        entries = yield from _entries(queue, _scored(members))
+        entries = yield from entries_of(queue, scored_names(members))
         return [Registration({"paused": False, **e}) for e in entries]
 
     return steps()
@@ -178,13 +178,13 @@ def records(queue: str) -> Verb[list[Registration]]:
 def get(queue: str, name: str) -> Verb[Registration | None]:
     """One registration's entry (as ``records`` lists it), or ``None`` when no record has
     that name."""
-    zset, record = _keys(queue, name)
+    zset, record = entry_keys(queue, name)
 
     def steps() -> Verb[Registration | None]:
         score, fields = yield Batch((Command(("ZSCORE", zset, name)), Command(("HGETALL", record))))
         if not fields:
             return None
-        entry = _entry(name, score if score is not None else "inf", fields)
+        entry = entry_of(name, score if score is not None else "inf", fields)
         return Registration({"paused": False, **entry})
 
     return steps()
@@ -250,7 +250,7 @@ def preview(entry: Mapping[str, Any], count: int = 5) -> list[Slot]:
 @verb
 def occurrences(queue: str, names: Sequence[str]) -> Verb[dict[str, int]]:
     """How many occurrences each named registration has enqueued (its ``fired`` field)."""
-    keys = [_keys(queue, n)[1] for n in names]
+    keys = [entry_keys(queue, n)[1] for n in names]
 
     def steps() -> Verb[dict[str, int]]:
         replies = yield Batch(tuple(Command(("HGET", k, "fired")) for k in keys))

@@ -17,7 +17,7 @@ from echomq.core.outcomes import Outcome
 from echomq.core.recurrence import Plan, jitter_offset, plan
 from echomq.core.steps import Batch, Eval, Verb, single, text, verb
 from echomq.verbs.jobs.reads import server_now_ms
-from echomq.verbs.repeat.entries import _keys, now_ms
+from echomq.verbs.repeat.entries import entry_keys, now_ms
 from echomq.verbs.repeat.seed import due_verb, rearm
 
 # -- firing: plan on the host, fire atomically on the server -------------------------------
@@ -48,7 +48,7 @@ def fire_step(queue: str, entry: Mapping[str, Any], now: int) -> tuple[Eval, tup
     An entry with no record (a dangling member) still gets a call, which removes it.
     """
     name = entry["name"]
-    keys = (*_keys(queue, name), keyspace.queue_key(queue, "pending"))
+    keys = (*entry_keys(queue, name), keyspace.queue_key(queue, "pending"))
     # a dangling member (no record) still gets a call: the script removes it
     p = plan(entry, now) if entry.get("every_ms") or entry.get("cron") else Plan((), None)
     minted = tuple(ids.mint() for _ in p.slots)
@@ -179,7 +179,7 @@ def _resuming(queue: str, entry: Mapping[str, Any], now: int, until: int
     the same round trip."""
     name = entry["name"]
     at = rearm(entry, now, until)
-    resume = Eval("repeat_hold", _keys(queue, name), (name, "resume_due",
+    resume = Eval("repeat_hold", entry_keys(queue, name), (name, "resume_due",
                                                       "" if at is None else str(at)))
     if at is None or at > now:
         return name, (resume,), ()

@@ -12,8 +12,15 @@ from echomq.core import keyspace
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, verb
 from echomq.core.times import to_epoch_ms
-from echomq.verbs.repeat.definitions import _first_at
-from echomq.verbs.repeat.entries import Registration, _entries, _entry, _keys, _scored, now_ms
+from echomq.verbs.repeat.definitions import first_run_at
+from echomq.verbs.repeat.entries import (
+    Registration,
+    entries_of,
+    entry_keys,
+    entry_of,
+    now_ms,
+    scored_names,
+)
 
 
 @verb
@@ -28,7 +35,7 @@ def register(
 
     ``"registered"``, or ``"exists"`` when a live record has that name (nothing written).
     """
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
     guard.span("every_ms", every_ms, minimum=1)
     guard.payload(template, "template")
     guard.span("first_in_ms", first_in_ms)
@@ -40,7 +47,7 @@ def register(
 @verb
 def cancel(queue: str, name: str) -> Verb[int]:
     """Remove the registration (record and member); 1 if a record was removed, else 0."""
-    zset, record = _keys(queue, name)
+    zset, record = entry_keys(queue, name)
 
     def steps() -> Verb[int]:
         replies = yield Batch((Command(("ZREM", zset, name)), Command(("DEL", record))))
@@ -60,7 +67,7 @@ def pause(queue: str, name: str, until: int | dt.datetime | None = None) -> Verb
     score moves to it, so a Pump wakes then, and its sweep resumes the registration as
     ``resume`` would (an interval fires at once, a cron at its first slot from the end).
     """
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
     end = "" if until is None else str(guard.instant("until", to_epoch_ms(until)))
     step = Eval("repeat_hold", keys, (name, "pause", end))
     return single(step, lambda r: Outcome.PAUSED if int(r) == 1 else Outcome.ABSENT)
@@ -80,7 +87,7 @@ def rearm(entry: Mapping[str, Any], now: int, since: int | None = None) -> int |
         "end_at": str(entry.get("end_at") or ""),
     }
     after = min(now, since - 1) if since is not None and entry.get("cron") else now
-    return _first_at(d, after, 0)
+    return first_run_at(d, after, 0)
 
 
 @verb
@@ -93,13 +100,13 @@ def resume(queue: str, name: str) -> Verb[Outcome]:
     missed while paused are not caught up. A finished registration stays finished;
     resuming one that is not paused changes nothing.
     """
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
 
     def steps() -> Verb[Outcome]:
         fields = yield Command(("HGETALL", keys[1]))
         if not fields:
             return Outcome.ABSENT
-        at = rearm(_entry(name, "inf", fields), now_ms())
+        at = rearm(entry_of(name, "inf", fields), now_ms())
         reply = yield Eval("repeat_hold", keys, (name, "resume", "" if at is None else str(at)))
         return Outcome.RESUMED if int(reply) == 1 else Outcome.ABSENT
 
@@ -129,14 +136,14 @@ def due_verb(queue: str, at: int, limit: int | None = None) -> Verb[list[Registr
     if limit is not None:
         read += ("LIMIT", 0, limit)
     members = yield Command(read)
-    return (yield from _entries(queue, _scored(members)))
+    return (yield from entries_of(queue, scored_names(members)))
 
 
 @verb
 def advance(queue: str, name: str, every_ms: int) -> Verb[Outcome]:
     """Set ``name``'s next run to HOST now + ``every_ms``: ``"advanced"``, or ``"absent"``
     (the record was cancelled mid-sweep; the dangling member is removed)."""
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
     guard.span("every_ms", every_ms, minimum=1)
     step = Eval("advance", keys, (name, str(now_ms() + every_ms)))
     return single(step, lambda r: Outcome.ADVANCED if int(r) == 1 else Outcome.ABSENT)

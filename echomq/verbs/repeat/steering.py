@@ -17,7 +17,7 @@ from echomq.core import ids, keyspace
 from echomq.core.recurrence import slots_between
 from echomq.core.steps import Eval, Verb, text, verb
 from echomq.core.times import to_epoch_ms
-from echomq.verbs.repeat.entries import _keys, get
+from echomq.verbs.repeat.entries import entry_keys, get
 
 #: the most slots one backfill fires (a longer range is refused before any write)
 MAX_BACKFILL = 1_000
@@ -28,7 +28,7 @@ def trigger(queue: str, name: str) -> Verb[str]:
     """Run one occurrence of ``name`` now (claimable at once, whatever its overlap policy):
     its job id. The schedule is kept (next run, occurrence count and limit untouched).
     ``LookupError`` when no registration has that name (nothing written)."""
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
     job_id = ids.mint()
 
     def steps() -> Verb[str]:
@@ -48,7 +48,7 @@ def backfill(queue: str, name: str, start: int | dt.datetime, end: int | dt.date
     each under the overlap policy). Excluded slots and slots outside ``start_at``/
     ``end_at`` are left out; at most ``MAX_BACKFILL`` slots per call (``ValueError`` for a
     longer range, nothing written). ``LookupError`` when no registration has that name."""
-    keys = _keys(queue, name)
+    keys = entry_keys(queue, name)
     lo = guard.instant("start", to_epoch_ms(start))
     hi = guard.instant("end", to_epoch_ms(end))
     if hi <= lo:

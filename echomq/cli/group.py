@@ -1,4 +1,5 @@
-"""Group and rate commands: ``echomq group list|pause|resume|limit|rate`` and ``echomq rate``.
+"""``echomq group list|pause|resume|limit|rate``: groups, tenants' lanes (``echomq rate``
+sets a queue-wide rate with the same reading, ``parse_rate``).
 
 A group is a tenant's lane in a queue (``task.options(group=...)``, ``@app.task(group=...)``):
 groups take turns at the claim, each may be paused, capped at a concurrency limit and rate
@@ -17,6 +18,39 @@ from typing import Any
 
 from echomq.cli.common import connect, scan_queues, until_ms, until_type, url_flag
 from echomq.core import rates
+
+
+def register(sub: Any) -> None:
+    group = sub.add_parser("group", help="groups (tenants' lanes): list, pause, resume, "
+                                         "limit, rate")
+    gsub = group.add_subparsers(dest="group_command", metavar="ACTION", required=True)
+
+    p = gsub.add_parser("list", help="each group: waiting, active, limit, rate, paused")
+    p.add_argument("--queue", action="append", default=None,
+                   help="only this queue (repeatable; default: every queue)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    url_flag(p)
+    p.set_defaults(func=run_list)
+
+    p = gsub.add_parser("pause", help="release none of a group's jobs until resumed (or --until)")
+    _queue_group(p)
+    p.add_argument("--until", type=until_type, default=None, metavar="T",
+                   help="resume by itself at T: an ISO-8601 instant, epoch ms, or a duration "
+                        "from the server's now (30m, 2h)")
+    p.set_defaults(func=run_pause)
+    p = gsub.add_parser("resume", help="let a paused group's jobs run again")
+    _queue_group(p)
+    p.set_defaults(func=run_resume)
+
+    p = gsub.add_parser("limit", help="at most N of a group's jobs at once (or none)")
+    _queue_group(p)
+    p.add_argument("limit", type=parse_limit, help="a whole number >= 1, or none")
+    p.set_defaults(func=run_limit)
+
+    p = gsub.add_parser("rate", help="at most MAX of a group's jobs start per DURATION")
+    _queue_group(p)
+    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
+    p.set_defaults(func=run_group_rate)
 
 
 def parse_rate(text: str) -> tuple[int, int] | None:
@@ -56,45 +90,6 @@ def _queue_group(p: argparse.ArgumentParser) -> None:
     p.add_argument("queue", help="the queue")
     p.add_argument("group", help="the group (e.g. a tenant id)")
     url_flag(p)
-
-
-def register(sub: Any) -> None:
-    group = sub.add_parser("group", help="groups (tenants' lanes): list, pause, resume, "
-                                         "limit, rate")
-    gsub = group.add_subparsers(dest="group_command", metavar="ACTION", required=True)
-
-    p = gsub.add_parser("list", help="each group: waiting, active, limit, rate, paused")
-    p.add_argument("--queue", action="append", default=None,
-                   help="only this queue (repeatable; default: every queue)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    url_flag(p)
-    p.set_defaults(func=run_list)
-
-    p = gsub.add_parser("pause", help="release none of a group's jobs until resumed (or --until)")
-    _queue_group(p)
-    p.add_argument("--until", type=until_type, default=None, metavar="T",
-                   help="resume by itself at T: an ISO-8601 instant, epoch ms, or a duration "
-                        "from the server's now (30m, 2h)")
-    p.set_defaults(func=run_pause)
-    p = gsub.add_parser("resume", help="let a paused group's jobs run again")
-    _queue_group(p)
-    p.set_defaults(func=run_resume)
-
-    p = gsub.add_parser("limit", help="at most N of a group's jobs at once (or none)")
-    _queue_group(p)
-    p.add_argument("limit", type=parse_limit, help="a whole number >= 1, or none")
-    p.set_defaults(func=run_limit)
-
-    p = gsub.add_parser("rate", help="at most MAX of a group's jobs start per DURATION")
-    _queue_group(p)
-    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
-    p.set_defaults(func=run_group_rate)
-
-    p = sub.add_parser("rate", help="a queue-wide rate: at most MAX starts per DURATION")
-    p.add_argument("queue", help="the queue")
-    p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
-    url_flag(p)
-    p.set_defaults(func=run_queue_rate)
 
 
 def _checked(args: argparse.Namespace) -> None:
@@ -146,7 +141,8 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one(args: argparse.Namespace, act: Any) -> None:
+def act_on(args: argparse.Namespace, act: Any) -> None:
+    """Check the queue (and group) named, connect, run ``act(conn)``, close."""
     _checked(args)
     conn, app = connect(args)
     try:
@@ -164,7 +160,7 @@ def run_pause(args: argparse.Namespace) -> int:
         groups.pause(conn, args.queue, args.group, until=end)
         ends.extend([] if end is None else [end])
 
-    _one(args, act)
+    act_on(args, act)
     if ends:
         at = dt.datetime.fromtimestamp(ends[0] / 1000, tz=dt.UTC).isoformat(
             timespec="milliseconds")
@@ -177,14 +173,14 @@ def run_pause(args: argparse.Namespace) -> int:
 
 def run_resume(args: argparse.Namespace) -> int:
     from echomq.verbs import groups
-    _one(args, lambda conn: groups.resume(conn, args.queue, args.group))
+    act_on(args, lambda conn: groups.resume(conn, args.queue, args.group))
     print(f"group {args.group} on {args.queue} resumed")
     return 0
 
 
 def run_limit(args: argparse.Namespace) -> int:
     from echomq.verbs import groups
-    _one(args, lambda conn: groups.set_limit(conn, args.queue, args.group, args.limit))
+    act_on(args, lambda conn: groups.set_limit(conn, args.queue, args.group, args.limit))
     what = "no limit" if args.limit is None else f"at most {args.limit} at once"
     print(f"group {args.group} on {args.queue}: {what}")
     return 0
@@ -198,24 +194,9 @@ def run_group_rate(args: argparse.Namespace) -> int:
         else:
             groups.set_rate(conn, args.queue, args.group, *args.rate)
 
-    _one(args, act)
+    act_on(args, act)
     what = "no rate" if args.rate is None else f"rate {show_rate(args.rate)}"
     print(f"group {args.group} on {args.queue}: {what}")
-    return 0
-
-
-def run_queue_rate(args: argparse.Namespace) -> int:
-    from echomq.verbs import jobs
-    rate: tuple[int, int] | None = args.rate
-
-    def act(conn: Any) -> None:
-        if rate is None:
-            jobs.clear_rate(conn, args.queue)
-        else:
-            jobs.set_rate(conn, args.queue, *rate)
-
-    _one(args, act)
-    print(f"queue {args.queue}: {'no rate' if rate is None else 'rate ' + show_rate(rate)}")
     return 0
 
 

@@ -73,22 +73,16 @@ def register(sub: Any) -> None:
                           "(repeatable)")
     add.set_defaults(func=run_add)
 
-    cancel = verbs.add_parser("cancel", help="remove a registration (its jobs stay)")
-    _common(cancel)
-    cancel.add_argument("name")
+    cancel = _named(verbs, "cancel", "remove a registration (its jobs stay)")
     cancel.set_defaults(func=run_cancel)
 
-    pause = verbs.add_parser("pause", help="stop firing a registration (record and next run kept)")
-    _common(pause)
-    pause.add_argument("name")
+    pause = _named(verbs, "pause", "stop firing a registration (record and next run kept)")
     pause.add_argument("--until", type=until_type, default=None, metavar="T",
                        help="resume by itself at T: an ISO-8601 instant, epoch ms, or a "
                             "duration from the server's now (30m, 2h)")
     pause.set_defaults(func=run_hold, hold="pause")
 
-    resume = verbs.add_parser("resume", help="fire a paused registration again, from now")
-    _common(resume)
-    resume.add_argument("name")
+    resume = _named(verbs, "resume", "fire a paused registration again, from now")
     resume.set_defaults(func=run_hold, hold="resume")
 
     nxt = verbs.add_parser("next", help="the next runs of a registration or a cron expression")
@@ -98,14 +92,10 @@ def register(sub: Any) -> None:
     nxt.add_argument("--tz", default="UTC", help="zone for a bare cron expression")
     nxt.set_defaults(func=run_next)
 
-    run = verbs.add_parser("run", help="run one occurrence now (the schedule is kept)")
-    _common(run)
-    run.add_argument("name")
+    run = _named(verbs, "run", "run one occurrence now (the schedule is kept)")
     run.set_defaults(func=run_trigger)
 
-    fill = verbs.add_parser("backfill", help="fire the runs of a past range not fired before")
-    _common(fill)
-    fill.add_argument("name")
+    fill = _named(verbs, "backfill", "fire the runs of a past range not fired before")
     fill.add_argument("--from", dest="start", required=True, type=parse_instant,
                       help="the range's start (ISO-8601 or epoch ms), included")
     fill.add_argument("--to", dest="end", required=True, type=parse_instant,
@@ -113,6 +103,14 @@ def register(sub: Any) -> None:
     fill.set_defaults(func=run_backfill)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _named(verbs: Any, word: str, text: str) -> argparse.ArgumentParser:
+    """The parser of ``echomq repeat WORD NAME``: one registration, by name."""
+    p: argparse.ArgumentParser = verbs.add_parser(word, help=text)
+    _common(p)
+    p.add_argument("name")
+    return p
 
 
 def _common(p: argparse.ArgumentParser) -> None:

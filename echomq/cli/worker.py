@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-from echomq.cli.main import DefaultsFormatter, default_url
+from echomq.cli.common import DefaultsFormatter, default_url
 from echomq.runtime.beat import DEFAULT_BEAT_MS
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY
 from echomq.tasks.worker import DEFAULT_GRACE_S

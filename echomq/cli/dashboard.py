@@ -46,14 +46,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"echomq dashboard: {exc}", file=sys.stderr)
         return 2
 
-    from echomq.cli.main import default_url
+    from echomq.cli.common import default_url
     from echomq.connectors.connector import Connector
     from echomq.dashboard import serve
     from echomq.tasks.app import App
 
     tasks = None
     if args.app:
-        from echomq.cli.workercmds import load_app
+        from echomq.cli.worker import load_app
 
         tasks = load_app(args.app).tasks
     app = App(default_url(args.url))

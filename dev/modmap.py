@@ -36,6 +36,10 @@ def summary(path: Path) -> str:
     return first.replace("|", "\\|")
 
 
+def _name(path: Path) -> str:
+    return "echomq" if path.name == "__init__.py" else path.stem
+
+
 def render() -> str:
     lines = [
         "# Module map",
@@ -47,9 +51,15 @@ def render() -> str:
         "`lint-imports` checks it in CI against the contract in `pyproject.toml`:",
         "",
         "```text",
-        "cli > dashboard > tasks > embedded | runtime > verbs | connectors > native | scripts"
-        " > core",
+        "public modules > cli > dashboard > tasks > embedded | runtime > verbs | connectors"
+        " > native | scripts > core",
         "```",
+        "",
+        "## `echomq/`: the public face: what a user imports, re-exported from the layers below",
+        "",
+        "| module | what it holds |",
+        "|---|---|",
+        *(f"| `{_name(path)}` | {summary(path)} |" for path in sorted(PACKAGE.glob("*.py"))),
         "",
     ]
     for folder, what in LAYERS:

@@ -137,8 +137,8 @@ def api_page() -> str:
         "",
         "Every public name of `echomq` (`echomq.__all__`), rendered from its docstring. Import",
         "them from `echomq` itself (`from echomq import App, jobs`); the heading of each gives",
-        "the module that defines it. The verb modules are also importable by their top-level",
-        "path (`import echomq.jobs`).",
+        "the module that defines it. The modules are plain modules of the package, importable",
+        "by their own path too (`import echomq.jobs`, `from echomq.errors import KindError`).",
         "",
     ]
     names = public_names()

@@ -4,40 +4,48 @@ A schedule is a score on one sorted set, promoted on the server clock; a delay s
 in hand back to that schedule without touching its attempts; a backoff is a pure value; a
 recurrence is a registration that mints a fresh, mint-ordered job for every occurrence.
 
-The package's folders are its layers, imports flowing down only (checked by import-linter):
-``cli`` and ``dashboard`` > ``tasks`` > ``embedded`` | ``runtime`` > ``verbs`` |
-``connectors`` > ``core``. Everything a user needs is importable from here.
+This package is the public face: the names below and the modules beside this file
+(``echomq.jobs``, ``echomq.errors``, ...), each a plain module that re-exports, under an
+explicit ``__all__``, what its private layer defines. The layers are the folders, imports
+flowing down only (checked by import-linter): ``cli`` and ``dashboard`` > ``tasks`` >
+``embedded`` | ``runtime`` > ``verbs`` | ``connectors`` > ``core``; no layer imports the face.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import Any
-
-from echomq import _moved, native, scripts
+from echomq import (
+    backoff,
+    dead,
+    doctor,
+    errors,
+    flows,
+    groups,
+    ids,
+    jobs,
+    keyspace,
+    native,
+    payload,
+    repeat,
+    scripts,
+    taskmetrics,
+    workers,
+)
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
-from echomq.core import backoff, errors, ids, keyspace
 from echomq.core.outcomes import Outcome
 from echomq.embedded.cluster import LocalCluster
 from echomq.embedded.server import EmbeddedServer
 from echomq.runtime.consumer import Consumer
+from echomq.runtime.events import Event
 from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry, current_job
+from echomq.runtime.metronome import Metronome
 from echomq.runtime.pump import Pump
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
-from echomq.tasks.worker import Worker
-from echomq.verbs import dead, flows, groups, jobs, repeat
+from echomq.tasks.worker import Worker, run_worker
 from echomq.verbs.jobs import Claim
-
-# The verb modules' public names are module paths too (`from echomq.errors import KindError`,
-# `import echomq.jobs`): the same module objects, not copies.
-for _name in ("backoff", "errors", "ids", "keyspace", "dead", "flows", "groups", "jobs",
-              "repeat"):
-    sys.modules.setdefault(f"echomq.{_name}", globals()[_name])
-del _name
-_moved.install()
+from echomq.verbs.retention import Retention
+from echomq.verbs.status import JobInfo
 
 __all__ = [
     "App",
@@ -47,18 +55,23 @@ __all__ = [
     "Consumer",
     "Delay",
     "EmbeddedServer",
+    "Event",
     "Fail",
     "Job",
+    "JobInfo",
     "LocalCluster",
+    "Metronome",
     "Outcome",
     "Pump",
     "RateLimited",
+    "Retention",
     "Retry",
     "Worker",
     "backoff",
     "chain",
     "current_job",
     "dead",
+    "doctor",
     "errors",
     "flow",
     "flows",
@@ -68,15 +81,12 @@ __all__ = [
     "jobs",
     "keyspace",
     "native",
+    "payload",
     "repeat",
+    "run_worker",
     "scripts",
+    "taskmetrics",
+    "workers",
 ]
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> Any:
-    """``echomq.worker`` and the other module paths from before the layout move (warned)."""
-    if f"echomq.{name}" in _moved.MOVED:
-        return importlib.import_module(f"echomq.{name}")
-    raise AttributeError(f"module 'echomq' has no attribute {name!r}")

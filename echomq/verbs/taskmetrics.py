@@ -299,6 +299,7 @@ class Summary:
 
 
 def summarize(t: Tally, minutes: int) -> Summary:
+    """``t`` (a task's tally over ``minutes``) as a ``Summary``; reads no clock."""
     total = t.total
     return Summary(
         minutes=minutes, runs=dict(t.runs), total=total, failures=t.failures,

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from echomq.tasks.worker import run_worker
+from echomq import run_worker
 
 
 class Command(BaseCommand):

@@ -408,8 +408,7 @@ async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: as
 
     for r in recurrences:
         now = await jobs.server_now_ms(conn) if clock == "server" else None
-        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, now=now,
-                                     **r.upsert_kwargs())
+        result = await repeat.put(conn, r.queue, r.name, r.spec, now=now)
         log.info("recurrence %s on %s: %s", r.name, r.queue, result)
     # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
     # beat and one second (cron's resolution is a minute)

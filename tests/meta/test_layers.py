@@ -23,7 +23,21 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_package_keeps_its_layers() -> None:
     done = _lint(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 kept, 0 broken" in done.stdout
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_an_upward_import_inside_tasks_breaks_the_inner_contract(tmp_path: Path) -> None:
+    """The second contract orders the modules of tasks/: a value (admission) importing the
+    task built on it is a circle, refused."""
+    shutil.copytree(ROOT / "echomq", tmp_path / "echomq",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    admission = tmp_path / "echomq" / "tasks" / "admission.py"
+    admission.write_text(admission.read_text() + "\n\ndef _up():\n"
+                         "    from echomq.tasks import task\n    return task\n")
+    done = _lint(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "echomq.tasks.admission is not allowed to import echomq.tasks.task" in done.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:

@@ -82,6 +82,11 @@ class Admission:
     plain: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.unique_for_ms is not None and self.unique is None:
+            raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
+        if self.debounce is not None and self.unique is not None:
+            raise ValueError("debounce and unique do not combine: a debounce key already "
+                             "holds one job per key")
         put = object.__setattr__  # frozen: the derived fields are set once, here
         put(self, "queues", parts.names(self.queue, self.partitions))
         if self.turn is None:
@@ -93,11 +98,6 @@ class Admission:
                                    self.keep_result_ms)
         put(self, "flat", flat)
         put(self, "plain", flat is jobs.PLAIN)
-        if self.unique_for_ms is not None and self.unique is None:
-            raise ValueError("unique_for needs a unique key (options(unique=..., ...))")
-        if self.debounce is not None and self.unique is not None:
-            raise ValueError("debounce and unique do not combine: a debounce key already "
-                             "holds one job per key")
 
     def bound(self, partitions_of: Any = None, **changes: Any) -> Admission:
         """This admission with ``changes`` (checked by the caller); a new ``queue`` takes

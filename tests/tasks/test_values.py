@@ -24,7 +24,7 @@ def test_task_defaults_hold_the_declared_options_in_their_units():
         "mail", 30_000, 3_600_000, 250)
     assert d.expires is not None and d.expires.kwargs() == {"expires_ms": 5_000}
     assert TaskDefaults.of("fallback").queue == "fallback"
-    with pytest.raises(TypeError, match="unexpected keyword argument.*keep_results"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument.*keep_results"):
         TaskDefaults.of("default", keep_results=3600)
 
 

@@ -56,6 +56,7 @@ from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.task import Task
 from echomq.verbs import flows, results, status
+from echomq.verbs.durability import Wait
 from echomq.verbs.repeat import Definition
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
@@ -136,11 +137,13 @@ class App(Client):
         if recurrence_clock not in ("host", "server"):
             raise ConfigError(f"recurrence_clock must be 'host' or 'server', "
                               f"not {recurrence_clock!r}")
-        super().__init__(url, wire=wire, data_dir=data_dir, ephemeral=ephemeral,
-                         durability=durability, max_payload_bytes=max_payload_bytes,
-                         wait_replicas=wait_replicas, wait_local=wait_local,
-                         wait_timeout_ms=wait_timeout_ms, tls_ca=tls_ca, tls_cert=tls_cert,
-                         tls_key=tls_key, tls_verify=tls_verify)
+        super().__init__(
+            url, wire=wire, data_dir=data_dir, ephemeral=ephemeral, durability=durability,
+            max_payload_bytes=max_payload_bytes,
+            wait=(Wait(wait_replicas, wait_local, wait_timeout_ms)
+                  if wait_replicas or wait_local else None),
+            tls={"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
+                 "tls_verify": tls_verify})
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)

@@ -14,7 +14,7 @@ import atexit
 import logging
 import os
 import pathlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from echomq.connectors import urls
@@ -22,7 +22,6 @@ from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
 from echomq.connectors.plan import (
     AUTO,
-    MAX_PAYLOAD_BYTES,
     check_payload_limit,
     check_wire,
     tls_options,
@@ -43,28 +42,13 @@ T = TypeVar("T")
 class Client:
     """The server side of an ``App`` (its parameters of the same names, see ``App``)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        wire: int | None = None,
-        data_dir: str | os.PathLike[str] | None = None,
-        ephemeral: bool = False,
-        durability: str | None = None,
-        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-        wait_replicas: int = 0,
-        wait_local: bool = False,
-        wait_timeout_ms: int = 1_000,
-        tls_ca: str | os.PathLike[str] | None = None,
-        tls_cert: str | os.PathLike[str] | None = None,
-        tls_key: str | os.PathLike[str] | None = None,
-        tls_verify: str | None = None,
-    ) -> None:
+    def __init__(self, url: str | None, *, wire: int | None,
+                 data_dir: str | os.PathLike[str] | None, ephemeral: bool,
+                 durability: str | None, max_payload_bytes: int, wait: Wait | None,
+                 tls: Mapping[str, str | os.PathLike[str] | None]) -> None:
         url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
-        given = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
-                 "tls_verify": tls_verify}
         #: the TLS keyword arguments every connector of this app is made with
-        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in given.items() if v is not None}
+        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in tls.items() if v is not None}
         if url is not None:  # a bad setting is refused here, before any I/O
             tls_options(urls.parse(url), dict(self.tls))
         self.durability = check_durability(durability)
@@ -74,8 +58,8 @@ class Client:
             raise ConfigError("durability is for the embedded server; the server at the URL "
                               "keeps its own appendfsync setting")
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
-        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
-                     if wait_replicas or wait_local else None)
+        #: what every admission waits for (``WAIT``/``WAITAOF``), if anything
+        self.wait = wait
         self._url = url
         #: the wire asked for (None: let the first connect pick, see ``wire``)
         self.wire_asked = None if wire is None else check_wire(wire)

@@ -60,25 +60,16 @@ class Definition:
     exclude: tuple[str, ...] = ()
 
     @classmethod
-    def of(
-        cls,
-        *,
-        template: bytes | str,
-        every_ms: int | None = None,
-        cron: str | None = None,
-        tz: str = "UTC",
-        start_at: int | datetime | None = None,
-        end_at: int | datetime | None = None,
-        limit: int | None = None,
-        catchup: str | None = None,
-        window_ms: int | None = None,
-        cap: int | None = None,
-        overlap: str = "allow",
-        jitter_ms: int = 0,
-        exclude: Iterable[Any] = (),
-    ) -> Definition:
-        """The definition, every guard of ``register_cron``/``upsert`` run here, before
-        any I/O (``ValueError``/``TypeError``). Reads no clock."""
+    def of(cls, **given: Any) -> Definition:
+        """The definition from ``upsert``'s keywords (``template=``, ``every_ms=`` or
+        ``cron=``, ``tz=``, ``start_at=``/``end_at=`` as epoch ms or datetimes, ...), every
+        guard of ``register_cron``/``upsert`` run here, before any I/O
+        (``ValueError``/``TypeError``; an unknown keyword is a ``TypeError``). Reads no
+        clock."""
+        raw = cls(**given)
+        template, every_ms, cron, tz = raw.template, raw.every_ms, raw.cron, raw.tz
+        start_at, end_at, limit, catchup = raw.start_at, raw.end_at, raw.limit, raw.catchup
+        window_ms, cap, overlap, jitter_ms = raw.window_ms, raw.cap, raw.overlap, raw.jitter_ms
         guard.payload(template, "template")
         if (every_ms is None) == (cron is None):
             raise ValueError("give exactly one cadence: every_ms or cron")
@@ -115,10 +106,9 @@ class Definition:
         if guard.span("jitter_ms", jitter_ms) and every_ms is not None and jitter_ms > every_ms:
             raise ValueError(f"jitter_ms ({jitter_ms}) must not exceed the interval "
                              f"({every_ms} ms): occurrences would overtake each other")
-        return cls(template=template, every_ms=every_ms, cron=cron,
-                   tz=tz if cron is not None else "UTC", start_at=start, end_at=end,
-                   limit=limit, catchup=catchup or None, window_ms=window_ms, cap=cap,
-                   overlap=overlap, jitter_ms=jitter_ms, exclude=tuple(check_exclude(exclude)))
+        return replace(raw, cron=cron, tz=tz if cron is not None else "UTC", start_at=start,
+                       end_at=end, catchup=catchup or None,
+                       exclude=tuple(check_exclude(raw.exclude)))
 
     def with_template(self, template: bytes | str) -> Definition:
         """This definition firing ``template`` instead (checked)."""
@@ -144,28 +134,11 @@ class Definition:
         }
 
 
-def definition(
-    *,
-    template: bytes | str,
-    every_ms: int | None = None,
-    cron: str | None = None,
-    tz: str = "UTC",
-    start_at: int | datetime | None = None,
-    end_at: int | datetime | None = None,
-    limit: int | None = None,
-    catchup: str | None = None,
-    window_ms: int | None = None,
-    cap: int | None = None,
-    overlap: str = "allow",
-    jitter_ms: int = 0,
-    exclude: Iterable[Any] = (),
-) -> dict[str, bytes | str]:
+def definition(**given: Any) -> dict[str, bytes | str]:
     """The canonical definition (``""`` = absent) as the upsert script stores it:
-    ``Definition.of(...).fields()`` (keyword-only; every guard runs before any I/O)."""
-    return Definition.of(
-        template=template, every_ms=every_ms, cron=cron, tz=tz, start_at=start_at,
-        end_at=end_at, limit=limit, catchup=catchup, window_ms=window_ms, cap=cap,
-        overlap=overlap, jitter_ms=jitter_ms, exclude=exclude).fields()
+    ``Definition.of(**given).fields()``, keywords only (``template=``, ``every_ms=`` or
+    ``cron=``, ...); every guard runs before any I/O."""
+    return Definition.of(**given).fields()
 
 
 def _first_at(d: Definition, now: int, first_in_ms: int) -> int | None:

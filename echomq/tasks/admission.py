@@ -50,13 +50,6 @@ class Plan(NamedTuple, Generic[T]):
     durable: bool = True
 
 
-class Run(NamedTuple):
-    """One run's payload and the group it joins, both checked before any I/O."""
-
-    body: bytes
-    group: str | None
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Admission:
     """A bound task's admission options, checked (``check_*`` and ``guard``) before this
@@ -146,38 +139,40 @@ class Admission:
         assert self.flat is not None
         return Plan((q,), jobs.admit_now.steps(q, job_id, body, self.flat), _owner(job_id))
 
-    def plan(self, name: str, mode: str, value: int, run: Run) -> Plan[str]:
-        """One run admitted ``mode`` (``"now"``, ``"in"`` ``value`` ms on the SERVER clock,
-        ``"at"`` ``value`` epoch ms): the general path (its verb's guards run here)."""
+    def plan(self, name: str, mode: str, value: int, body: bytes, group: str | None
+             ) -> Plan[str]:
+        """One run (its payload ``body``, the ``group`` it joins) admitted ``mode``
+        (``"now"``, ``"in"`` ``value`` ms on the SERVER clock, ``"at"`` ``value`` epoch
+        ms): the general path (its verb's guards run here)."""
         job_id, q = self.job_id or ids.mint(), self.target_queue()
-        opts = self.options(run.group)
+        opts = self.options(group)
         if self.debounce is not None:
             if mode != "now":
                 raise TypeError(f"{name} is debounced: its run-at is its debounce window, "
                                 f"so enqueue it (not enqueue_in/enqueue_at)")
             window = self.debounce
             steps: Verb[Any] = jobs.debounce.steps(
-                q, job_id, run.body, window.key, window.ms, window.max_ms,
+                q, job_id, body, window.key, window.ms, window.max_ms,
                 notify_ms=self.keep_result_ms, **opts)
         elif (self.unique is not None or self.keep_result_ms is not None
                 or self.expires is not None):
-            steps = jobs.admit.steps(q, job_id, run.body, mode=mode, value=value,
+            steps = jobs.admit.steps(q, job_id, body, mode=mode, value=value,
                                      unique=self.unique, unique_for_ms=self.unique_for_ms,
                                      notify_ms=self.keep_result_ms, **opts)
         elif mode == "now":
-            steps = jobs.enqueue.steps(q, job_id, run.body, **opts)
+            steps = jobs.enqueue.steps(q, job_id, body, **opts)
         elif mode == "in":
-            steps = jobs.enqueue_in.steps(q, job_id, run.body, value, **opts)
+            steps = jobs.enqueue_in.steps(q, job_id, body, value, **opts)
         else:
-            steps = jobs.enqueue_at.steps(q, job_id, run.body, value, **opts)
+            steps = jobs.enqueue_at.steps(q, job_id, body, value, **opts)
         return Plan((q,), steps, _owner(job_id))
 
-    def many(self, name: str, runs: Sequence[Run]) -> Plan[list[str]]:
+    def many(self, name: str, runs: Sequence[tuple[bytes, str | None]]) -> Plan[list[str]]:
         """Runs admitted now, together: one bulk call per 500 jobs per target queue, or
         one admission each when a unique or debounce key or a deadline needs it (the first
         owns the key; the bulk tail has no room for a deadline). The ids, in order."""
         if self.unique is not None or self.debounce is not None or self.expires is not None:
-            plans = [self.plan(name, "now", 0, run) for run in runs]
+            plans = [self.plan(name, "now", 0, body, group) for body, group in runs]
             return Plan(tuple(dict.fromkeys(q for p in plans for q in p.queues)),
                         _each([p.steps for p in plans]),
                         lambda got: [p.answer(g) for p, g in zip(plans, got, strict=True)])

@@ -53,7 +53,7 @@ from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
 from echomq.runtime.route import Route
 from echomq.tasks import routing
-from echomq.tasks.admission import Admission, Plan, Run, check_job_id
+from echomq.tasks.admission import Admission, Plan, check_job_id
 from echomq.tasks.arguments import Binder
 from echomq.tasks.canvas import Signature
 from echomq.tasks.defaults import TaskDefaults, check_isolation
@@ -227,14 +227,15 @@ class Task(Generic[P, R]):
 
     # -- plans: what every enqueue form hands the app ------------------------------------
 
-    def _run(self, args: Sequence[Any], kwargs: dict[str, Any], traced: bool = True) -> Run:
+    def _run(self, args: Sequence[Any], kwargs: dict[str, Any], traced: bool = True
+             ) -> tuple[bytes, str | None]:
         """A run's payload (``_sent``: traced when tracing is on) and group, both checked
         (with the arguments) before any I/O."""
         group = self.group_for(args, kwargs)  # its own errors first, naming the group
         if self.binder is not None:
             self.binder.check(args, kwargs)
         body = self._sent(*args, **kwargs) if traced else self.payload(*args, **kwargs)
-        return Run(body, group)
+        return body, group  # a bare pair: enqueue_many makes one per run
 
     def _now(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Plan[str]:
         adm = self.admission
@@ -244,23 +245,23 @@ class Task(Generic[P, R]):
             if self.binder is not None:
                 self.binder.check(args, kwargs)
             return adm.now(self._sent(*args, **kwargs))
-        return adm.plan(self.name, "now", 0, self._run(args, kwargs))
+        return adm.plan(self.name, "now", 0, *self._run(args, kwargs))
 
     def _in(self, delay: int | dt.timedelta, args: Sequence[Any], kwargs: dict[str, Any]
             ) -> Plan[str]:
         ms = guard.span("delay", to_ms(delay))
-        return self.admission.plan(self.name, "in", ms, self._run(args, kwargs))
+        return self.admission.plan(self.name, "in", ms, *self._run(args, kwargs))
 
     def _at(self, when: int | dt.datetime, args: Sequence[Any], kwargs: dict[str, Any]
             ) -> Plan[str]:
         at = to_epoch_ms(when)
-        return self.admission.plan(self.name, "at", at, self._run(args, kwargs))
+        return self.admission.plan(self.name, "at", at, *self._run(args, kwargs))
 
     def _many(self, calls: Iterable[Sequence[Any]]) -> Plan[list[str]]:
         if self.admission.job_id is not None:
             raise ValueError(f"{self.name}: options(job_id=...) names one job; "
                              "enqueue_many admits many (give each its own enqueue)")
-        runs: list[Run] = []
+        runs: list[tuple[bytes, str | None]] = []
         for i, call in enumerate(calls):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
                 raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "

@@ -203,15 +203,11 @@ def run_add(args: argparse.Namespace) -> int:
         template: bytes | str = encode(task, [word_value(a) for a in words], kwargs)
     else:
         template = args.payload
-    how: dict[str, Any] = {}
-    if args.every is not None:
-        how["every_ms"] = parse_duration(args.every)
-        if args.first_in is not None:
-            how["first_in_ms"] = parse_duration(args.first_in)
-    else:
-        how["cron"], how["tz"] = args.cron, args.tz
     try:
-        outcome = _upsert(repeat, args, template, how, parse_duration, parse_instant)
+        spec = _definition(repeat, args, template, parse_duration, parse_instant)
+        first_in = (parse_duration(args.first_in)
+                    if args.every is not None and args.first_in is not None else 0)
+        outcome = _upsert(repeat, args, spec, first_in)
     except (ValueError, TypeError) as exc:
         print(f"echomq: {exc}", file=sys.stderr)
         return 2
@@ -219,28 +215,29 @@ def run_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upsert(repeat: Any, args: argparse.Namespace, template: bytes | str,
-            how: dict[str, Any], duration: Any, instant: Any) -> Any:
-    opts: dict[str, Any] = {
-        "start_at": instant(args.start) if args.start else None,
-        "end_at": instant(args.end) if args.end else None,
-        "limit": args.limit,
-        "catchup": args.catchup,
-        "window_ms": duration(args.window) if args.window else None,
-        "cap": args.cap,
-        "overlap": args.overlap,
-        "jitter_ms": duration(args.jitter) if args.jitter else 0,
-        "exclude": tuple(args.exclude or ()),
-    }
-    # every guard runs before the connection (and the embedded server) is touched
-    repeat.definition(template, how.get("every_ms"), how.get("cron"), how.get("tz", "UTC"),
-                       opts["start_at"], opts["end_at"], opts["limit"], opts["catchup"],
-                       opts["window_ms"], opts["cap"], opts["overlap"], opts["jitter_ms"],
-                       opts["exclude"])
+def _definition(repeat: Any, args: argparse.Namespace, template: bytes | str,
+                duration: Any, instant: Any) -> Any:
+    """The ``repeat.Definition`` the flags give, every guard run before the connection (and
+    the embedded server) is touched."""
+    how: dict[str, Any] = ({"every_ms": duration(args.every)} if args.every is not None
+                           else {"cron": args.cron, "tz": args.tz})
+    return repeat.Definition.of(
+        template=template, **how,
+        start_at=instant(args.start) if args.start else None,
+        end_at=instant(args.end) if args.end else None,
+        limit=args.limit, catchup=args.catchup,
+        window_ms=duration(args.window) if args.window else None,
+        cap=args.cap, overlap=args.overlap,
+        jitter_ms=duration(args.jitter) if args.jitter else 0,
+        exclude=tuple(args.exclude or ()))
+
+
+def _upsert(repeat: Any, args: argparse.Namespace, spec: Any, first_in: int) -> Any:
     from echomq.verbs import registry
+
     conn, app = connect(args)
     try:
-        got = repeat.upsert(conn, args.queue, args.name, template=template, **how, **opts)
+        got = repeat.put(conn, args.queue, args.name, spec, first_in_ms=first_in)
         registry.note(conn, args.queue)  # once registered: a refusal writes nothing
         return got
     finally:

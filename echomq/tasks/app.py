@@ -14,9 +14,16 @@ it; every later process with the same data dir finds the running server through 
 file instead of starting another (``echomq server status|stop``). A worker runs the
 tasks: ``echomq worker myapp:app`` (``echomq.tasks.worker``).
 
-The payload is JSON (``echomq.core.payload``); ``Task`` lives in ``echomq.tasks.task``, declaring
-tasks and recurrences (``@app.task``, ``@app.every``, ``@app.cron``) in ``echomq.tasks.declare``;
-waiting for a job's end and its kept result in ``echomq.verbs.results``.
+The payload is JSON (``echomq.core.payload``); ``Task`` lives in ``echomq.tasks.task``, the
+options ``@app.task`` checks in ``echomq.tasks.defaults``, the app's tasks and recurrences in
+its ``registry`` (``echomq.tasks.declare``); waiting for a job's end and its kept result in
+``echomq.verbs.results``. ``App`` is the ``Producer`` its tasks submit their admission
+plans to (``echomq.tasks.producer``).
+
+Units: a schedule quantity (a delay, an interval, a backoff, a lease, ``expires``, a
+debounce window) is milliseconds as a bare int; a wait or a retention (``timeout``,
+``keep_result``, ``unique_for``, ``app.result(timeout=)``) is seconds as a bare number; a
+``timedelta`` is accepted for each.
 
 Clocks: ``enqueue_in`` is priced on the SERVER clock (the schedule script adds the delay to
 ``TIME``); ``enqueue_at`` takes an absolute instant from the caller (a ``datetime`` is
@@ -25,41 +32,32 @@ converted with its own zone, naive = local time).
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import datetime as dt
 import logging
 import os
-import pathlib
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from echomq.connectors import urls
-from echomq.connectors.aconnector import AsyncConnector
-from echomq.connectors.connector import Connector
 from echomq.connectors.plan import (
-    AUTO,
     MAX_PAYLOAD_BYTES,
-    check_payload_limit,
-    check_wire,
-    tls_options,
 )
 from echomq.core import guards as guard
 from echomq.core import keyspace
-from echomq.core.errors import ConfigError, NotDurable
+from echomq.core.cron import CronError
+from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.payload import decode
-from echomq.core.steps import VerbFn
-from echomq.embedded.launch import check_durability
-from echomq.runtime import tracing
+from echomq.core.times import to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
-from echomq.runtime.route import DEFAULT_LEASE_MS, Route, UnknownTask
-from echomq.tasks import canvas
-from echomq.tasks.declare import Declarations, Recurrence
+from echomq.runtime.route import Route
+from echomq.tasks import canvas, routing
+from echomq.tasks.client import Client
+from echomq.tasks.declare import Recurrence, Registry
+from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.task import Task
-from echomq.verbs import flows, registry, results, status
-from echomq.verbs.durability import Wait, confirmed
+from echomq.verbs import flows, results, status
+from echomq.verbs.durability import Wait
+from echomq.verbs.repeat import Definition
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 from echomq.verbs.status import JobInfo
@@ -69,11 +67,13 @@ __all__ = ["App"]
 log = logging.getLogger("echomq.app")
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
 
 
-class App(Declarations):
+class App(Client):
     """A registry of tasks bound to one server.
 
     ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
@@ -134,284 +134,166 @@ class App(Declarations):
         recurrence_clock: str = "host",
     ) -> None:
         keyspace.validate_queue(default_queue)
-        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
-        given = {"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
-                 "tls_verify": tls_verify}
-        #: the TLS keyword arguments every connector of this app is made with
-        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in given.items() if v is not None}
-        if url is not None:  # a bad setting is refused here, before any I/O
-            tls_options(urls.parse(url), dict(self.tls))
         if recurrence_clock not in ("host", "server"):
             raise ConfigError(f"recurrence_clock must be 'host' or 'server', "
                               f"not {recurrence_clock!r}")
+        super().__init__(
+            url, wire=wire, data_dir=data_dir, ephemeral=ephemeral, durability=durability,
+            max_payload_bytes=max_payload_bytes,
+            wait=(Wait(wait_replicas, wait_local, wait_timeout_ms)
+                  if wait_replicas or wait_local else None),
+            tls={"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
+                 "tls_verify": tls_verify})
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
         self.recurrence_clock = recurrence_clock
-        self.durability = check_durability(durability)
-        if ephemeral and durability is not None:
-            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
-        if url is not None and durability is not None:
-            raise ConfigError("durability is for the embedded server; the server at the URL "
-                              "keeps its own appendfsync setting")
-        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
-        self.wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
-                     if wait_replicas or wait_local else None)
-        self._url = url
-        #: the wire asked for (None: let the first connect pick, see ``wire``)
-        self.wire_asked = None if wire is None else check_wire(wire)
-        self._wire: int | None = self.wire_asked
-        self.wire_reason: str | None = None if wire is None else f"wire={wire} asked for"
-        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
-        self.ephemeral = ephemeral
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self.recurrences: list[Recurrence] = []
-        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
-        self.server_record: Any = None  # the data dir's record of the implicit server used
-        self._conn: Connector | None = None
-        self._stop_server: Callable[[], None] | None = None
-        self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
-        self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
-                                           asyncio.Task[AsyncConnector]]] = {}
-
-    def admit(self, conn: Any, verb: VerbFn[..., T], queue: str, *args: Any,
-              **kwargs: Any) -> Any:
-        """Run the admission ``verb`` on ``conn`` for ``queue`` under this app's ``wait``,
-        if any (the result on a sync connector, an awaitable on an async one), then register
-        ``queue`` (``registered``): a refused admission writes nothing, the registry
-        included. A ``NotDurable`` admission was applied on the primary: it registers too."""
-        if conn.is_async:
-            return self._aadmit(conn, verb, queue, *args, **kwargs)
-        try:
-            if self.wait is None:
-                got = verb(conn, queue, *args, **kwargs)
-            else:
-                got = confirmed(conn, verb.steps(queue, *args, **kwargs), self.wait)
-        except NotDurable:
-            self.registered(conn, queue)
-            raise
-        self.registered(conn, queue)
-        return got
-
-    async def _aadmit(self, conn: Any, verb: VerbFn[..., T], queue: str, *args: Any,
-                      **kwargs: Any) -> Any:
-        try:
-            if self.wait is None:
-                got = await verb(conn, queue, *args, **kwargs)
-            else:
-                got = await confirmed(conn, verb.steps(queue, *args, **kwargs), self.wait)
-        except NotDurable:
-            await self.aregistered(conn, queue)
-            raise
-        await self.aregistered(conn, queue)
-        return got
-
-    @staticmethod
-    def registered(conn: Connector, queue: str) -> None:
-        """Add ``queue`` to the queue registry once per connector (``registry.note``): what
-        an admission that succeeded does, never one that was refused."""
-        registry.note(conn, queue)
-
-    @staticmethod
-    async def aregistered(conn: AsyncConnector, queue: str) -> None:
-        """``registered``, awaited (nothing to await once ``queue`` is noted on ``conn``)."""
-        if not registry.noted(conn, queue):
-            await registry.anote(conn, queue)
-
-    # -- the server ----------------------------------------------------------------------
+        #: the app's tasks by name and its recurrences (``echomq.tasks.declare``)
+        self.registry = Registry(self, default_queue)
 
     @property
-    def url(self) -> str:
-        """The server URL, starting or finding the embedded server on first use."""
-        if self._url is None:
-            external = urls.given(os.environ.get("ECHOMQ_URL"))
-            if external and self.durability is not None:
-                log.warning("durability=%r applies to the embedded server only; the server "
-                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
-            self._url = external or self._embedded()
-        return str(self._url)
-
-    @url.setter
-    def url(self, value: str | None) -> None:
-        self._url = urls.given(value)
-        if self.wire_asked is None:  # another server: the first connect there picks again
-            self._wire = self.wire_reason = None
-
-    def _embedded(self) -> str:
-        from echomq.embedded.server import EmbeddedServer
-
-        if self.ephemeral:
-            srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
-            srv.start()
-            self._own(srv)
-            return srv.url
-        # the data dir's server, started detached if none answers: it outlives this process
-        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
-        self.server_record = found
-        return found.url
-
-    def _own(self, srv: Any) -> None:
-        self.server = srv
-
-        def stop() -> None:
-            srv.stop()
-
-        self._stop_server = stop
-        atexit.register(stop)
+    def tasks(self) -> dict[str, Task[Any, Any]]:
+        """The registered tasks by name (``registry.tasks``)."""
+        return self.registry.tasks
 
     @property
-    def wire(self) -> int:
-        """The wire this app's connectors speak: the one asked for, or (``wire=None``) the
-        one the first connect picked: 6 when every node has the EMQ module, else 4
-        (connecting now if none was made yet)."""
-        if self._wire is None:
-            self.connector()
-        assert self._wire is not None
-        return self._wire
+    def recurrences(self) -> list[Recurrence]:
+        """The declared recurrences (``registry.recurrences``)."""
+        return self.registry.recurrences
 
-    def _connect_wire(self) -> int | str:
-        """What to connect with: the wire asked for or picked before, else ``AUTO``."""
-        return self._wire if self._wire is not None else AUTO
+    # -- declaring: tasks and recurrences ------------------------------------------------
 
-    def _picked(self, conn: Connector | AsyncConnector) -> None:
-        if self._wire is None:
-            self._wire, self.wire_reason = conn.wire, conn.wire_reason
+    @overload
+    def task(self, fn: Callable[P, R], **options: Unpack[TaskOptions]) -> Task[P, R]: ...
 
-    def connector(self, queue: str | None = None) -> Connector:
-        """The app's sync connector (made on first use). A ``queue`` named is only checked:
-        the queue registry is written by an admission that succeeded (``admit``,
-        ``registered``), never before, so a refused one writes nothing."""
-        if queue is not None:
-            keyspace.validate_queue(queue)
-        if self._conn is None:
-            self._conn = Connector.connect(self.url, wire=self._connect_wire(),
-                                           max_payload_bytes=self.max_payload_bytes, **self.tls)
-            self._picked(self._conn)
-        return self._conn
+    @overload
+    def task(self, fn: None = None, **options: Unpack[TaskOptions]
+             ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
-    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
-        """The app's async connector for the running event loop (made on first use);
-        ``queue`` as in ``connector``."""
-        if queue is not None:
-            keyspace.validate_queue(queue)
-        conn = self._loop_conn()
-        if conn is None:
-            conn = (await self._aconnect(asyncio.get_running_loop()))[1]
-        return conn
+    def task(self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskOptions]
+             ) -> Any:
+        """Register a task (``@app.task`` or ``@app.task(queue=..., ...)``); its options
+        are checked here, once (``echomq.tasks.defaults.TaskDefaults``).
 
-    def aconnector_ready(self, queue: str) -> AsyncConnector | None:
-        """The running loop's connector when it is made and ``queue`` is already registered
-        through it, else ``None``: the per-call enqueue path skips a coroutine and the
-        registry's await."""
-        conn = self._loop_conn()
-        return conn if conn is not None and registry.noted(conn, queue) else None
+        ``queue`` (default: the app's ``default_queue``), ``name`` (default: the
+        function's module and qualname). ``max_attempts`` (default 25) runs before
+        dead-lettering; a failure is retried after ``retry_delay_ms`` (MILLISECONDS,
+        default 1000) or, with ``backoff``, after ``backoff.delay_ms(policy, attempts)``
+        (a list of delays is ms or ``timedelta``s, the last repeats); ``lease_ms``
+        (MILLISECONDS, default 30 s) is the lease a running job holds, checkpointed every
+        third of it.
 
-    def _loop_conn(self) -> AsyncConnector | None:
-        """The running loop's connector if it was made (an id reused by a later loop is
-        not that loop's)."""
-        loop = asyncio.get_running_loop()
-        held = self._aconns.get(id(loop))
-        return held[1] if held is not None and held[0] is loop else None
+        ``timeout`` (SECONDS as a bare number, or a ``timedelta``; default: the worker's,
+        off unless set): an async handler is cancelled at the deadline, a plain function
+        is abandoned in its thread and its slot freed; the attempt fails with a
+        ``TimeoutError`` text and retries like any failure. ``keep_result`` (SECONDS, or a
+        ``timedelta``; ``keep_result=3600`` is an hour): keep the JSON return value that
+        long (``app.job(id).result``, ``app.result(id)``); a value of 86,400,000 or more
+        warns (it reads as milliseconds meant). ``expires`` (MILLISECONDS after admission
+        or a ``timedelta``, SERVER clock; or a ``datetime``): a run not started by then
+        ends ``expired``.
 
-    async def _aconnect(self, loop: asyncio.AbstractEventLoop
-                        ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:
-        # One connect per loop however many callers ask at once: a web app's first burst
-        # of requests would otherwise open a connector each and leak all but the last.
-        making = self._aconnecting.get(id(loop))
-        if making is None or making[0] is not loop:
-            making = (loop, loop.create_task(AsyncConnector.connect(
-                self.url, wire=self._connect_wire(), max_payload_bytes=self.max_payload_bytes,
-                **self.tls)))
-            self._aconnecting[id(loop)] = making
+        ``isolation="process"`` runs a plain function in a killable child process per job
+        (``echomq.runtime.isolation``). ``partitions=8`` spreads the queue over
+        ``queue#0`` ... ``queue#7``, each its own hash tag (``echomq.core.partitions``,
+        ``Task.options``). ``group``: the lane every run joins (``echomq.verbs.groups``),
+        a name or a function of the task's arguments called at each enqueue (it may
+        return ``None`` for no group); ``task.options(group=...)`` overrides it.
+
+        Errors (``echomq.runtime.verdict``): every exception retries by default;
+        ``retry_on=(OSError, ...)`` retries only those (subclasses included) and
+        ``dont_retry_on=(ValueError, ...)`` never retries those (it wins over ``retry_on``).
+        ``check_args=False`` skips binding each enqueue's arguments to the function's
+        signature (``echomq.tasks.arguments``). ``rate="10/s"`` (``MAX/DURATION``, or
+        ``(max, per_ms)``) caps the queue's starts, applied on the server when a worker
+        starts (``jobs.declare_rate``). ``on_success``/``on_failure``/``on_retry``:
+        callbacks the worker runs after the outcome is recorded
+        (``echomq.runtime.callbacks``).
+
+        Stacked with ``@app.every``/``@app.cron`` in either order, the recurrence lives on
+        the task's queue and fires the task's name.
+        """
+        declared = TaskDefaults.of(self.default_queue, **options)
+        self.registry.check(declared)
+
+        def register(f: Callable[..., Any]) -> Task[Any, Any]:
+            return self.registry.declare(f, declared)
+
+        return register(fn) if fn is not None else register
+
+    def every(self, interval: int | dt.timedelta, *, name: str | None = None,
+              args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+              jitter_ms: int = 0, exclude: Iterable[Any] = (), overlap: str = "allow",
+              catchup: str | None = None, start_at: int | dt.datetime | None = None,
+              end_at: int | dt.datetime | None = None, limit: int | None = None,
+              ) -> Callable[[Any], Task[Any, Any]]:
+        """Run the decorated task every ``interval`` (MILLISECONDS as a bare int, or a
+        ``timedelta``; HOST clock, or the server's with ``App(recurrence_clock="server")``).
+
+        Stack it on ``@app.task`` (or on a plain function, registered with defaults). The
+        registration is upserted when a worker starts and fired by the worker's Pump.
+        ``jitter_ms`` (ms), ``exclude`` (dates and cron expressions whose slots do not
+        fire), ``overlap`` (``allow``, ``skip``, ``buffer_one``, ``buffer_all``,
+        ``cancel_other``), ``catchup``, ``start_at``, ``end_at`` and ``limit`` are
+        ``repeat.upsert``'s, checked here, once (``repeat.Definition``).
+        """
+        every_ms = guard.span("interval", to_ms(interval), minimum=1)
+        spec = Definition.of(template=b"", every_ms=every_ms, jitter_ms=jitter_ms,
+                             exclude=exclude, overlap=overlap, catchup=catchup,
+                             start_at=start_at, end_at=end_at, limit=limit)
+        return self.registry.recur(spec, name, args, kwargs)
+
+    def cron(self, expr: str, *, tz: str = "UTC", name: str | None = None,
+             args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
+             jitter_ms: int = 0, exclude: Iterable[Any] = (), overlap: str = "allow",
+             catchup: str | None = None, start_at: int | dt.datetime | None = None,
+             end_at: int | dt.datetime | None = None, limit: int | None = None,
+             ) -> Callable[[Any], Task[Any, Any]]:
+        """Run the decorated task on a cron expression in time zone ``tz`` (see
+        ``echomq.core.cron``); upserted when a worker starts, fired by its Pump. The other
+        options are ``every``'s; all are checked here, once (``repeat.Definition``)."""
+        guard.string("expr", expr)
+        guard.string("tz", tz)
+        if not expr.split():
+            raise ValueError("a cron expression must not be empty")
         try:
-            conn = await asyncio.shield(making[1])
-            self._picked(conn)
-        finally:  # done (made or failed): the next caller without a connector starts anew
-            if making[1].done() and self._aconnecting.get(id(loop)) is making:
-                del self._aconnecting[id(loop)]
-        held = self._aconns.get(id(loop))
-        if held is None or held[0] is not loop:
-            held = (loop, conn)
-            self._aconns[id(loop)] = held
-        return held
+            spec = Definition.of(template=b"", cron=expr, tz=tz, jitter_ms=jitter_ms,
+                                 exclude=exclude, overlap=overlap, catchup=catchup,
+                                 start_at=start_at, end_at=end_at, limit=limit)
+        except CronError as exc:
+            raise ValueError(f"@app.cron({expr!r}, tz={tz!r}): {exc}") from None
+        return self.registry.recur(spec, name, args, kwargs)
 
-    def close(self) -> None:
-        """Close the sync connector and stop the embedded server this app started."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        self._aconns.clear()
-        self._aconnecting.clear()
-        stop = self._stop_server
-        if stop is not None:
-            atexit.unregister(stop)
-            stop()
-            self._stop_server = None
-            self.server = None
-
-    async def aclose(self) -> None:
-        """Close this event loop's async connector (``close`` closes the rest)."""
-        held = self._aconns.pop(id(asyncio.get_running_loop()), None)
-        if held is not None:
-            await held[1].close()
-
-    def __enter__(self) -> App:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def partitions_of(self, queue: str) -> int:
+        """How many partitions ``queue`` has in this app (a task's on it, else 1)."""
+        return self.registry.partitions_of(queue)
 
     # -- what workers need ---------------------------------------------------------------
 
     def queues(self) -> list[str]:
-        """Every queue a task of this app lives on (declaration order; a partitioned
-        queue as its partitions, ``mail#0`` ...)."""
-        return list(dict.fromkeys(q for t in self.tasks.values() for q in t.queues))
+        """Every queue a task of this app lives on (``registry.queues``)."""
+        return self.registry.queues()
 
     def expand(self, queues: Iterable[str]) -> list[str]:
-        """Queue names with each partitioned queue of this app (``mail``) replaced by its
-        partitions (``mail#0`` ...); other names as given."""
-        split = {t.queue: t.queues for t in self.tasks.values()}
-        return list(dict.fromkeys(p for q in queues for p in split.get(q, [q])))
+        """``queues`` with each partitioned queue replaced by its partitions
+        (``registry.expand``)."""
+        return self.registry.expand(queues)
 
     def served(self, queues: Iterable[str]) -> dict[str, list[str]]:
-        """What a worker serving ``queues`` consumes: each name (a partitioned queue of this
-        app by its logical name, ``mail``) with the queues it stands for (``mail#0`` ...;
-        any other name stands for itself), in order, each queue once."""
-        split = {t.queue: t.queues for t in self.tasks.values()}
-        out: dict[str, list[str]] = {}
-        seen: set[str] = set()
-        for q in queues:
-            parts = [p for p in split.get(q, [q]) if p not in seen]
-            if parts:
-                out.setdefault(q, []).extend(parts)
-                seen.update(parts)
-        return out
+        """What a worker serving ``queues`` consumes (``registry.served``)."""
+        return self.registry.served(queues)
 
     def lease_for(self, queue: str) -> int:
-        """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
-        task is reaped on time if its worker dies before the first checkpoint."""
-        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
-        return min(leases) if leases else DEFAULT_LEASE_MS
+        """The claim lease for ``queue`` (``registry.lease_for``)."""
+        return self.registry.lease_for(queue)
 
     def router(self, queue: str) -> Callable[[Job], Route]:
-        """The consumer router for ``queue``: payload → task → ``Route``."""
-
-        def route(job: Job) -> Route:
-            name, args, kwargs = decode(job.payload)
-            task = self.tasks.get(name)
-            if task is None:
-                known = ", ".join(sorted(self.tasks)) or "none"
-                raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
-                                        f"that name (its tasks: {known})")
-            # a flow node keeps its result for its parent; a fed parent gets its children's
-            run = task.route(args, kwargs, tracing.carrier_of(job.payload))
-            return canvas.adapt(run, job.payload, task, args, kwargs)
-
-        return route
+        """The consumer router for ``queue``: payload -> task -> ``Route``
+        (``echomq.tasks.routing``)."""
+        return routing.router(self.registry.tasks)
 
     # -- flows ---------------------------------------------------------------------------
 
@@ -432,15 +314,7 @@ class App(Declarations):
 
     def enqueue(self, task: str, *args: Any, **kwargs: Any) -> str:
         """Queue the registered task named ``task`` now; the job id."""
-        return self._named(task).enqueue(*args, **kwargs)
-
-    def _named(self, task: str) -> Task[Any, Any]:
-        try:
-            return self.tasks[task]
-        except KeyError:
-            raise LookupError(
-                f"no task named {task!r}; known: {', '.join(sorted(self.tasks)) or 'none'}"
-            ) from None
+        return self.registry.named(task).enqueue(*args, **kwargs)
 
     def _lookup(self, queue: str | None) -> list[str]:
         return [keyspace.validate_queue(queue)] if queue else (

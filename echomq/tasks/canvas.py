@@ -28,11 +28,10 @@ ms}`` asks the worker to keep the node's return value (so its end carries it to 
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from echomq.connectors.plan import check_size
 from echomq.core import backoff as backoff_mod
@@ -40,11 +39,10 @@ from echomq.core import guards as guard
 from echomq.core import ids, keyspace
 from echomq.core.options import check_unique
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
+from echomq.tasks.admission import Plan
+from echomq.tasks.producer import Producer
 from echomq.verbs import flows
 from echomq.verbs.flows import Node
-
-if TYPE_CHECKING:
-    from echomq.runtime.route import Route
 
 #: how long a flow child's return value is kept on its own queue (it is carried to the
 #: parent when the child ends; this only bounds the copy app.result reads)
@@ -215,29 +213,26 @@ class Flow:
 
     set = options
 
+    def plan(self) -> Plan[str]:
+        """The tree's admission (one round trip per level), every node checked here,
+        before any I/O: its plan, answering the root job's id."""
+        root = self.node()
+        steps = flows.admit.steps(root)
+        _sized(root, self._producer().max_payload_bytes)
+        queues = tuple(dict.fromkeys(n.queue for n in root.walk()))
+        return Plan(queues, steps, lambda _: root.id, durable=False)
+
+    def _producer(self) -> Producer:
+        producer: Producer = self.parent.task.app
+        return producer
+
     def enqueue(self) -> str:
         """Admit the tree (one round trip per level); the root job's id."""
-        root = self.node()
-        admission = flows.admit.steps(root)  # every node checked here, before any I/O
-        app = self.parent.task.app
-        _sized(root, app.max_payload_bytes)
-        conn = app.connector()  # (which may start the server)
-        flows.admit.run(conn, admission)
-        for q in dict.fromkeys(n.queue for n in root.walk()):  # once admitted, never before
-            app.registered(conn, q)
-        return root.id
+        return self._producer().submit(self.plan())
 
     async def aenqueue(self) -> str:
         """``enqueue``, awaited."""
-        root = self.node()
-        admission = flows.admit.steps(root)  # checked before any I/O, as enqueue
-        app = self.parent.task.app
-        _sized(root, app.max_payload_bytes)
-        conn = await app.aconnector()
-        await flows.admit.run(conn, admission)
-        for q in dict.fromkeys(n.queue for n in root.walk()):
-            await app.aregistered(conn, q)
-        return root.id
+        return await self._producer().asubmit(self.plan())
 
 
 def _sized(root: Node, limit: int) -> None:
@@ -300,80 +295,3 @@ def _sig(value: Any) -> Signature:
 
 def _member(value: Any) -> Signature | Flow:
     return value if isinstance(value, Flow) else _sig(value)
-
-
-def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
-    """The arguments a fed parent gets before its own: for ``"one"`` its child's result,
-    for ``"all"`` the list of its children's results (``None`` where none was kept)."""
-    values = [json.loads(c.result) if c.result is not None else None for c in children]
-    if feed == "one":
-        return [values[0] if values else None]
-    if feed == "all":
-        return [values]
-    return []
-
-
-def marks(payload: bytes | str) -> dict[str, Any]:
-    """The ``flow`` marks of a node's payload (``{}`` for a plain job's)."""
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        return {}
-    got = body.get("flow") if isinstance(body, dict) else None
-    return got if isinstance(got, dict) else {}
-
-
-def adapt(route: Route, payload: bytes, task: Any, args: list[Any], kwargs: dict[str, Any]
-          ) -> Route:
-    """The consumer ``Route`` for a flow node's payload (``route`` itself for a plain job):
-    a node keeps its return value (``keep`` mark: its end then carries it to its parent)
-    and a fed parent gets its children's results before its own arguments (``feed``)."""
-    if b'"flow":' not in payload:  # a plain job: no second JSON parse on the hot path
-        return route
-    got = marks(payload)
-    keep = got.get("keep")
-    if isinstance(keep, int) and keep > 0:
-        route = replace(route, keep_result_ms=max(route.keep_result_ms or 0, keep))
-    retry = got.get("retry")
-    if isinstance(retry, dict):
-        route = _retried(route, retry)
-    feed = got.get("feed")
-    if feed in ("one", "all"):
-        fed = _fed(task, args, kwargs, str(feed))
-        if route.after is not None:  # on_success gets the fed parent's return value too
-            from echomq.tasks.task import _boxed
-            fed = _boxed(fed, route.after.box)
-        route = replace(route, handler=fed)
-    return route
-
-
-def _retried(route: Route, retry: dict[str, Any]) -> Route:
-    """``route`` with a node's own retry policy (its ``retry`` mark)."""
-    def tupled(v: Any) -> Any:
-        return tuple(tupled(i) for i in v) if isinstance(v, list) else v
-
-    if isinstance(retry.get("max_attempts"), int):
-        route = replace(route, max_attempts=retry["max_attempts"])
-    if isinstance(retry.get("backoff"), list):
-        route = replace(route, backoff=tupled(retry["backoff"]))
-    if isinstance(retry.get("retry_delay_ms"), int):
-        route = replace(route, retry_delay_ms=retry["retry_delay_ms"])
-    return route
-
-
-def _fed(task: Any, args: list[Any], kwargs: dict[str, Any], feed: str) -> Any:
-    """A handler that reads the job's children, then runs ``task`` with their results
-    first (async for an async task, a plain function, run in a worker thread, otherwise)."""
-    if inspect.iscoroutinefunction(task.fn):
-        async def fed_async(job: Any) -> Any:
-            kids = await job.achildren()
-            out = task.route([*feed_args(feed, kids), *args], kwargs).handler(job)
-            return await out if inspect.isawaitable(out) else out
-
-        return fed_async
-
-    def fed(job: Any) -> Any:
-        kids = job.children()
-        return task.route([*feed_args(feed, kids), *args], kwargs).handler(job)
-
-    return fed

@@ -53,6 +53,8 @@ from echomq.runtime.metronome import Metronome
 from echomq.runtime.presence import Presence
 from echomq.runtime.weather import Weather
 from echomq.tasks import catalog, ratecaps
+from echomq.tasks.joblog import JobLog
+from echomq.tasks.recurring import start_pump
 from echomq.verbs import backlog, declarations, groups, registry, workers
 
 if TYPE_CHECKING:
@@ -214,7 +216,7 @@ class Worker:
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
-                pump = await _start_pump(conn, recurrences, background, self.beat_ms,
+                pump = await start_pump(conn, recurrences, background, self.beat_ms,
                                          self.weather,
                                          getattr(self.app, "recurrence_clock", "host"))
                 if pump is not None:
@@ -396,30 +398,6 @@ async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
                      sum(1 for s in stats.values() if s.paused))
 
 
-async def _start_pump(conn: AsyncConnector, recurrences: Sequence[Any], stop: asyncio.Event,
-                      beat_ms: int, weather: Weather | None = None, clock: str = "host",
-                      ) -> tuple[Any, asyncio.Task[Any]] | None:
-    """Upsert the app's registrations (``repeat.upsert``: same definition = no write) and
-    start a Pump for their queues, ticking on its own (HOST monotonic) cadence; the
-    registry's clock is the HOST's, or the server's with ``clock="server"`` (the upserts
-    are then priced on it too)."""
-    from echomq.runtime.pump import Pump
-    from echomq.verbs import jobs, repeat
-
-    for r in recurrences:
-        now = await jobs.server_now_ms(conn) if clock == "server" else None
-        result = await repeat.upsert(conn, r.queue, r.name, template=r.template, now=now,
-                                     **r.upsert_kwargs())
-        log.info("recurrence %s on %s: %s", r.name, r.queue, result)
-    # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
-    # beat and one second (cron's resolution is a minute)
-    periods = [r.every_ms for r in recurrences if r.every_ms is not None]
-    tick_ms = max(beat_ms, min([1000, *(p // 2 for p in periods)]))
-    pump = Pump(conn, sorted({r.queue for r in recurrences}), tick_ms=tick_ms,
-                legs=("promote", "repeats"), weather=weather, clock=clock)
-    return pump, asyncio.ensure_future(pump.run(stop))
-
-
 def _first(records: list[workers.WorkerRecord]) -> workers.WorkerRecord | None:
     return records[0] if records else None
 
@@ -429,38 +407,6 @@ def _version() -> str:
         return metadata.version("echomq")
     except metadata.PackageNotFoundError:  # a source tree, not installed
         return "unknown"
-
-
-class JobLog:
-    """An ``on_event`` observer that logs one INFO line per finished job: its id, task,
-    outcome and run time (HOST monotonic clock, from its start to its outcome), then hands
-    the event to ``forward``. A failure is logged once, by the settlement that records it
-    (a WARNING for a retry, an ERROR for a death, naming the task and the run time), so
-    this logs nothing for those kinds: one failure is one line."""
-
-    QUIET = frozenset({"started", "degraded", "recovered"})
-    #: kinds the settlement logs itself (a timeout's retry or death follows its timed_out)
-    SETTLED_LOGS = frozenset({"retrying", "dead", "lost", "settled", "timed_out",
-                              "handed_back"})
-
-    def __init__(self, forward: Callable[[Event], None] | None = None) -> None:
-        self.forward = forward
-        self.running: dict[str, tuple[str, float]] = {}
-
-    def __call__(self, ev: Event) -> None:
-        if ev.job_id is not None:
-            if ev.kind == "started":
-                self.running[ev.job_id] = (ev.info.get("task") or "?", time.monotonic())
-            elif ev.kind == "timed_out":
-                pass  # its retry or death ends the attempt, and logs it
-            elif ev.kind in self.SETTLED_LOGS:
-                self.running.pop(ev.job_id, None)
-            elif ev.kind not in self.QUIET:
-                task, t0 = self.running.pop(ev.job_id, ("?", time.monotonic()))
-                log.info("job %s %s: %s (%.1f ms)", ev.job_id, task, ev.kind,
-                         (time.monotonic() - t0) * 1000)
-        if self.forward is not None:
-            self.forward(ev)
 
 
 def run_worker(app: App, queues: Sequence[str] | None = None, **options: Any) -> int:

@@ -18,6 +18,7 @@ from echomq.tasks.app import App
 from echomq.tasks.declare import Recurrence
 from echomq.tasks.worker import Worker
 from echomq.verbs import jobs, repeat
+from echomq.verbs.repeat import Definition
 from tests.support.clients import server_ms
 from tests.support.workers import run_until
 
@@ -207,9 +208,11 @@ def test_every_and_cron_store_registration_specs(app, queue):
         return n
 
     assert app.recurrences == [
-        Recurrence("tick", queue, "tick", encode("tick"), every_ms=300_000),
-        Recurrence(nightly.name, "default", "nightly", encode(nightly.name, [1]),
-                   cron="0 3 * * *", tz="Europe/Paris"),
+        Recurrence("tick", queue, "tick",
+                   Definition.of(template=encode("tick"), every_ms=300_000)),
+        Recurrence(nightly.name, "default", "nightly",
+                   Definition.of(template=encode(nightly.name, [1]), cron="0 3 * * *",
+                                 tz="Europe/Paris")),
     ]
     with pytest.raises(ValueError, match="already registered"):
         app.every(1000)(tick)

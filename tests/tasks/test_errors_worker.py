@@ -352,6 +352,9 @@ def test_the_counts_agree_everywhere(served):
     assert (row["attempts"], row["failures"], row["delays"]) == ("4", "2", "2")
     wait_for(lambda: served.log(jid), 5, "the log line")
     assert "dead after 4 runs (2 failures, 2 delays): RuntimeError: boom" in served.log(jid)[-1]
+    # the observer gets the event after the settlement logged it: wait for the event itself
+    wait_for(lambda: [e[0] for e in served.list_of("events", jid)][-1:] == ["dead"], 5,
+             "the dead event")
     kind, attempts, info = served.list_of("events", jid)[-1]
     assert (kind, attempts) == ("dead", 4)
     assert (info["runs"], info["failures"], info["delays"]) == (4, 2, 2)

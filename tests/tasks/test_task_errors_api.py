@@ -15,6 +15,7 @@ from echomq.core import keyspace
 from echomq.core.payload import encode
 from echomq.tasks.declare import Recurrence
 from echomq.verbs import jobs
+from echomq.verbs.repeat import Definition
 
 
 def test_a_bad_argument_count_writes_nothing(app, queue, raw, snap):
@@ -155,11 +156,12 @@ def test_task_above_or_below_a_recurrence_registers_it_on_the_task_queue(app, qu
     def ticking() -> None: ...
 
     assert app.recurrences == [
-        Recurrence("late", queue, "nightly", encode("late", [1]), cron="0 3 * * *", tz="UTC"),
-        Recurrence("late2", queue, "nightly2", encode("late2", [1]), cron="0 3 * * *",
-                   tz="UTC"),
-        Recurrence(ticking.name, queue, ticking.name, encode(ticking.name),
-                   every_ms=300_000),
+        Recurrence("late", queue, "nightly",
+                   Definition.of(template=encode("late", [1]), cron="0 3 * * *")),
+        Recurrence("late2", queue, "nightly2",
+                   Definition.of(template=encode("late2", [1]), cron="0 3 * * *")),
+        Recurrence(ticking.name, queue, ticking.name,
+                   Definition.of(template=encode(ticking.name), every_ms=300_000)),
     ]
     # the defaults-registered function left no task behind on queue default
     assert sorted(app.tasks) == sorted(["late", "late2", ticking.name])

@@ -29,8 +29,8 @@ holds ``jitter_ms`` and ``exclude``; ``overlap`` is one of Temporal's policies (
 By idea (``repeat.upsert`` etc. stay the way to call them): ``seed`` (the base verbs:
 register, cancel, due, advance, count, pause/resume, head), ``entries`` (the entry a read
 returns, ``records``, ``get``, ``next_runs``, ``preview``), ``definitions``
-(``register_cron``, ``upsert``, ``definition``), ``firing`` (``fire``, ``sweep``) and
-``steering`` (``trigger``, ``backfill``); the pure slot planner is
+(``Definition``, ``put``, ``register_cron``, ``upsert``, ``definition``), ``firing``
+(``fire``, ``sweep``) and ``steering`` (``trigger``, ``backfill``); the pure slot planner is
 ``echomq.core.recurrence``.
 """
 
@@ -50,7 +50,9 @@ from echomq.verbs.repeat.definitions import (
     MAX_CAP,
     MAX_WINDOW_MS,
     OVERLAP,
+    Definition,
     definition,
+    put,
     register_cron,
     upsert,
 )
@@ -81,9 +83,10 @@ from echomq.verbs.repeat.steering import MAX_BACKFILL, backfill, trigger
 
 __all__ = [
     "CATCHUP", "CLOCKS", "DEFAULT_ALL_WINDOW_MS", "DEFAULT_CAP", "DEFAULT_SKIP_WINDOW_MS",
-    "DEFINITION", "MAX_BACKFILL", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Fired", "Plan",
+    "DEFINITION", "MAX_BACKFILL", "MAX_CAP", "MAX_WINDOW_MS", "OVERLAP", "Definition", "Fired",
+    "Plan",
     "Registration", "Slot", "advance", "backfill", "cancel", "count", "definition", "due",
     "due_verb", "fire", "fire_step", "get", "head", "next_runs", "next_slot", "now_ms",
-    "occurrences", "pause", "plan", "preview", "rearm", "records", "register",
+    "occurrences", "pause", "plan", "preview", "put", "rearm", "records", "register",
     "register_cron", "resume", "sweep", "trigger", "upsert",
 ]

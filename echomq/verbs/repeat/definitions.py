@@ -1,10 +1,12 @@
-"""Definitions: ``register_cron`` and ``upsert`` and the guards every definition passes
-before any I/O (``definition``, public for the CLI)."""
+"""Definitions: the ``Definition`` value (every guard a definition passes, run once, before
+any I/O), ``put`` (upsert one as it is), ``register_cron`` and ``upsert`` (make one from
+keywords, then write it), and ``definition`` (its stored fields, keyword-only)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,100 +34,140 @@ DEFINITION = (
 )  # fmt: skip
 
 
-def definition(
-    template: bytes | str,
-    every_ms: int | None,
-    cron: str | None,
-    tz: str,
-    start_at: int | datetime | None,
-    end_at: int | datetime | None,
-    limit: int | None,
-    catchup: str | None,
-    window_ms: int | None,
-    cap: int | None,
-    overlap: str,
-    jitter_ms: int = 0,
-    exclude: Iterable[Any] = (),
-) -> dict[str, bytes | str]:
-    """The canonical definition (``""`` = absent) as the upsert script stores it.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Definition:
+    """A recurrence definition, checked once (``Definition.of``) and upserted as it is
+    (``put``; ``@app.every``/``@app.cron`` and ``echomq repeat add`` make one).
 
-    Every guard of ``register_cron``/``upsert`` runs here, before any I/O, so a caller (the
-    CLI) can refuse a bad definition before it connects. Reads no clock.
+    Fields are in their canonical form: ``start_at``/``end_at`` epoch ms (a naive datetime
+    was read in ``tz``), ``cron`` with its whitespace collapsed, ``exclude`` the normalized
+    dates and expressions. Units: ``every_ms``, ``window_ms`` and ``jitter_ms`` are ms.
+    Pure: no I/O, no clock.
     """
-    guard.payload(template, "template")
-    if (every_ms is None) == (cron is None):
-        raise ValueError("give exactly one cadence: every_ms or cron")
-    guard.string("tz", tz)
-    cronlib.zone(tz)
-    d: dict[str, bytes | str] = dict.fromkeys(DEFINITION, "")
-    d["template"] = template
-    if every_ms is not None:
-        d["every_ms"] = str(guard.span("every_ms", every_ms, minimum=1))
-    else:
-        guard.string("cron", cron)
-        assert cron is not None
-        cronlib.parse(cron)
-        d["cron"] = " ".join(cron.split())
-        d["tz"] = tz
-    start = None if start_at is None else instant_in_zone_ms("start_at", start_at, cronlib.zone(tz))
-    end = None if end_at is None else instant_in_zone_ms("end_at", end_at, cronlib.zone(tz))
-    if start is not None and end is not None and end < start:
-        raise ValueError("end_at must not be before start_at")
-    d["start_at"] = "" if start is None else str(start)
-    d["end_at"] = "" if end is None else str(end)
-    if limit is not None:
-        d["limit"] = str(guard.positive("limit", limit))
-    if catchup not in (None, "", *CATCHUP):
-        raise ValueError(f"catchup must be one of {', '.join(CATCHUP)} (or None), not {catchup!r}")
-    d["catchup"] = catchup or ""
-    if window_ms is not None:
-        if catchup not in ("skip", "all"):
-            raise ValueError("window_ms applies to catchup='skip' or catchup='all' only")
-        if guard.positive("window_ms", window_ms) > MAX_WINDOW_MS:
-            raise ValueError(f"window_ms must be at most {MAX_WINDOW_MS} (31 days)")
-        d["window_ms"] = str(window_ms)
-    if cap is not None:
-        if catchup != "all":
-            raise ValueError("cap applies to catchup='all' only")
-        if guard.positive("cap", cap) > MAX_CAP:
-            raise ValueError(f"cap must be at most {MAX_CAP}")
-        d["cap"] = str(cap)
-    if overlap not in OVERLAP:
-        raise ValueError(f"overlap must be one of {', '.join(OVERLAP)}, not {overlap!r}")
-    d["overlap"] = "" if overlap == "allow" else overlap
-    if guard.span("jitter_ms", jitter_ms):
-        if every_ms is not None and jitter_ms > every_ms:
+
+    template: bytes | str
+    every_ms: int | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    start_at: int | None = None
+    end_at: int | None = None
+    limit: int | None = None
+    catchup: str | None = None
+    window_ms: int | None = None
+    cap: int | None = None
+    overlap: str = "allow"
+    jitter_ms: int = 0
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, **given: Any) -> Definition:
+        """The definition from ``upsert``'s keywords (``template=``, ``every_ms=`` or
+        ``cron=``, ``tz=``, ``start_at=``/``end_at=`` as epoch ms or datetimes, ...), every
+        guard of ``register_cron``/``upsert`` run here, before any I/O
+        (``ValueError``/``TypeError``; an unknown keyword is a ``TypeError``). Reads no
+        clock."""
+        raw = cls(**given)
+        template, every_ms, cron, tz = raw.template, raw.every_ms, raw.cron, raw.tz
+        start_at, end_at, limit, catchup = raw.start_at, raw.end_at, raw.limit, raw.catchup
+        window_ms, cap, overlap, jitter_ms = raw.window_ms, raw.cap, raw.overlap, raw.jitter_ms
+        guard.payload(template, "template")
+        if (every_ms is None) == (cron is None):
+            raise ValueError("give exactly one cadence: every_ms or cron")
+        guard.string("tz", tz)
+        zone = cronlib.zone(tz)
+        if every_ms is not None:
+            guard.span("every_ms", every_ms, minimum=1)
+        else:
+            guard.string("cron", cron)
+            assert cron is not None
+            cronlib.parse(cron)
+            cron = " ".join(cron.split())
+        start = None if start_at is None else instant_in_zone_ms("start_at", start_at, zone)
+        end = None if end_at is None else instant_in_zone_ms("end_at", end_at, zone)
+        if start is not None and end is not None and end < start:
+            raise ValueError("end_at must not be before start_at")
+        if limit is not None:
+            guard.positive("limit", limit)
+        if catchup not in (None, "", *CATCHUP):
+            raise ValueError(f"catchup must be one of {', '.join(CATCHUP)} (or None), "
+                             f"not {catchup!r}")
+        if window_ms is not None:
+            if catchup not in ("skip", "all"):
+                raise ValueError("window_ms applies to catchup='skip' or catchup='all' only")
+            if guard.positive("window_ms", window_ms) > MAX_WINDOW_MS:
+                raise ValueError(f"window_ms must be at most {MAX_WINDOW_MS} (31 days)")
+        if cap is not None:
+            if catchup != "all":
+                raise ValueError("cap applies to catchup='all' only")
+            if guard.positive("cap", cap) > MAX_CAP:
+                raise ValueError(f"cap must be at most {MAX_CAP}")
+        if overlap not in OVERLAP:
+            raise ValueError(f"overlap must be one of {', '.join(OVERLAP)}, not {overlap!r}")
+        if guard.span("jitter_ms", jitter_ms) and every_ms is not None and jitter_ms > every_ms:
             raise ValueError(f"jitter_ms ({jitter_ms}) must not exceed the interval "
                              f"({every_ms} ms): occurrences would overtake each other")
-        d["jitter_ms"] = str(jitter_ms)
-    rules = check_exclude(exclude)
-    d["exclude"] = json.dumps(rules, separators=(",", ":")) if rules else ""
-    return d
+        return replace(raw, cron=cron, tz=tz if cron is not None else "UTC", start_at=start,
+                       end_at=end, catchup=catchup or None,
+                       exclude=tuple(check_exclude(raw.exclude)))
+
+    def with_template(self, template: bytes | str) -> Definition:
+        """This definition firing ``template`` instead (checked)."""
+        guard.payload(template, "template")
+        return replace(self, template=template)
+
+    def fields(self) -> dict[str, bytes | str]:
+        """The definition as the upsert script stores it (``""`` = absent), in
+        ``DEFINITION`` order."""
+        def opt(value: int | str | None) -> str:
+            return "" if value is None else str(value)
+
+        return {
+            "every_ms": opt(self.every_ms), "cron": opt(self.cron),
+            "tz": self.tz if self.cron is not None else "",
+            "template": self.template, "start_at": opt(self.start_at),
+            "end_at": opt(self.end_at), "limit": opt(self.limit),
+            "catchup": self.catchup or "", "window_ms": opt(self.window_ms),
+            "cap": opt(self.cap), "overlap": "" if self.overlap == "allow" else self.overlap,
+            "jitter_ms": str(self.jitter_ms) if self.jitter_ms else "",
+            "exclude": json.dumps(list(self.exclude), separators=(",", ":"))
+            if self.exclude else "",
+        }
 
 
-def first_run_at(d: dict[str, bytes | str], now: int, first_in_ms: int) -> int | None:
+def definition(**given: Any) -> dict[str, bytes | str]:
+    """The canonical definition (``""`` = absent) as the upsert script stores it:
+    ``Definition.of(**given).fields()``, keywords only (``template=``, ``every_ms=`` or
+    ``cron=``, ...); every guard runs before any I/O."""
+    return Definition.of(**given).fields()
+
+
+def first_run_at(d: Definition, now: int, first_in_ms: int) -> int | None:
     """The first run of a definition registered at HOST ``now``; ``None`` if it has none."""
-    start = int(d["start_at"]) if d["start_at"] else None
-    if d["cron"]:
-        after = now if start is None else max(now, start - 1)
-        first = cronlib.next_ms(str(d["cron"]), after, str(d["tz"]))
+    return first_run(d.cron, d.tz, d.start_at, d.end_at, now, first_in_ms)
+
+
+def first_run(cron: str | None, tz: str, start: int | None, end: int | None, now: int,
+              first_in_ms: int = 0) -> int | None:
+    """The first run (HOST ms) of a cadence armed at ``now``: a ``cron``'s next slot in
+    ``tz``, else an interval's ``now + first_in_ms``; never before ``start``; ``None``
+    after ``end``. Pure."""
+    if cron:
+        first = cronlib.next_ms(cron, now if start is None else max(now, start - 1), tz)
     else:
         first = now + first_in_ms
         if start is not None:
             first = max(first, start)
-    if d["end_at"] and first > int(d["end_at"]):
+    if end is not None and first > end:
         return None
     return first
 
 
-def _write(
-    queue: str, name: str, mode: str, d: dict[str, bytes | str], first_in_ms: int,
-    now: int | None = None,
-) -> Eval:
+def _write(queue: str, name: str, mode: str, d: Definition, first_in_ms: int,
+           now: int | None = None) -> Eval:
     first = first_run_at(d, now_ms() if now is None else now, first_in_ms)
     args: list[bytes | str] = [name, mode, "" if first is None else str(first)]
-    for field in DEFINITION:
-        args += [field, d[field]]
+    for field, value in d.fields().items():
+        args += [field, value]
     return Eval("upsert", entry_keys(queue, name), tuple(args))
 
 
@@ -159,10 +201,10 @@ def register_cron(
     name (nothing written: changing a definition is ``upsert``'s job).
     """
     entry_keys(queue, name)
-    d = definition(
-        template, None, expression, tz, start_at, end_at, limit, catchup, window_ms, cap,
-        overlap, jitter_ms, exclude,
-    )
+    d = Definition.of(
+        template=template, cron=expression, tz=tz, start_at=start_at, end_at=end_at,
+        limit=limit, catchup=catchup, window_ms=window_ms, cap=cap, overlap=overlap,
+        jitter_ms=jitter_ms, exclude=exclude)
     return single(_write(queue, name, "register", d, 0), lambda r: _WRITTEN[int(r)])
 
 
@@ -217,13 +259,25 @@ def upsert(
     from (an app on the server's clock passes the server's).
     """
     entry_keys(queue, name)
+    d = Definition.of(
+        template=template, every_ms=every_ms, cron=cron, tz=tz, start_at=start_at,
+        end_at=end_at, limit=limit, catchup=catchup, window_ms=window_ms, cap=cap,
+        overlap=overlap, jitter_ms=jitter_ms, exclude=exclude)
+    return put.steps(queue, name, d, first_in_ms=first_in_ms, now=now)
+
+
+@verb
+def put(queue: str, name: str, spec: Definition, *, first_in_ms: int = 0,
+        now: int | None = None) -> Verb[Outcome]:
+    """``upsert`` of a definition made (and checked) before: ``"registered"`` |
+    ``"exists"`` | ``"updated"``, as ``upsert``. ``first_in_ms``: an interval's first run
+    is HOST now (or ``now``) + it."""
+    entry_keys(queue, name)
+    if not isinstance(spec, Definition):
+        raise TypeError(f"spec must be a repeat.Definition, not {type(spec).__name__}")
     guard.span("first_in_ms", first_in_ms)
-    if cron is not None and first_in_ms:
+    if spec.cron is not None and first_in_ms:
         raise ValueError("first_in_ms applies to every_ms registrations; cron runs on its slots")
-    d = definition(
-        template, every_ms, cron, tz, start_at, end_at, limit, catchup, window_ms, cap,
-        overlap, jitter_ms, exclude,
-    )
-    step = _write(queue, name, "upsert", d, first_in_ms,
+    step = _write(queue, name, "upsert", spec, first_in_ms,
                   None if now is None else guard.instant("now", now))
     return single(step, lambda r: _WRITTEN[int(r)])

@@ -12,7 +12,7 @@ from echomq.core import keyspace
 from echomq.core.outcomes import Outcome
 from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, verb
 from echomq.core.times import to_epoch_ms
-from echomq.verbs.repeat.definitions import first_run_at
+from echomq.verbs.repeat.definitions import first_run
 from echomq.verbs.repeat.entries import (
     Registration,
     entries_of,
@@ -80,14 +80,10 @@ def rearm(entry: Mapping[str, Any], now: int, since: int | None = None) -> int |
     slot is taken instead (a slot at or after the end still fires). Pure."""
     if not (entry.get("cron") or entry.get("every_ms")):
         return None
-    d: dict[str, bytes | str] = {
-        "cron": entry.get("cron") or "",
-        "tz": entry.get("tz") or "UTC",
-        "start_at": str(entry.get("start_at") or ""),
-        "end_at": str(entry.get("end_at") or ""),
-    }
     after = min(now, since - 1) if since is not None and entry.get("cron") else now
-    return first_run_at(d, after, 0)
+    start, end = entry.get("start_at"), entry.get("end_at")
+    return first_run(entry.get("cron") or None, entry.get("tz") or "UTC",
+                     int(start) if start else None, int(end) if end else None, after)
 
 
 @verb

@@ -1,0 +1,274 @@
+"""``Client``: an app's side of the server: where it is, its connectors, and admission.
+
+``App`` is a ``Client`` with a task registry. The client finds or starts the server
+(``url``), makes one sync ``Connector`` and one ``AsyncConnector`` per event loop, picks
+the wire at the first connect, and is the ``Producer`` a task submits its admission plans
+to (``submit``/``asubmit``, ``echomq.tasks.producer``): the same steps driven on either
+connector, under the durability wait, the queues registered once admitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import pathlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
+
+from echomq.connectors import urls
+from echomq.connectors.aconnector import AsyncConnector
+from echomq.connectors.connector import Connector
+from echomq.connectors.plan import (
+    AUTO,
+    check_payload_limit,
+    check_wire,
+    tls_options,
+)
+from echomq.core import keyspace
+from echomq.core.errors import ConfigError, NotDurable
+from echomq.core.steps import drive
+from echomq.embedded.launch import check_durability
+from echomq.tasks.admission import Plan
+from echomq.verbs import registry as queue_registry
+from echomq.verbs.durability import Wait, confirmed
+
+log = logging.getLogger("echomq.app")
+
+T = TypeVar("T")
+
+
+class Client:
+    """The server side of an ``App`` (its parameters of the same names, see ``App``)."""
+
+    def __init__(self, url: str | None, *, wire: int | None,
+                 data_dir: str | os.PathLike[str] | None, ephemeral: bool,
+                 durability: str | None, max_payload_bytes: int, wait: Wait | None,
+                 tls: Mapping[str, str | os.PathLike[str] | None]) -> None:
+        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
+        #: the TLS keyword arguments every connector of this app is made with
+        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in tls.items() if v is not None}
+        if url is not None:  # a bad setting is refused here, before any I/O
+            tls_options(urls.parse(url), dict(self.tls))
+        self.durability = check_durability(durability)
+        if ephemeral and durability is not None:
+            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
+        if url is not None and durability is not None:
+            raise ConfigError("durability is for the embedded server; the server at the URL "
+                              "keeps its own appendfsync setting")
+        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        #: what every admission waits for (``WAIT``/``WAITAOF``), if anything
+        self.wait = wait
+        self._url = url
+        #: the wire asked for (None: let the first connect pick, see ``wire``)
+        self.wire_asked = None if wire is None else check_wire(wire)
+        self._wire: int | None = self.wire_asked
+        self.wire_reason: str | None = None if wire is None else f"wire={wire} asked for"
+        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
+        self.ephemeral = ephemeral
+        self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
+        self.server_record: Any = None  # the data dir's record of the implicit server used
+        self._conn: Connector | None = None
+        self._stop_server: Callable[[], None] | None = None
+        self._aconns: dict[int, tuple[asyncio.AbstractEventLoop, AsyncConnector]] = {}
+        self._aconnecting: dict[int, tuple[asyncio.AbstractEventLoop,
+                                           asyncio.Task[AsyncConnector]]] = {}
+
+    # -- admission: the Producer a task submits its plans to -----------------------------
+
+    def submit(self, plan: Plan[T]) -> T:
+        """Drive ``plan`` on the sync connector under this app's ``wait`` (if the plan is
+        durable), then register its queues: a refused admission writes nothing, the
+        registry included; a ``NotDurable`` one was applied on the primary and registers
+        too. The plan's answer (a job id)."""
+        conn = self.connector()
+        try:
+            got = (drive(conn, plan.steps) if self.wait is None or not plan.durable
+                   else confirmed(conn, plan.steps, self.wait))
+        except NotDurable:
+            self._noted(conn, plan.queues)
+            raise
+        self._noted(conn, plan.queues)
+        return plan.answer(got)
+
+    def asubmit(self, plan: Plan[T]) -> Awaitable[T]:
+        """``submit`` on the running loop's connector, awaited. Once that connector is made
+        and the plan's queue noted, no coroutine of its own: the per-call path."""
+        if self.wait is None and len(plan.queues) == 1:
+            conn = self.aconnector_ready(plan.queues[0])
+            if conn is not None:
+                return _answered(drive(conn, plan.steps), plan)
+        return self._asubmit(plan)
+
+    async def _asubmit(self, plan: Plan[T]) -> T:
+        conn = await self.aconnector()
+        try:
+            got = await (drive(conn, plan.steps) if self.wait is None or not plan.durable
+                         else confirmed(conn, plan.steps, self.wait))
+        except NotDurable:
+            await self._anoted(conn, plan.queues)
+            raise
+        await self._anoted(conn, plan.queues)
+        return plan.answer(got)
+
+    @staticmethod
+    def _noted(conn: Connector, queues: Iterable[str]) -> None:
+        """Add ``queues`` to the queue registry once per connector (``registry.note``):
+        what an admission that succeeded does, never one that was refused."""
+        for q in queues:
+            queue_registry.note(conn, q)
+
+    @staticmethod
+    async def _anoted(conn: AsyncConnector, queues: Iterable[str]) -> None:
+        for q in queues:  # nothing to await once a queue is noted on conn
+            if not queue_registry.noted(conn, q):
+                await queue_registry.anote(conn, q)
+
+    # -- the server ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The server URL, starting or finding the embedded server on first use."""
+        if self._url is None:
+            external = urls.given(os.environ.get("ECHOMQ_URL"))
+            if external and self.durability is not None:
+                log.warning("durability=%r applies to the embedded server only; the server "
+                            "at $ECHOMQ_URL keeps its own appendfsync", self.durability)
+            self._url = external or self._embedded()
+        return str(self._url)
+
+    @url.setter
+    def url(self, value: str | None) -> None:
+        self._url = urls.given(value)
+        if self.wire_asked is None:  # another server: the first connect there picks again
+            self._wire = self.wire_reason = None
+
+    def _embedded(self) -> str:
+        from echomq.embedded.server import EmbeddedServer
+
+        if self.ephemeral:
+            srv = EmbeddedServer(ephemeral=True, data_dir=self.data_dir)
+            srv.start()
+            self._own(srv)
+            return srv.url
+        # the data dir's server, started detached if none answers: it outlives this process
+        found = EmbeddedServer.find_or_start(self.data_dir, durability=self.durability)
+        self.server_record = found
+        return found.url
+
+    def _own(self, srv: Any) -> None:
+        self.server = srv
+
+        def stop() -> None:
+            srv.stop()
+
+        self._stop_server = stop
+        atexit.register(stop)
+
+    @property
+    def wire(self) -> int:
+        """The wire this app's connectors speak: the one asked for, or (``wire=None``) the
+        one the first connect picked: 6 when every node has the EMQ module, else 4
+        (connecting now if none was made yet)."""
+        if self._wire is None:
+            self.connector()
+        assert self._wire is not None
+        return self._wire
+
+    def _connect_wire(self) -> int | str:
+        """What to connect with: the wire asked for or picked before, else ``AUTO``."""
+        return self._wire if self._wire is not None else AUTO
+
+    def _picked(self, conn: Connector | AsyncConnector) -> None:
+        if self._wire is None:
+            self._wire, self.wire_reason = conn.wire, conn.wire_reason
+
+    def connector(self, queue: str | None = None) -> Connector:
+        """The app's sync connector (made on first use). A ``queue`` named is only checked:
+        the queue registry is written by an admission that succeeded (``admit``,
+        ``registered``), never before, so a refused one writes nothing."""
+        if queue is not None:
+            keyspace.validate_queue(queue)
+        if self._conn is None:
+            self._conn = Connector.connect(self.url, wire=self._connect_wire(),
+                                           max_payload_bytes=self.max_payload_bytes, **self.tls)
+            self._picked(self._conn)
+        return self._conn
+
+    async def aconnector(self, queue: str | None = None) -> AsyncConnector:
+        """The app's async connector for the running event loop (made on first use);
+        ``queue`` as in ``connector``."""
+        if queue is not None:
+            keyspace.validate_queue(queue)
+        conn = self._loop_conn()
+        if conn is None:
+            conn = (await self._aconnect(asyncio.get_running_loop()))[1]
+        return conn
+
+    def aconnector_ready(self, queue: str) -> AsyncConnector | None:
+        """The running loop's connector when it is made and ``queue`` is already registered
+        through it, else ``None``: the per-call enqueue path skips a coroutine and the
+        registry's await."""
+        conn = self._loop_conn()
+        return conn if conn is not None and queue_registry.noted(conn, queue) else None
+
+    def _loop_conn(self) -> AsyncConnector | None:
+        """The running loop's connector if it was made (an id reused by a later loop is
+        not that loop's)."""
+        loop = asyncio.get_running_loop()
+        held = self._aconns.get(id(loop))
+        return held[1] if held is not None and held[0] is loop else None
+
+    async def _aconnect(self, loop: asyncio.AbstractEventLoop
+                        ) -> tuple[asyncio.AbstractEventLoop, AsyncConnector]:
+        # One connect per loop however many callers ask at once: a web app's first burst
+        # of requests would otherwise open a connector each and leak all but the last.
+        making = self._aconnecting.get(id(loop))
+        if making is None or making[0] is not loop:
+            making = (loop, loop.create_task(AsyncConnector.connect(
+                self.url, wire=self._connect_wire(), max_payload_bytes=self.max_payload_bytes,
+                **self.tls)))
+            self._aconnecting[id(loop)] = making
+        try:
+            conn = await asyncio.shield(making[1])
+            self._picked(conn)
+        finally:  # done (made or failed): the next caller without a connector starts anew
+            if making[1].done() and self._aconnecting.get(id(loop)) is making:
+                del self._aconnecting[id(loop)]
+        held = self._aconns.get(id(loop))
+        if held is None or held[0] is not loop:
+            held = (loop, conn)
+            self._aconns[id(loop)] = held
+        return held
+
+    def close(self) -> None:
+        """Close the sync connector and stop the embedded server this app started."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._aconns.clear()
+        self._aconnecting.clear()
+        stop = self._stop_server
+        if stop is not None:
+            atexit.unregister(stop)
+            stop()
+            self._stop_server = None
+            self.server = None
+
+    async def aclose(self) -> None:
+        """Close this event loop's async connector (``close`` closes the rest)."""
+        held = self._aconns.pop(id(asyncio.get_running_loop()), None)
+        if held is not None:
+            await held[1].close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+
+async def _answered(reply: Awaitable[Any], plan: Plan[T]) -> T:
+    return plan.answer(await reply)

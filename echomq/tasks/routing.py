@@ -1,0 +1,195 @@
+"""The consumer side of the task layer: how a worker runs one job of a task.
+
+``router(tasks)`` is what a ``Consumer`` calls per claimed job: payload -> task ->
+``Route`` (``echomq.runtime.route``). ``route`` makes a plain job's route (the handler,
+in a child process for ``isolation="process"``, boxed for ``on_success``, traced when
+OpenTelemetry is installed, with the task's retry policy); ``adapt`` makes a flow node's
+from the ``flow`` marks of its payload (``echomq.tasks.canvas``): a kept result, a node's
+own retry policy, a fed parent's children's results before its own arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from echomq.core.payload import decode
+from echomq.runtime import tracing
+from echomq.runtime.callbacks import After
+from echomq.runtime.handler import Job
+from echomq.runtime.isolation import isolated
+from echomq.runtime.route import Route, UnknownTask
+from echomq.tasks.defaults import TaskDefaults
+from echomq.verbs import flows
+
+
+class Handled(Protocol):
+    """What a route is made from: a task's name, function, declared options and, for
+    ``isolation="process"``, where a child process finds the function."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+    @property
+    def defaults(self) -> TaskDefaults: ...
+
+    @property
+    def ref(self) -> tuple[str, str] | None: ...
+
+
+def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
+          trace: dict[str, str] | None = None) -> Route:
+    """How a consumer runs one job of ``task`` with these decoded arguments (inside an
+    ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
+    d = task.defaults
+    fn = task.fn
+    if task.ref is not None:
+        handler = isolated(task.ref, args, kwargs)
+    elif inspect.iscoroutinefunction(fn):
+        handler = _awaiting(fn, args, kwargs)
+    else:
+        handler = _calling(fn, args, kwargs)
+    after = None
+    if d.on_success is not None or d.on_failure is not None or d.on_retry is not None:
+        after = After(task.name, args, kwargs, d.on_success, d.on_failure, d.on_retry)
+        if d.on_success is not None:
+            handler = boxed(handler, after.box)
+    handler = tracing.traced(handler, task.name, trace)
+    return Route(handler, d.max_attempts, d.backoff, d.retry_delay_ms, d.lease_ms,
+                 d.timeout_ms, d.keep_result_ms, name=task.name, retry_on=d.retry_on,
+                 dont_retry_on=d.dont_retry_on, after=after)
+
+
+def router(tasks: Mapping[str, Handled]) -> Callable[[Job], Route]:
+    """The consumer router over ``tasks`` (by name): payload -> task -> ``Route``;
+    ``UnknownTask`` for a name none of them has."""
+
+    def routed(job: Job) -> Route:
+        name, args, kwargs = decode(job.payload)
+        task = tasks.get(name)
+        if task is None:
+            known = ", ".join(sorted(tasks)) or "none"
+            raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
+                                    f"that name (its tasks: {known})")
+        # a flow node keeps its result for its parent; a fed parent gets its children's
+        run = route(task, args, kwargs, tracing.carrier_of(job.payload))
+        return adapt(run, job.payload, task, args, kwargs)
+
+    return routed
+
+
+def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+              ) -> Callable[[Job], Any]:
+    async def handler(_job: Job) -> Any:
+        return await fn(*args, **kwargs)
+
+    return handler
+
+
+def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+             ) -> Callable[[Job], Any]:
+    def handler(_job: Job) -> Any:
+        return fn(*args, **kwargs)
+
+    return handler
+
+
+def boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]:
+    """``handler`` that also puts its return value in ``box`` (for ``on_success``)."""
+    if inspect.iscoroutinefunction(handler):
+        async def boxed_async(job: Job) -> Any:
+            box[:] = [value := await handler(job)]
+            return value
+
+        return boxed_async
+
+    def boxed_sync(job: Job) -> Any:
+        box[:] = [value := handler(job)]
+        return value
+
+    return boxed_sync
+
+
+# -- flow nodes ----------------------------------------------------------------------------
+
+def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
+    """The arguments a fed parent gets before its own: for ``"one"`` its child's result,
+    for ``"all"`` the list of its children's results (``None`` where none was kept)."""
+    values = [json.loads(c.result) if c.result is not None else None for c in children]
+    if feed == "one":
+        return [values[0] if values else None]
+    if feed == "all":
+        return [values]
+    return []
+
+
+def marks(payload: bytes | str) -> dict[str, Any]:
+    """The ``flow`` marks of a node's payload (``{}`` for a plain job's)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return {}
+    got = body.get("flow") if isinstance(body, dict) else None
+    return got if isinstance(got, dict) else {}
+
+
+def adapt(run: Route, payload: bytes, task: Handled, args: list[Any], kwargs: dict[str, Any]
+          ) -> Route:
+    """The consumer ``Route`` for a flow node's payload (``run`` itself for a plain job):
+    a node keeps its return value (``keep`` mark: its end then carries it to its parent)
+    and a fed parent gets its children's results before its own arguments (``feed``)."""
+    if b'"flow":' not in payload:  # a plain job: no second JSON parse on the hot path
+        return run
+    got = marks(payload)
+    keep = got.get("keep")
+    if isinstance(keep, int) and keep > 0:
+        run = replace(run, keep_result_ms=max(run.keep_result_ms or 0, keep))
+    retry = got.get("retry")
+    if isinstance(retry, dict):
+        run = _retried(run, retry)
+    feed = got.get("feed")
+    if feed in ("one", "all"):
+        fed = _fed(task, args, kwargs, str(feed))
+        if run.after is not None:  # on_success gets the fed parent's return value too
+            fed = boxed(fed, run.after.box)
+        run = replace(run, handler=fed)
+    return run
+
+
+def _retried(run: Route, retry: dict[str, Any]) -> Route:
+    """``run`` with a node's own retry policy (its ``retry`` mark)."""
+    def tupled(v: Any) -> Any:
+        return tuple(tupled(i) for i in v) if isinstance(v, list) else v
+
+    if isinstance(retry.get("max_attempts"), int):
+        run = replace(run, max_attempts=retry["max_attempts"])
+    if isinstance(retry.get("backoff"), list):
+        run = replace(run, backoff=tupled(retry["backoff"]))
+    if isinstance(retry.get("retry_delay_ms"), int):
+        run = replace(run, retry_delay_ms=retry["retry_delay_ms"])
+    return run
+
+
+def _fed(task: Handled, args: list[Any], kwargs: dict[str, Any], feed: str
+         ) -> Callable[[Job], Any]:
+    """A handler that reads the job's children, then runs ``task`` with their results
+    first (async for an async task, a plain function, run in a worker thread, otherwise)."""
+    if inspect.iscoroutinefunction(task.fn):
+        async def fed_async(job: Job) -> Any:
+            kids = await job.achildren()
+            out = route(task, [*feed_args(feed, kids), *args], kwargs).handler(job)
+            return await out if inspect.isawaitable(out) else out
+
+        return fed_async
+
+    def fed(job: Job) -> Any:
+        kids = job.children()
+        return route(task, [*feed_args(feed, kids), *args], kwargs).handler(job)
+
+    return fed

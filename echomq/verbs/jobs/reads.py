@@ -108,8 +108,9 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
 #: the states ``counts`` and ``page`` read (each on its set, ``states.SET_OF``)
 STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
 #: states ``counts`` reports only when their set holds jobs (a queue that uses no deadline
-#: answers the same counts as before deadlines existed); ``page`` reads them like the rest
-SPARSE_SETS = ("expired",)
+#: or durable wait answers the same counts as before those existed); ``page`` reads them
+#: like the rest (``waiting``: jobs parked on a signal, ``verbs.durable``)
+SPARSE_SETS = ("expired", "waiting")
 _SET_OF = states.SET_OF
 
 
@@ -130,7 +131,8 @@ def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
 @verb
 def counts(queue: str) -> Verb[dict[str, int]]:
     """How many jobs sit in each state set of ``queue`` (one round trip): every state of
-    ``STATE_SETS``, and ``expired`` when that set holds jobs."""
+    ``STATE_SETS``, and ``expired`` and ``waiting`` (jobs parked on a signal) when their set
+    holds jobs."""
     names = STATE_SETS + SPARSE_SETS
     keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in names]
 
@@ -157,7 +159,8 @@ def server_now_ms() -> Verb[int]:
 def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
     """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
 
-    The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
+    The score means run-at for ``scheduled``, lease expiry for ``active``, the SERVER ms a
+    job parked for ``waiting``, and the SERVER ms
     of completion, death, cancel or expiry for ``completed``/``dead``/``cancelled``/
     ``expired`` (newest first for those four); ``pending``
     is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``. A

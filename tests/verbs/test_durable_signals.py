@@ -1,0 +1,357 @@
+"""Durable waits and signals (DESIGN §3h; ``echomq.verbs.durable``): a job parks in state
+``waiting`` on a signal key; a signal resumes every waiter on any queue with its payload as
+the step's result; a signal sent first is kept for late waiters; the timeout (SERVER clock)
+makes the job claimable with its step timed out; cancel ends a waiting job. Both connectors
+and wires, single server and cluster; every refusal writes nothing; a signal racing a wait,
+many times, never leaves the waiter behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+from echomq import AsyncConnector, Connector
+from echomq.core import errors, ids, keyspace, states
+from echomq.verbs import doctor, durable, jobs
+from tests.support.clients import server_ms
+
+pytestmark = pytest.mark.topologies
+
+
+def held(run, queue, **options):
+    """A fresh job, claimed: (id, token)."""
+    jid = ids.mint()
+    run(jobs.enqueue, queue, jid, b"x", **options)
+    c = run(jobs.claim, queue, 60_000)
+    assert c is not None and c.id == jid
+    return jid, c.token
+
+
+def sig() -> str:
+    return "approval:" + uuid.uuid4().hex[:10]
+
+
+def state(raw, queue, jid):
+    got = raw.hget(keyspace.job_key(queue, jid), "state")
+    return got.decode() if got is not None else None
+
+
+def wait_keys(raw, queue, jid, key):
+    """Where a waiting job is indexed: (on waiting, on deadlines, on the key's waiters)."""
+    return (raw.zscore(keyspace.queue_key(queue, "waiting"), jid) is not None,
+            raw.zscore(keyspace.queue_key(queue, "deadlines"), jid) is not None,
+            raw.sismember(keyspace.waiters_key(queue, key), jid) == 1)
+
+
+def test_a_wait_parks_the_job_and_a_signal_resumes_it(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    before = server_ms(raw)
+    got = run(durable.wait_for, queue, jid, token, "approve", key, 60_000)
+    assert got.fresh and got.step.state == "waiting"
+    assert before + 60_000 <= got.step.until_ms <= server_ms(raw) + 60_000
+    assert state(raw, queue, jid) == "waiting"
+    assert wait_keys(raw, queue, jid, key) == (True, True, True)
+    assert raw.zscore(keyspace.queue_key(queue, "active"), jid) is None
+    assert run(jobs.counts, queue)["waiting"] == 1
+    hold = run(jobs.why, queue, jid)
+    assert hold.control == "signal" and hold.facts["key"] == key
+    assert hold.words.startswith(f"waiting for signal {key} in step approve, times out at ")
+    assert hold.until_ms == got.step.until_ms
+    assert run(jobs.claim, queue, 60_000) is None  # never claimable while it waits
+
+    assert run(durable.signal, key, b'{"ok": true}') == 1
+    assert state(raw, queue, jid) == "pending"
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    assert "waiting" not in run(jobs.counts, queue)
+    [step] = run(durable.steps, queue, jid)
+    assert step.state == "done" and step.result == b'{"ok": true}'
+    # the re-run reads the payload back, without parking
+    c = run(jobs.claim, queue, 60_000)
+    assert c.id == jid and c.token == token + 1
+    again = run(durable.wait_for, queue, jid, c.token, "approve", key, 60_000)
+    assert not again.fresh and again.step.state == "done"
+    assert again.step.result == b'{"ok": true}'
+    assert state(raw, queue, jid) == "active"
+    tally = run(jobs.tally, queue, jid)
+    assert (tally.failures, tally.delays) == (0, 1)  # the wait spent no attempt
+
+
+def test_a_signal_sent_before_the_wait_is_kept_and_taken_at_once(run, raw, queue):
+    key = sig()
+    assert run(durable.signal, key, b'"yes"', ttl_ms=60_000) == 0
+    assert run(durable.stored, key) == b'"yes"'
+    assert 0 < raw.pttl(keyspace.signal_key(key, "value")) <= 60_000
+    jid, token = held(run, queue)
+    got = run(durable.wait_for, queue, jid, token, "approve", key, 60_000)
+    assert got.fresh and got.step.state == "done" and got.step.result == b'"yes"'
+    assert state(raw, queue, jid) == "active"  # not parked: the handler runs on
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
+
+
+def test_one_signal_resumes_every_waiter_on_every_queue(run, raw, queue):
+    key = sig()
+    queues = [queue, queue + "-b", queue + "-c"]
+    waiting = []
+    for q in queues:
+        for _ in range(2):
+            jid, token = held(run, q)
+            run(durable.wait_for, q, jid, token, "approve", key)
+            waiting.append((q, jid))
+    other_key = sig()
+    jid, token = held(run, queue)
+    run(durable.wait_for, queue, jid, token, "approve", other_key)
+    assert run(durable.signal, key, b"1") == 6
+    assert {state(raw, q, j) for q, j in waiting} == {"pending"}
+    assert state(raw, queue, jid) == "waiting"  # another key's waiter stays
+    assert run(durable.signal, key, b"2") == 0  # a signal resumes a job once
+    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
+
+
+def test_a_resumed_job_keeps_its_priority_and_its_groups_lane(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue, group="tenant-1", priority=5)
+    meta = keyspace.group_key(queue, "tenant-1")
+    run(durable.wait_for, queue, jid, token, "approve", key)
+    assert raw.hget(meta, "active") == b"0"  # the wait holds no slot of its group
+    assert run(durable.signal, key) == 1
+    assert raw.zscore(keyspace.lane_key(queue, "tenant-1"), jid) == 5
+    c = run(jobs.claim, queue, 60_000)
+    assert c is not None and c.id == jid
+
+
+def test_at_the_timeout_the_job_is_claimable_with_its_step_timed_out(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    got = run(durable.wait_for, queue, jid, token, "approve", key, 20)
+    while server_ms(raw) < got.step.until_ms:
+        time.sleep(0.01)
+    assert run(jobs.next_due, queue).deadline_ms <= 0  # what makes a beat run the sweep
+    assert run(jobs.expire, queue, 10) == 1
+    assert state(raw, queue, jid) == "pending"
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    [step] = run(durable.steps, queue, jid)
+    assert step.state == "timed_out" and step.at_ms >= got.step.until_ms
+    assert run(durable.signal, key) == 0  # too late: the timeout came first
+    c = run(jobs.claim, queue, 60_000)
+    again = run(durable.wait_for, queue, jid, c.token, "approve", key, 20)
+    assert not again.fresh and again.step.state == "timed_out"
+    assert state(raw, queue, jid) == "active"
+
+
+def test_a_wait_without_a_timeout_is_not_swept(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    got = run(durable.wait_for, queue, jid, token, "approve", key)
+    assert got.step.until_ms is None
+    assert wait_keys(raw, queue, jid, key) == (True, False, True)
+    assert run(jobs.why, queue, jid).words == (f"waiting for signal {key} in step approve, "
+                                               "no timeout")
+    assert run(jobs.expire, queue, 10) == 0 and state(raw, queue, jid) == "waiting"
+
+
+def test_cancel_of_a_waiting_job_ends_it_everywhere(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    run(durable.wait_for, queue, jid, token, "approve", key, 60_000)
+    assert run(jobs.cancel, queue, jid) == "cancelled"
+    assert state(raw, queue, jid) == "cancelled"
+    assert raw.zscore(keyspace.queue_key(queue, "cancelled"), jid) is not None
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    assert [s.state for s in run(durable.steps, queue, jid)] == ["cancelled"]
+    assert run(durable.signal, key) == 0
+
+
+def test_refusals_write_nothing(run, snap, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    before = snap(queue)
+    with pytest.raises(errors.StaleError, match=r"^EMQSTALE wait token mismatch$"):
+        run(durable.wait_for, queue, jid, token + 1, "approve", key, 60_000)
+    with pytest.raises(errors.GoneError):
+        run(durable.wait_for, queue, ids.mint(), token, "approve", key, 60_000)
+    assert snap(queue) == before
+    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
+    for bad in ("", "a{b}", "x" * 201):
+        with pytest.raises(ValueError):
+            run(durable.wait_for, queue, jid, token, "approve", bad)
+        with pytest.raises(ValueError):
+            run(durable.signal, bad)
+    with pytest.raises(ValueError):
+        run(durable.wait_for, queue, jid, token, "approve", key, 0)
+    with pytest.raises(ValueError):
+        run(durable.signal, key, b"1", ttl_ms=0)
+    assert snap(queue) == before and run(durable.stored, key) is None
+
+
+def test_the_doctor_finds_a_waiting_job_at_home(run, queue):
+    jid, token = held(run, queue)
+    run(durable.wait_for, queue, jid, token, "approve", sig(), 60_000)
+    assert run(doctor.check, queue) == []
+
+
+def test_the_state_table_rows_of_the_wait_hold(run, raw, queue):
+    moves = {(t.verb, t.source, t.target) for t in states.TRANSITIONS
+             if t.verb in ("wait_for", "signal", "time_out")}
+    assert moves == {("wait_for", ("active",), "waiting"), ("wait_for", ("active",), "active"),
+                     ("signal", ("waiting",), "pending"), ("time_out", ("waiting",), "pending")}
+    assert "waiting" in states.STATES and states.SET_OF["waiting"] == "waiting"
+
+
+# -- the race: a signal racing a wait -------------------------------------------------------
+
+
+def _stepped(conn, verb_steps, between_after: int, between):
+    """Drive a verb's steps by hand on a sync connector, running ``between()`` after step
+    number ``between_after`` (0-based) was answered: a chosen interleaving, made exact."""
+    gen = verb_steps
+    step, n = next(gen), 0
+    while True:
+        reply = conn.execute(step)
+        if n == between_after:
+            between()
+        n += 1
+        try:
+            step = gen.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+
+@pytest.mark.parametrize("after", [0, 1], ids=["between-read-and-park",
+                                                "between-park-and-register"])
+def test_a_signal_landing_inside_a_wait_is_found_by_the_waiter(conn, raw, queue, after):
+    """The two interleavings where the sender cannot see the waiter (it has not registered
+    its queue yet): the sender resumes nobody, and the waiter, re-checking the store after
+    it registered, resumes itself."""
+    key = sig()
+    jid, token = held(_Sync(conn), queue)
+    sent: list[int] = []
+    got = _stepped(conn, durable.wait_for.steps(queue, jid, token, "approve", key, 60_000),
+                   after, lambda: sent.append(durable.signal(conn, key, b'"late"')))
+    assert sent == [0]
+    assert got.step.state == "waiting"  # it parked, then found the signal itself
+    assert state(raw, queue, jid) == "pending"
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    [step] = durable.steps(conn, queue, jid)
+    assert step.state == "done" and step.result == b'"late"'
+
+
+def test_a_signal_after_the_registration_is_the_senders_to_deliver(conn, raw, queue):
+    key = sig()
+    jid, token = held(_Sync(conn), queue)
+    got = durable.wait_for(conn, queue, jid, token, "approve", key, 60_000)
+    assert got.step.state == "waiting" and state(raw, queue, jid) == "waiting"
+    assert raw.zscore(keyspace.signal_key(key, "queues"), queue) is not None
+    assert durable.signal(conn, key, b'"on time"') == 1
+    # the entry it delivered is dropped; the index key goes with its last entry
+    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
+
+
+ROUNDS = 60
+
+
+def test_a_signal_racing_a_wait_never_leaves_the_waiter_behind(url, raw, queue):
+    """Two threads, two connections: one job parks (wait_for) while the signal for its key
+    is sent, released together by a barrier; repeated with fresh keys. Every round ends
+    with the job resumed or never parked, its step done with the payload."""
+    waiter, sender = Connector.connect(url), Connector.connect(url)
+    try:
+        outcomes = set()
+        for i in range(ROUNDS):
+            key = sig()
+            jid, token = held(_Sync(waiter), queue)
+            gate = threading.Barrier(2)
+            resumed: list[int] = []
+
+            def send(key: str = key, gate: threading.Barrier = gate,
+                     resumed: list[int] = resumed, i: int = i) -> None:
+                gate.wait()
+                if i % 3 == 0:
+                    time.sleep(0.0005 * (i % 5))  # vary who lands first
+                resumed.append(durable.signal(sender, key, b'"go"'))
+
+            t = threading.Thread(target=send)
+            t.start()
+            gate.wait()
+            got = durable.wait_for(waiter, queue, jid, token, "approve", key, 60_000)
+            t.join()
+            st = state(raw, queue, jid)
+            assert st in ("pending", "active"), (i, st, got)
+            [step] = durable.steps(waiter, queue, jid)
+            assert step.state == "done" and step.result == b'"go"', (i, step)
+            assert wait_keys(raw, queue, jid, key) == (False, False, False)
+            outcomes.add((st, resumed[0]))
+            if st == "active":
+                jobs.ack(waiter, queue, jid, token)
+            else:
+                c = jobs.claim(waiter, queue, 60_000)
+                jobs.ack(waiter, queue, c.id, c.token)
+        assert "waiting" not in jobs.counts(waiter, queue)
+    finally:
+        waiter.close()
+        sender.close()
+
+
+def test_a_signal_racing_many_waits_on_asyncio(url, raw, queue):
+    """The same race on the asyncio connector: per round, several jobs on two queues wait
+    for one key while the signal goes out; none is left waiting."""
+    queues = [queue, queue + "-b"]
+
+    async def rounds() -> None:
+        a = await AsyncConnector.connect(url)
+        b = await AsyncConnector.connect(url)
+        try:
+            for _ in range(ROUNDS // 3):
+                key = sig()
+                held_jobs = []
+                for q in queues:
+                    for _ in range(2):
+                        jid = ids.mint()
+                        await jobs.enqueue(a, q, jid, b"x")
+                        c = await jobs.claim(a, q, 60_000)
+                        held_jobs.append((q, c.id, c.token))
+                await asyncio.gather(
+                    *(durable.wait_for(a, q, j, t, "approve", key, 60_000)
+                      for q, j, t in held_jobs),
+                    durable.signal(b, key, b'"go"'))
+                for q, j, _ in held_jobs:
+                    assert state(raw, q, j) in ("pending", "active")
+                    [step] = await durable.steps(a, q, j)
+                    assert step.state == "done" and step.result == b'"go"'
+                    await jobs.cancel(a, q, j)  # clear the queue for the next round
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(rounds())
+
+
+class _Sync:
+    """``run``'s call shape on a plain sync connector (for ``held``)."""
+
+    def __init__(self, conn: Connector) -> None:
+        self.conn = conn
+
+    def __call__(self, verb, *args, **kwargs):
+        return verb(self.conn, *args, **kwargs)
+
+
+def test_a_waiting_job_keeps_its_unique_key(run, queue):
+    """A job parked on a signal is live: its unique key refuses a second admission on both
+    wires (the native ``EMQ.ENQUEUE`` counts ``waiting`` live as the script does), and the
+    cancel that ends it releases the key."""
+    first = ids.mint()
+    assert run(jobs.admit, queue, first, b"x", unique="inv-7").outcome == "enqueued"
+    c = run(jobs.claim, queue, 60_000)
+    run(durable.wait_for, queue, first, c.token, "approve", sig())
+    assert run(jobs.admit, queue, ids.mint(), b"y", unique="inv-7") == jobs.Admitted(
+        "duplicate", first)
+    assert run(jobs.admit, queue, ids.mint(), b"y", mode="in", value=5,
+               unique="inv-7").outcome == "duplicate"
+    assert run(jobs.cancel, queue, first) == "cancelled"
+    assert run(jobs.admit, queue, ids.mint(), b"z", unique="inv-7").outcome == "enqueued"

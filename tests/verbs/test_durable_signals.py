@@ -355,3 +355,26 @@ def test_a_waiting_job_keeps_its_unique_key(run, queue):
                unique="inv-7").outcome == "duplicate"
     assert run(jobs.cancel, queue, first) == "cancelled"
     assert run(jobs.admit, queue, ids.mint(), b"z", unique="inv-7").outcome == "enqueued"
+
+
+def test_a_waiting_job_pages_and_is_deleted_with_its_journal(run, raw, queue):
+    """``jobs.page(q, "waiting")`` lists it by the SERVER ms it parked; the dashboard's
+    delete (the ``discard`` script) removes the row, journal and all, and what it leaves on
+    the wait indexes is dropped by the next sweep or signal, which resume nothing."""
+    from echomq.dashboard.insight import discard
+
+    key = sig()
+    jid, token = held(run, queue)
+    got = run(durable.wait_for, queue, jid, token, "approve", key, 1)
+    [entry] = run(jobs.page, queue, "waiting")
+    assert entry["id"] == jid and entry["state"] == "waiting"
+    assert entry["score"] == got.step.at_ms
+    assert run(discard, queue, jid) is True
+    assert raw.exists(keyspace.job_key(queue, jid)) == 0
+    assert raw.zscore(keyspace.queue_key(queue, "waiting"), jid) is None
+    while server_ms(raw) <= got.step.until_ms:
+        time.sleep(0.005)
+    assert run(jobs.expire, queue, 10) == 0
+    assert raw.zscore(keyspace.queue_key(queue, "deadlines"), jid) is None
+    assert run(durable.signal, key) == 0
+    assert raw.exists(keyspace.waiters_key(queue, key)) == 0

@@ -378,3 +378,14 @@ def test_a_waiting_job_pages_and_is_deleted_with_its_journal(run, raw, queue):
     assert raw.zscore(keyspace.queue_key(queue, "deadlines"), jid) is None
     assert run(durable.signal, key) == 0
     assert raw.exists(keyspace.waiters_key(queue, key)) == 0
+
+
+def test_a_holder_whose_wait_reply_was_lost_reads_its_fate_settled(run, queue):
+    """A parked job is a fenced outcome that landed (``jobs.fate``: settled, not moved), so a
+    holder that lost the wait's reply in a restart does not run the job again."""
+    jid, token = held(run, queue)
+    run(durable.wait_for, queue, jid, token, "approve", sig())
+    assert run(jobs.fate, queue, jid, token) == "settled"
+    other, tok = held(run, queue)
+    run(durable.sleep, queue, other, tok, "nap", 60_000)
+    assert run(jobs.fate, queue, other, tok) == "settled"

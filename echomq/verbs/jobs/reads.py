@@ -77,8 +77,9 @@ def stats(queue: str) -> Verb[dict[str, int]]:
 
 # -- reads (plain commands; no transition) ------------------------------------------------
 
-# states a fenced outcome leaves behind (ack, retry, delay, or a cancel at a checkpoint)
-_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled"})
+# states a fenced outcome leaves behind (ack, retry, delay or a durable sleep, a durable
+# wait, or a cancel at a checkpoint)
+_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled", "waiting"})
 
 
 @verb
@@ -87,7 +88,8 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
 
     ``"gone"``: no row (completed and deleted under the default retention, by this
     holder's earlier try or a later one's). ``"settled"``: the row is still at this token
-    and no longer running (completed, scheduled by a retry or delay, dead): this holder's
+    and no longer running (completed, scheduled by a retry, delay or sleep, parked on a
+    signal, dead): this holder's
     own earlier try landed, typically a retried call whose first reply was lost in a
     restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
     the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.

@@ -5,7 +5,7 @@
 -- ARGV[1] = the payload, ARGV[2] = how long to keep it for late waiters (ms, >= 1)
 -- Reply: {now, queue, queue, ...}: SERVER now and every queue registered on KEYS[2]; the
 -- sender then runs @resume on each queue and removes the entries scored before now (a
--- queue registered at or after now stays: its waiter saw the stored payload itself).
+-- queue registered at or after now stays: its waiter read the stored payload itself).
 -- The payload replaces any stored before; it expires TTL ms from now (SERVER clock).
 -- Refusal (nothing written): ERR EMQ.SIGNAL ttl must be a positive integer.
 --@include now

@@ -40,6 +40,14 @@ def state(raw, queue, jid):
     return got.decode() if got is not None else None
 
 
+def past_registrations(raw, key):
+    """Wait until the SERVER clock is past the newest registration on ``key``'s index: a
+    signal drops the entries older than its store, and keeps one of its own ms (a tie)."""
+    newest = raw.zrange(keyspace.signal_key(key, "queues"), -1, -1, withscores=True)
+    while newest and server_ms(raw) <= newest[0][1]:
+        time.sleep(0.001)
+
+
 def wait_keys(raw, queue, jid, key):
     """Where a waiting job is indexed: (on waiting, on deadlines, on the key's waiters)."""
     return (raw.zscore(keyspace.queue_key(queue, "waiting"), jid) is not None,
@@ -91,6 +99,11 @@ def test_a_signal_sent_before_the_wait_is_kept_and_taken_at_once(run, raw, queue
     assert got.fresh and got.step.state == "done" and got.step.result == b'"yes"'
     assert state(raw, queue, jid) == "active"  # not parked: the handler runs on
     assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    # it registered before it read the store: an entry the next signal reads and drops
+    # (one stored in a later ms: an entry of the store's own ms is kept, as a tie)
+    assert raw.zscore(keyspace.signal_key(key, "queues"), queue) is not None
+    past_registrations(raw, key)
+    assert run(durable.signal, key, b'"again"') == 0
     assert raw.exists(keyspace.signal_key(key, "queues")) == 0
 
 
@@ -106,6 +119,7 @@ def test_one_signal_resumes_every_waiter_on_every_queue(run, raw, queue):
     other_key = sig()
     jid, token = held(run, queue)
     run(durable.wait_for, queue, jid, token, "approve", other_key)
+    past_registrations(raw, key)
     assert run(durable.signal, key, b"1") == 6
     assert {state(raw, q, j) for q, j in waiting} == {"pending"}
     assert state(raw, queue, jid) == "waiting"  # another key's waiter stays
@@ -222,23 +236,38 @@ def _stepped(conn, verb_steps, between_after: int, between):
             return stop.value
 
 
-@pytest.mark.parametrize("after", [0, 1], ids=["between-read-and-park",
-                                                "between-park-and-register"])
-def test_a_signal_landing_inside_a_wait_is_found_by_the_waiter(conn, raw, queue, after):
-    """The two interleavings where the sender cannot see the waiter (it has not registered
-    its queue yet): the sender resumes nobody, and the waiter, re-checking the store after
-    it registered, resumes itself."""
+def test_a_signal_landing_between_registration_and_park_is_taken_from_the_queue(conn, raw,
+                                                                               queue):
+    """The interleaving where the sender's resume runs before the job parks: it resumes
+    nobody but leaves the queue a copy of the payload, which the park (ordered after it in
+    the queue's slot) takes instead of parking."""
     key = sig()
     jid, token = held(_Sync(conn), queue)
     sent: list[int] = []
     got = _stepped(conn, durable.wait_for.steps(queue, jid, token, "approve", key, 60_000),
-                   after, lambda: sent.append(durable.signal(conn, key, b'"late"')))
+                   1, lambda: sent.append(durable.signal(conn, key, b'"late"', ttl_ms=60_000)))
     assert sent == [0]
-    assert got.step.state == "waiting"  # it parked, then found the signal itself
-    assert state(raw, queue, jid) == "pending"
+    assert got.fresh and got.step.state == "done" and got.step.result == b'"late"'
+    assert state(raw, queue, jid) == "active"  # never parked: the handler runs on
     assert wait_keys(raw, queue, jid, key) == (False, False, False)
-    [step] = durable.steps(conn, queue, jid)
-    assert step.state == "done" and step.result == b'"late"'
+    assert 0 < raw.pttl(keyspace.queue_key(queue, f"signalled:{key}")) <= 60_000
+
+
+def test_a_waiter_that_dies_after_registering_leaves_nothing_behind(conn, raw, queue):
+    """A waiter killed between its registration and its park: the job is still in hand (its
+    lease runs out and the reaper returns it, as for any crash), and a signal finds only an
+    index entry, resumes nobody and drops it."""
+    key = sig()
+    jid, token = held(_Sync(conn), queue)
+    steps = durable.wait_for.steps(queue, jid, token, "approve", key, 60_000)
+    assert conn.execute(next(steps)) is None  # the check: no step of that name yet
+    assert conn.execute(steps.send(None)) is None  # registered, then the process died
+    steps.close()
+    assert state(raw, queue, jid) == "active"
+    past_registrations(raw, key)
+    assert durable.signal(conn, key, b"1") == 0
+    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
+    assert state(raw, queue, jid) == "active"
 
 
 def test_a_signal_after_the_registration_is_the_senders_to_deliver(conn, raw, queue):
@@ -247,6 +276,7 @@ def test_a_signal_after_the_registration_is_the_senders_to_deliver(conn, raw, qu
     got = durable.wait_for(conn, queue, jid, token, "approve", key, 60_000)
     assert got.step.state == "waiting" and state(raw, queue, jid) == "waiting"
     assert raw.zscore(keyspace.signal_key(key, "queues"), queue) is not None
+    past_registrations(raw, key)
     assert durable.signal(conn, key, b'"on time"') == 1
     # the entry it delivered is dropped; the index key goes with its last entry
     assert raw.exists(keyspace.signal_key(key, "queues")) == 0
@@ -256,9 +286,10 @@ ROUNDS = 60
 
 
 def test_a_signal_racing_a_wait_never_leaves_the_waiter_behind(url, raw, queue):
-    """Two threads, two connections: one job parks (wait_for) while the signal for its key
+    """Two threads, two connections: one job waits (wait_for) while the signal for its key
     is sent, released together by a barrier; repeated with fresh keys. Every round ends
-    with the job resumed or never parked, its step done with the payload."""
+    with the job resumed (pending) or never parked (active: it took the payload), its step
+    done with the payload, nothing left on a wait index."""
     waiter, sender = Connector.connect(url), Connector.connect(url)
     try:
         outcomes = set()

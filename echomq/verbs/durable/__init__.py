@@ -44,24 +44,34 @@ step added to the code shifts nothing); a name is unique within a job.
 Across slots. A queue's keys share one slot; a signal key spans queues. The rendezvous
 lives in the key's own slot, ``emq:{sig:<key>}``: ``:value`` (the stored payload, PX
 ttl) and ``:queues`` (a zset of the queues that have waiters, scored by the SERVER ms one
-registered). The waiter: park (queue slot), THEN register its queue and read the value
-(one script, key slot), and if a value is there, resume its own queue. The sender: store
-the value and read the index (one script, key slot), THEN resume each queue read (one
-script per queue slot), THEN drop the index entries scored before its store. The two
-key-slot scripts run one after the other: if the registration came first, the sender
-reads the queue and its resume finds the parked job (it parked before it registered);
-if the store came first, the waiter reads the value and resumes itself. Either way no
-waiter is left behind by a signal it raced. A resume is idempotent (it resumes only rows
-still ``waiting`` on that key, and empties the queue's waiter set), so the sender and a
-waiter may both run it. An index entry is dropped only when it is older than a store
-whose resumes all landed; one written later stays (its waiter saw the value anyway).
+registered). The waiter (after a fenced check that writes nothing, so a refusal leaves
+no trace and a replay ends there): register its queue and read the value (one script,
+key slot);
+a value there is taken at once (the step is done, nothing parks); else park (queue
+slot), unless the queue holds a copy of the signal. The sender: store the value and read
+the index (one script, key slot), THEN resume each queue read (one script per queue
+slot, which also leaves the queue a copy of the payload, ``emq:{q}:signalled:<key>``, PX
+the TTL), THEN drop the index entries scored before its store. The two key-slot scripts
+run one after the other: if the store came first, the registration reads the value; if
+the registration came first, the sender reads the queue, and its resume and the park
+run one after the other in the queue's slot: a resume after the park finds the job, a
+park after the resume finds the copy and takes it. Either way no waiter is left behind
+by a signal it raced, and nothing depends on the waiter surviving past its park. A
+resume is idempotent (it resumes only rows still ``waiting`` on that key, and empties the
+queue's waiter set), so a signal may be sent again. An index entry is dropped only when
+it is older than a store whose resumes all landed; one written later stays (its waiter
+read the value itself).
 
-What is atomic: each script above, in its one slot. Not atomic: a signal as a whole (the
-store, then the resumes). A sender that fails part way leaves the index in place, so
-sending the signal again resumes whoever is still waiting; a wait whose timeout sweep
-runs before a racing signal's resume times out (first transition in the queue's slot
-wins). The TTL bounds the guarantee: a waiter that parks after the stored value expired
-waits for the next signal.
+What is atomic: each script above, in its one slot. Not atomic: a wait as a whole (three
+round trips) and a signal as a whole (the store, then the resumes). A waiter that dies
+between its registration and its park leaves an index entry (a signal's resume finds no
+job there: harmless), never a parked job no signal can find. A sender that fails part
+way leaves the index in place, so sending the signal again resumes whoever is still
+waiting. Two signals of one key racing each other may leave a queue the copy of either
+(a waiter gets one of the payloads sent within the TTL). A wait whose
+timeout sweep runs before a racing signal's resume times out (the first transition in
+the queue's slot wins). The TTL bounds the guarantee: a waiter that registers after the
+stored value expired waits for the next signal.
 
 Clocks: every instant here is SERVER ms (``TIME`` inside the scripts): a sleep's wake
 (``mode="in"``; ``"at"`` takes the caller's absolute ms), a wait's timeout, a signal's

@@ -1,8 +1,9 @@
 """Durable waits and signals: a job parks on a signal key; a signal resumes every waiter.
 
-The waiter's side is ``wait_for`` (park, then register, then re-check the store), the
-sender's ``signal`` (store, then read the index, then resume queue by queue); the package
-docstring (``echomq.verbs.durable``) says why one side always sees the other.
+The waiter's side is ``wait_for`` (register and read the store, then park unless the
+queue holds a copy of the signal), the sender's ``signal`` (store and read the index, then
+resume queue by queue, leaving each a copy); the package docstring
+(``echomq.verbs.durable``) says why one side always sees the other.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
-from echomq.verbs.durable.journal import Recorded, StepState, held_keys, recorded, step_name
+from echomq.verbs.durable.journal import Recorded, held_keys, recorded, step_name
 
 #: how long a signal is kept for waiters that park after it was sent (``App(signal_ttl=)``)
 DEFAULT_SIGNAL_TTL_MS = 86_400_000
@@ -24,9 +25,10 @@ def _index(key: str) -> str:
     return keyspace.signal_key(key, "queues")
 
 
-def _resume(queue: str, key: str, payload: bytes | str) -> Eval:
-    return Eval("resume", (keyspace.waiters_key(queue, key), keyspace.queue_key(queue, "waiting")),
-                (keyspace.base(queue), key, payload))
+def _resume(queue: str, key: str, payload: bytes | str, ttl_ms: int) -> Eval:
+    return Eval("resume", (keyspace.waiters_key(queue, key), keyspace.queue_key(queue, "waiting"),
+                           keyspace.queue_key(queue, f"signalled:{key}")),
+                (keyspace.base(queue), key, payload, str(ttl_ms)))
 
 
 @verb
@@ -38,12 +40,11 @@ def wait_for(queue: str, job_id: str, token: int, name: str, key: str,
     ``done`` with the signal's payload as its result (a signal was stored: taken at once,
     the job stays in hand; or the step was done before), ``timed_out`` (recorded before:
     the handler raises ``errors.SignalTimeout``), or ``waiting``: the job is parked
-    (``state = waiting``, off active: the holder lets go, its token is spent). A waiting
-    answer may already be resumed: a signal sent while it parked is found by the re-check
-    and the job is back on pending by the time this returns. Counts a delay, never an
-    attempt. Refusals write nothing: ``StaleError``, ``GoneError``, ``StateError`` (``wait
-    not active``), ``KindError``. Round trips: the store's read and the park (2), then the
-    registration (and, when it finds the signal, the resume) for a parked job.
+    (``state = waiting``, off active: the holder lets go, its token is spent; a signal
+    may resume it at any moment from then on). Counts a delay, never an attempt. Refusals
+    write nothing: ``StaleError``, ``GoneError``, ``StateError`` (``wait not active``),
+    ``KindError``. Round trips: a fenced check that reads the journal (all a replay
+    needs), then the registration (with the store's read) and the park.
     """
     row, active, tok = held_keys(queue, job_id, token)
     step_name(name)
@@ -51,18 +52,21 @@ def wait_for(queue: str, job_id: str, token: int, name: str, key: str,
     timeout = "" if timeout_ms is None else str(guard.span("timeout_ms", timeout_ms, 1))
     keys = (row, active, keyspace.queue_key(queue, "waiting"))
 
+    def call(mode: str, payload: bytes | str = "") -> Eval:
+        return Eval("wait", keys, (job_id, tok, name, key, timeout, mode, payload))
+
     def calls() -> Verb[Recorded]:
-        stored = yield Command(("GET", value))
-        mode, payload = ("park", "") if stored is None else ("take", stored)
-        got = recorded(name, (yield Eval("wait", keys, (job_id, tok, name, key, timeout, mode,
-                                                         payload))))
-        if got.step.state is not StepState.WAITING:
-            return got
-        late = yield Eval("rendezvous", (index, value), (queue,))
-        if late is not None:
-            # the signal was stored after the first read: this waiter resumes itself
-            yield _resume(queue, key, late)
-        return got
+        # the refusals first, writing nothing anywhere (nor a registration); a step
+        # recorded before (a replay) is the answer
+        found = yield call("check")
+        if found is not None:
+            return recorded(name, found)
+        # registered BEFORE it parks: a waiter that dies between the two leaves an index
+        # entry (harmless: a signal's resume finds no job) rather than a parked job no
+        # signal can find
+        stored = yield Eval("rendezvous", (index, value), (queue,))
+        reply = yield (call("park") if stored is None else call("take", stored))
+        return recorded(name, reply)
 
     return calls()
 
@@ -90,7 +94,8 @@ def signal(key: str, payload: bytes | str = b"null",
         now, queues = int(got[0]), [text(q) for q in got[1:]]
         resumed = 0
         if queues:
-            for reply in (yield Batch(tuple(_resume(q, key, payload) for q in queues))):
+            for reply in (yield Batch(tuple(_resume(q, key, payload, ttl_ms)
+                                            for q in queues))):
                 if isinstance(reply, errors.ServerError):
                     raise reply
                 resumed += int(reply)

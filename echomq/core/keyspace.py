@@ -27,6 +27,7 @@ keys, as ``promote`` does).
 | ``emq:{workers}:w:<id>:control``| list | quiet/stop requests for it, popped by the worker   |
 | ``emq:{q}:waiting``         | zset | jobs parked on a signal, scored by when they parked |
 | ``emq:{q}:signal:<key>``    | set  | the ids of ``{q}`` waiting for signal ``<key>``     |
+| ``emq:{q}:signalled:<key>`` | str  | the queue's copy of a delivered signal (same TTL)   |
 | ``emq:{sig:<key>}:value``   | str  | a sent signal's payload, kept ttl ms (late waiters) |
 | ``emq:{sig:<key>}:queues``  | zset | queues with waiters on ``<key>`` (server ms scores) |
 

@@ -17,8 +17,9 @@
 --   {0, state, at, until, result}      a step of that name was recorded before (done with
 --                                      the payload that resumed it, timed_out, ...):
 --                                      unchanged, the job stays in hand; one still
---                                      'waiting' (the job was handed out meanwhile) is
---                                      parked again until its own timeout
+--                                      'waiting' (the job was handed out meanwhile) takes
+--                                      the signal if one is there, else is parked again
+--                                      until its own timeout
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE wait token mismatch,
 -- EMQSTATE wait not active, a timeout that is not a finite number or lies past year 9999
 -- (includes/bound.lua: ERR EMQ.WAIT due ...).
@@ -26,7 +27,7 @@
 -- <base>signal:<key> and <base>signalled:<key>.
 --@include fence
 --@include bound
---@include journal
+--@include waits
 --@include suspend
 local jk, id, name, key = KEYS[1], ARGV[1], ARGV[3], ARGV[4]
 local now = now_ms()
@@ -41,6 +42,10 @@ local till
 if s then
   if s.state ~= 'waiting' then return step_reply(jk, name, 0, s.state, s.at, s.till) end
   if ARGV[6] == 'check' then return false end
+  if take then
+    unwait(p, jk, id, 'done', now, take)
+    return {0, 'done', now, s.till, take}
+  end
   till = tonumber(s.till)
 elseif ARGV[6] == 'check' then
   return false

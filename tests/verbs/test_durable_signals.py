@@ -420,3 +420,30 @@ def test_a_holder_whose_wait_reply_was_lost_reads_its_fate_settled(run, queue):
     other, tok = held(run, queue)
     run(durable.sleep, queue, other, tok, "nap", 60_000)
     assert run(jobs.fate, queue, other, tok) == "settled"
+
+
+def test_a_wait_handed_out_while_waiting_parks_again_until_its_own_timeout(run, raw, queue):
+    """A job whose wait step still reads waiting but was handed out anyway (an operator moved
+    it back to pending by hand): its wait parks again with the timeout it had, and once the
+    signal is stored, takes it."""
+    key = sig()
+    jid, token = held(run, queue)
+    first = run(durable.wait_for, queue, jid, token, "approve", key, 60_000)
+    jk = keyspace.job_key(queue, jid)
+    raw.zrem(keyspace.queue_key(queue, "waiting"), jid)
+    raw.hset(jk, "state", "pending")
+    raw.zadd(keyspace.queue_key(queue, "pending"), {jid: 0})
+    c = run(jobs.claim, queue, 60_000)
+    again = run(durable.wait_for, queue, jid, c.token, "approve", key, 5)
+    assert not again.fresh and again.step.state == "waiting"
+    assert again.step.until_ms == first.step.until_ms and state(raw, queue, jid) == "waiting"
+    raw.zrem(keyspace.queue_key(queue, "waiting"), jid)
+    raw.hset(jk, "state", "pending")
+    raw.zadd(keyspace.queue_key(queue, "pending"), {jid: 0})
+    raw.set(keyspace.signal_key(key, "value"), b'"ok"')
+    c = run(jobs.claim, queue, 60_000)
+    taken = run(durable.wait_for, queue, jid, c.token, "approve", key, 5)
+    assert taken.step.state == "done" and taken.step.result == b'"ok"'
+    assert state(raw, queue, jid) == "active"
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    assert raw.hget(jk, "wait_key") is None

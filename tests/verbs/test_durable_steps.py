@@ -208,3 +208,12 @@ def test_the_state_table_rows_of_record_and_sleep_hold(run, raw, queue):
     assert row(raw, queue, jid)["state"] == b"active"
     run(durable.sleep, queue, jid, token, "nap", 60_000)
     assert row(raw, queue, jid)["state"] == b"scheduled"
+
+
+def test_a_binary_step_result_reads_back_as_bytes(run, queue):
+    """A result may be a codec's binary (Zlib): the journal and the row read keep it bytes."""
+    jid, token = held(run, queue)
+    blob = bytes(range(256))
+    run(durable.record, queue, jid, token, "packed", blob)
+    assert run(durable.steps, queue, jid)[0].result == blob
+    assert run(jobs.get, queue, jid)["out:packed"] == blob

@@ -118,14 +118,16 @@ _SET_OF = states.SET_OF
 
 @verb
 def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
-    """The job's row as a dict (``payload`` as bytes, other fields as str), or ``None``."""
+    """The job's row as a dict (``payload`` and a durable step's result, ``out:<name>``, as
+    bytes: both may be a codec's binary; other fields as str), or ``None``."""
     key = keyspace.job_key(queue, job_id)
 
     def decode(reply: Any) -> dict[str, Any] | None:
         if not reply:
             return None
         row = {text(k): v for k, v in reply.items()}
-        return {k: (v if k == "payload" else text(v)) for k, v in row.items()}
+        return {k: (v if k == "payload" or k.startswith("out:") else text(v))
+                for k, v in row.items()}
 
     return single(Command(("HGETALL", key)), decode)
 

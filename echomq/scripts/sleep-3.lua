@@ -10,6 +10,8 @@
 --   {0, 'done', wake, wake, false}     recorded before, its wake has come: the step is
 --                                      done from now on; the job stays in hand
 --   {0, state, at, until, result}      a step of that name of another kind: unchanged
+--   {0, 'cancelled', now, '', false}   a cancel was requested while it ran: it ends
+--                                      cancelled instead of sleeping (nothing recorded)
 -- Either sleeping reply counts a delay (delays + 1: no attempt spent) and leaves the
 -- step's name on the row (sleeping) for @why. 'in' prices on the SERVER clock.
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE sleep token mismatch,
@@ -28,23 +30,25 @@ local mode = ARGV[4] == 'in' and 'in' or 'at'
 local refused = fence(jk, id, ARGV[2], 'sleep', KEYS[2]) or due_refusal('SLEEP', mode, ARGV[5], now)
 if refused then return redis.error_reply(refused) end
 local s = step_of(jk, name)
-local fresh, at, wake = 0, nil, nil
-if not s then
-  fresh, at, wake = 1, now, price(mode, ARGV[5], now)
-  new_step(jk, name, 'sleeping', now, wake)
-elseif s.state == 'sleeping' then
+local p = string.sub(KEYS[2], 1, -7)
+local at, wake
+if s and s.state == 'sleeping' then
   at, wake = s.at, tonumber(s.till) or now
   if wake <= now then
     set_step(jk, name, s, 'done', s.till)
     redis.call('HDEL', jk, 'sleeping')
     return {0, 'done', s.till, s.till, false}
   end
-else
+elseif s then
   return step_reply(jk, name, 0, s.state, s.at, s.till)
 end
-local p = string.sub(KEYS[2], 1, -7)
+if cancelled_instead(p, jk, id) then return {0, 'cancelled', now, '', false} end
+if not s then
+  at, wake = now, price(mode, ARGV[5], now)
+  new_step(jk, name, 'sleeping', now, wake)
+end
 suspend(p, jk, id)
 redis.call('HSET', jk, 'state', 'scheduled', 'sleeping', name)
 lead(p, wake)
 redis.call('ZADD', KEYS[3], wake, id)
-return {fresh, 'sleeping', at, wake, false}
+return {s and 0 or 1, 'sleeping', at, wake, false}

@@ -20,6 +20,8 @@
 --                                      'waiting' (the job was handed out meanwhile) takes
 --                                      the signal if one is there, else is parked again
 --                                      until its own timeout
+--   {0, 'cancelled', now, '', false}   park, when a cancel was requested while it ran:
+--                                      it ends cancelled instead (nothing recorded)
 -- Refusals (nothing written): EMQKIND, EMQSTALE job gone, EMQSTALE wait token mismatch,
 -- EMQSTATE wait not active, a timeout that is not a finite number or lies past year 9999
 -- (includes/bound.lua: ERR EMQ.WAIT due ...).
@@ -52,6 +54,8 @@ elseif ARGV[6] == 'check' then
 elseif take then
   new_step(jk, name, 'done', now, '', take)
   return {1, 'done', now, '', take}
+elseif cancelled_instead(p, jk, id) then
+  return {0, 'cancelled', now, '', false}
 else
   till = ARGV[5] ~= '' and (now + tonumber(ARGV[5])) or nil
   new_step(jk, name, 'waiting', now, till)

@@ -213,7 +213,8 @@ def test_the_state_table_rows_of_the_wait_hold(run, raw, queue):
     moves = {(t.verb, t.source, t.target) for t in states.TRANSITIONS
              if t.verb in ("wait_for", "signal", "time_out")}
     assert moves == {("wait_for", ("active",), "waiting"), ("wait_for", ("active",), "active"),
-                     ("signal", ("waiting",), "pending"), ("time_out", ("waiting",), "pending")}
+                     ("wait_for", ("active",), "cancelled"), ("signal", ("waiting",), "pending"),
+                     ("time_out", ("waiting",), "pending")}
     assert "waiting" in states.STATES and states.SET_OF["waiting"] == "waiting"
 
 
@@ -447,3 +448,13 @@ def test_a_wait_handed_out_while_waiting_parks_again_until_its_own_timeout(run, 
     assert state(raw, queue, jid) == "active"
     assert wait_keys(raw, queue, jid, key) == (False, False, False)
     assert raw.hget(jk, "wait_key") is None
+
+
+def test_a_job_whose_cancel_was_requested_ends_instead_of_waiting(run, raw, queue):
+    key = sig()
+    jid, token = held(run, queue)
+    assert run(jobs.cancel, queue, jid) == "requested"
+    got = run(durable.wait_for, queue, jid, token, "approve", key, 60_000)
+    assert got.step.state == "cancelled" and state(raw, queue, jid) == "cancelled"
+    assert wait_keys(raw, queue, jid, key) == (False, False, False)
+    assert run(durable.steps, queue, jid) == []

@@ -202,7 +202,8 @@ def test_cancel_of_a_sleeping_job_ends_it_and_its_step(run, raw, queue):
 
 def test_the_state_table_rows_of_record_and_sleep_hold(run, raw, queue):
     rows = {(t.verb, t.target) for t in states.TRANSITIONS if t.verb in ("record", "sleep")}
-    assert rows == {("record", "active"), ("sleep", "scheduled"), ("sleep", "active")}
+    assert rows == {("record", "active"), ("sleep", "scheduled"), ("sleep", "active"),
+                    ("sleep", "cancelled")}
     jid, token = held(run, queue)
     run(durable.record, queue, jid, token, "s", b"1")
     assert row(raw, queue, jid)["state"] == b"active"
@@ -217,3 +218,14 @@ def test_a_binary_step_result_reads_back_as_bytes(run, queue):
     run(durable.record, queue, jid, token, "packed", blob)
     assert run(durable.steps, queue, jid)[0].result == blob
     assert run(jobs.get, queue, jid)["out:packed"] == blob
+
+
+def test_a_job_whose_cancel_was_requested_ends_instead_of_sleeping(run, raw, queue):
+    jid, token = held(run, queue)
+    assert run(jobs.cancel, queue, jid) == "requested"
+    got = run(durable.sleep, queue, jid, token, "nap", 60_000)
+    assert got.step.state == "cancelled"
+    assert row(raw, queue, jid)["state"] == b"cancelled"
+    assert raw.zscore(keyspace.queue_key(queue, "schedule"), jid) is None
+    assert raw.zscore(keyspace.queue_key(queue, "cancelled"), jid) is not None
+    assert run(durable.steps, queue, jid) == []

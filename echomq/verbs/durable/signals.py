@@ -41,7 +41,8 @@ def wait_for(queue: str, job_id: str, token: int, name: str, key: str,
     the job stays in hand; or the step was done before), ``timed_out`` (recorded before:
     the handler raises ``errors.SignalTimeout``), or ``waiting``: the job is parked
     (``state = waiting``, off active: the holder lets go, its token is spent; a signal
-    may resume it at any moment from then on). Counts a delay, never an attempt. Refusals
+    may resume it at any moment from then on), or ``cancelled`` (a cancel was requested
+    while it ran: it ended cancelled instead of parking). Counts a delay, never an attempt. Refusals
     write nothing: ``StaleError``, ``GoneError``, ``StateError`` (``wait not active``),
     ``KindError``. Round trips: a fenced check that reads the journal (all a replay
     needs), then the registration (with the store's read) and the park.

@@ -24,7 +24,8 @@ def sleep(queue: str, job_id: str, token: int, name: str, ms: int, mode: str = "
     ``mode="in"``: wake at SERVER now + ``ms``; ``mode="at"``: ``ms`` is the absolute wake
     (epoch ms). The answer's step is ``sleeping`` (the job is now on the schedule at
     ``until_ms``, ``state = scheduled``: the holder lets go, its token is spent) or
-    ``done`` (the wake has come: the job stays in hand and runs on); a step of that name
+    ``done`` (the wake has come: the job stays in hand and runs on) or ``cancelled`` (a
+    cancel was requested while it ran: it ended cancelled instead); a step of that name
     recorded otherwise is returned as it stands (``fresh`` False). Counts a delay, never an
     attempt. Refusals write nothing: ``StaleError``, ``GoneError``, ``StateError`` (``sleep
     not active``), ``KindError``.

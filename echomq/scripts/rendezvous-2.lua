@@ -9,8 +9,8 @@
 -- A signal's sender stores before it reads KEYS[1] (@signal), and this script registers
 -- before it reads KEYS[2]: both run in this one slot, one after the other, so either the
 -- sender sees this queue or this waiter sees the stored signal. (A sender that resumes
--- the queue before the job parks is caught by the waiter's re-read of KEYS[2] after it
--- parked.)
+-- the queue before the job parks leaves the queue a copy of the payload, which the park
+-- takes: @resume, @wait.)
 --@include now
 redis.call('ZADD', KEYS[1], now_ms(), ARGV[1])
 return redis.call('GET', KEYS[2])

@@ -2,57 +2,21 @@
 ``waiting`` on a signal key; a signal resumes every waiter on any queue with its payload as
 the step's result; a signal sent first is kept for late waiters; the timeout (SERVER clock)
 makes the job claimable with its step timed out; cancel ends a waiting job. Both connectors
-and wires, single server and cluster; every refusal writes nothing; a signal racing a wait,
-many times, never leaves the waiter behind."""
+and wires, single server and cluster; every refusal writes nothing. The races:
+test_durable_race.py."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-import uuid
 
 import pytest
 
-from echomq import AsyncConnector, Connector
 from echomq.core import errors, ids, keyspace, states
 from echomq.verbs import doctor, durable, jobs
 from tests.support.clients import server_ms
+from tests.support.durable import held, past_registrations, sig, state, wait_keys
 
 pytestmark = pytest.mark.topologies
-
-
-def held(run, queue, **options):
-    """A fresh job, claimed: (id, token)."""
-    jid = ids.mint()
-    run(jobs.enqueue, queue, jid, b"x", **options)
-    c = run(jobs.claim, queue, 60_000)
-    assert c is not None and c.id == jid
-    return jid, c.token
-
-
-def sig() -> str:
-    return "approval:" + uuid.uuid4().hex[:10]
-
-
-def state(raw, queue, jid):
-    got = raw.hget(keyspace.job_key(queue, jid), "state")
-    return got.decode() if got is not None else None
-
-
-def past_registrations(raw, key):
-    """Wait until the SERVER clock is past the newest registration on ``key``'s index: a
-    signal drops the entries older than its store, and keeps one of its own ms (a tie)."""
-    newest = raw.zrange(keyspace.signal_key(key, "queues"), -1, -1, withscores=True)
-    while newest and server_ms(raw) <= newest[0][1]:
-        time.sleep(0.001)
-
-
-def wait_keys(raw, queue, jid, key):
-    """Where a waiting job is indexed: (on waiting, on deadlines, on the key's waiters)."""
-    return (raw.zscore(keyspace.queue_key(queue, "waiting"), jid) is not None,
-            raw.zscore(keyspace.queue_key(queue, "deadlines"), jid) is not None,
-            raw.sismember(keyspace.waiters_key(queue, key), jid) == 1)
 
 
 def test_a_wait_parks_the_job_and_a_signal_resumes_it(run, raw, queue):
@@ -216,161 +180,6 @@ def test_the_state_table_rows_of_the_wait_hold(run, raw, queue):
                      ("wait_for", ("active",), "cancelled"), ("signal", ("waiting",), "pending"),
                      ("time_out", ("waiting",), "pending")}
     assert "waiting" in states.STATES and states.SET_OF["waiting"] == "waiting"
-
-
-# -- the race: a signal racing a wait -------------------------------------------------------
-
-
-def _stepped(conn, verb_steps, between_after: int, between):
-    """Drive a verb's steps by hand on a sync connector, running ``between()`` after step
-    number ``between_after`` (0-based) was answered: a chosen interleaving, made exact."""
-    gen = verb_steps
-    step, n = next(gen), 0
-    while True:
-        reply = conn.execute(step)
-        if n == between_after:
-            between()
-        n += 1
-        try:
-            step = gen.send(reply)
-        except StopIteration as stop:
-            return stop.value
-
-
-def test_a_signal_landing_between_registration_and_park_is_taken_from_the_queue(conn, raw,
-                                                                               queue):
-    """The interleaving where the sender's resume runs before the job parks: it resumes
-    nobody but leaves the queue a copy of the payload, which the park (ordered after it in
-    the queue's slot) takes instead of parking."""
-    key = sig()
-    jid, token = held(_Sync(conn), queue)
-    sent: list[int] = []
-    got = _stepped(conn, durable.wait_for.steps(queue, jid, token, "approve", key, 60_000),
-                   1, lambda: sent.append(durable.signal(conn, key, b'"late"', ttl_ms=60_000)))
-    assert sent == [0]
-    assert got.fresh and got.step.state == "done" and got.step.result == b'"late"'
-    assert state(raw, queue, jid) == "active"  # never parked: the handler runs on
-    assert wait_keys(raw, queue, jid, key) == (False, False, False)
-    assert 0 < raw.pttl(keyspace.queue_key(queue, f"signalled:{key}")) <= 60_000
-
-
-def test_a_waiter_that_dies_after_registering_leaves_nothing_behind(conn, raw, queue):
-    """A waiter killed between its registration and its park: the job is still in hand (its
-    lease runs out and the reaper returns it, as for any crash), and a signal finds only an
-    index entry, resumes nobody and drops it."""
-    key = sig()
-    jid, token = held(_Sync(conn), queue)
-    steps = durable.wait_for.steps(queue, jid, token, "approve", key, 60_000)
-    assert conn.execute(next(steps)) is None  # the check: no step of that name yet
-    assert conn.execute(steps.send(None)) is None  # registered, then the process died
-    steps.close()
-    assert state(raw, queue, jid) == "active"
-    past_registrations(raw, key)
-    assert durable.signal(conn, key, b"1") == 0
-    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
-    assert state(raw, queue, jid) == "active"
-
-
-def test_a_signal_after_the_registration_is_the_senders_to_deliver(conn, raw, queue):
-    key = sig()
-    jid, token = held(_Sync(conn), queue)
-    got = durable.wait_for(conn, queue, jid, token, "approve", key, 60_000)
-    assert got.step.state == "waiting" and state(raw, queue, jid) == "waiting"
-    assert raw.zscore(keyspace.signal_key(key, "queues"), queue) is not None
-    past_registrations(raw, key)
-    assert durable.signal(conn, key, b'"on time"') == 1
-    # the entry it delivered is dropped; the index key goes with its last entry
-    assert raw.exists(keyspace.signal_key(key, "queues")) == 0
-
-
-ROUNDS = 60
-
-
-def test_a_signal_racing_a_wait_never_leaves_the_waiter_behind(url, raw, queue):
-    """Two threads, two connections: one job waits (wait_for) while the signal for its key
-    is sent, released together by a barrier; repeated with fresh keys. Every round ends
-    with the job resumed (pending) or never parked (active: it took the payload), its step
-    done with the payload, nothing left on a wait index."""
-    waiter, sender = Connector.connect(url), Connector.connect(url)
-    try:
-        outcomes = set()
-        for i in range(ROUNDS):
-            key = sig()
-            jid, token = held(_Sync(waiter), queue)
-            gate = threading.Barrier(2)
-            resumed: list[int] = []
-
-            def send(key: str = key, gate: threading.Barrier = gate,
-                     resumed: list[int] = resumed, i: int = i) -> None:
-                gate.wait()
-                if i % 3 == 0:
-                    time.sleep(0.0005 * (i % 5))  # vary who lands first
-                resumed.append(durable.signal(sender, key, b'"go"'))
-
-            t = threading.Thread(target=send)
-            t.start()
-            gate.wait()
-            got = durable.wait_for(waiter, queue, jid, token, "approve", key, 60_000)
-            t.join()
-            st = state(raw, queue, jid)
-            assert st in ("pending", "active"), (i, st, got)
-            [step] = durable.steps(waiter, queue, jid)
-            assert step.state == "done" and step.result == b'"go"', (i, step)
-            assert wait_keys(raw, queue, jid, key) == (False, False, False)
-            outcomes.add((st, resumed[0]))
-            if st == "active":
-                jobs.ack(waiter, queue, jid, token)
-            else:
-                c = jobs.claim(waiter, queue, 60_000)
-                jobs.ack(waiter, queue, c.id, c.token)
-        assert "waiting" not in jobs.counts(waiter, queue)
-    finally:
-        waiter.close()
-        sender.close()
-
-
-def test_a_signal_racing_many_waits_on_asyncio(url, raw, queue):
-    """The same race on the asyncio connector: per round, several jobs on two queues wait
-    for one key while the signal goes out; none is left waiting."""
-    queues = [queue, queue + "-b"]
-
-    async def rounds() -> None:
-        a = await AsyncConnector.connect(url)
-        b = await AsyncConnector.connect(url)
-        try:
-            for _ in range(ROUNDS // 3):
-                key = sig()
-                held_jobs = []
-                for q in queues:
-                    for _ in range(2):
-                        jid = ids.mint()
-                        await jobs.enqueue(a, q, jid, b"x")
-                        c = await jobs.claim(a, q, 60_000)
-                        held_jobs.append((q, c.id, c.token))
-                await asyncio.gather(
-                    *(durable.wait_for(a, q, j, t, "approve", key, 60_000)
-                      for q, j, t in held_jobs),
-                    durable.signal(b, key, b'"go"'))
-                for q, j, _ in held_jobs:
-                    assert state(raw, q, j) in ("pending", "active")
-                    [step] = await durable.steps(a, q, j)
-                    assert step.state == "done" and step.result == b'"go"'
-                    await jobs.cancel(a, q, j)  # clear the queue for the next round
-        finally:
-            await a.close()
-            await b.close()
-
-    asyncio.run(rounds())
-
-
-class _Sync:
-    """``run``'s call shape on a plain sync connector (for ``held``)."""
-
-    def __init__(self, conn: Connector) -> None:
-        self.conn = conn
-
-    def __call__(self, verb, *args, **kwargs):
-        return verb(self.conn, *args, **kwargs)
 
 
 def test_a_waiting_job_keeps_its_unique_key(run, queue):

@@ -14,17 +14,9 @@ from echomq.core import errors, ids, keyspace, states
 from echomq.verbs import durable, jobs, retention
 from echomq.verbs.durable import StepState
 from tests.support.clients import server_ms
+from tests.support.durable import held
 
 pytestmark = pytest.mark.topologies
-
-
-def held(run, queue, payload=b"x", **options):
-    """A fresh job, claimed: (id, token)."""
-    jid = ids.mint()
-    run(jobs.enqueue, queue, jid, payload, **options)
-    c = run(jobs.claim, queue, 60_000)
-    assert c is not None and c.id == jid
-    return jid, c.token
 
 
 def row(raw, queue, jid):

@@ -42,9 +42,9 @@ def wait_for(queue: str, job_id: str, token: int, name: str, key: str,
     the handler raises ``errors.SignalTimeout``), or ``waiting``: the job is parked
     (``state = waiting``, off active: the holder lets go, its token is spent; a signal
     may resume it at any moment from then on), or ``cancelled`` (a cancel was requested
-    while it ran: it ended cancelled instead of parking). Counts a delay, never an attempt. Refusals
-    write nothing: ``StaleError``, ``GoneError``, ``StateError`` (``wait not active``),
-    ``KindError``. Round trips: a fenced check that reads the journal (all a replay
+    while it ran: it ended cancelled instead of parking). Counts a delay, never an
+    attempt. Refusals write nothing: ``StaleError``, ``GoneError``, ``StateError``
+    (``wait not active``), ``KindError``. Round trips: a fenced check that reads the journal (all a replay
     needs), then the registration (with the store's read) and the park.
     """
     row, active, tok = held_keys(queue, job_id, token)
@@ -100,8 +100,9 @@ def signal(key: str, payload: bytes | str = b"null",
                 if isinstance(reply, errors.ServerError):
                     raise reply
                 resumed += int(reply)
-        # entries registered before the store: their waiters were parked before it, so the
-        # resumes above found them; one registered at or after it saw the stored payload
+        # entries registered before the store: the resumes above found their jobs parked,
+        # or left their queues the copy their parks take; one registered at or after the
+        # store read the payload itself
         yield Command(("ZREMRANGEBYSCORE", index, "-inf", f"({now}"))
         return resumed
 

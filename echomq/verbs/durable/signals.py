@@ -44,8 +44,9 @@ def wait_for(queue: str, job_id: str, token: int, name: str, key: str,
     may resume it at any moment from then on), or ``cancelled`` (a cancel was requested
     while it ran: it ended cancelled instead of parking). Counts a delay, never an
     attempt. Refusals write nothing: ``StaleError``, ``GoneError``, ``StateError``
-    (``wait not active``), ``KindError``. Round trips: a fenced check that reads the journal (all a replay
-    needs), then the registration (with the store's read) and the park.
+    (``wait not active``), ``KindError``. Round trips: a fenced check that reads the
+    journal (all a replay needs), then the registration (with the store's read) and the
+    park.
     """
     row, active, tok = held_keys(queue, job_id, token)
     step_name(name)

@@ -30,6 +30,7 @@ from echomq.core.errors import (
     PayloadTooLarge,
     ReadOnly,
     ServerError,
+    SignalTimeout,
     StaleError,
     StateError,
     TryAgain,
@@ -42,6 +43,6 @@ __all__ = [
     "Busy", "CommandError", "ConfigError", "CrossSlotError", "EchoMQError", "GoneError",
     "JobCancelled", "JobExpired", "JobFailed", "JobNotFound", "KindError", "Loading",
     "Misconf", "NativeUnavailable", "NoPermission", "NoScript", "NotDurable", "OutOfMemory",
-    "PayloadTooLarge", "ReadOnly", "ServerError", "StaleError", "StateError", "TryAgain",
+    "PayloadTooLarge", "ReadOnly", "ServerError", "SignalTimeout", "StaleError", "StateError", "TryAgain",
     "Unavailable", "WireError", "from_server",
 ]

@@ -187,3 +187,18 @@ class JobExpired(EchoMQError):
 
 class JobNotFound(EchoMQError, LookupError):
     """No row, kept result or end token for the job id on the queues looked at."""
+
+
+class SignalTimeout(EchoMQError):
+    """A durable wait (``current_job().wait_for``) reached its timeout, on the SERVER
+    clock, before a signal for its key resumed it. ``key`` is the signal key, ``step`` the
+    wait's step name, ``at_ms`` the SERVER ms the wait timed out. Raised in the handler on
+    the run after the timeout, and on every later run of the job (the step is recorded
+    timed out)."""
+
+    def __init__(self, key: str, step: str, at_ms: int | None = None) -> None:
+        at = "" if at_ms is None else f" at {at_ms} ms (SERVER clock)"
+        super().__init__(f"wait {step!r} for signal {key!r} timed out{at}")
+        self.key = key
+        self.step = step
+        self.at_ms = at_ms

@@ -25,9 +25,16 @@ keys, as ``promote`` does).
 | ``emq:{workers}:w:<id>``    | hash | its registration, expiring 2 heartbeats after the last  |
 | ``emq:{workers}:w:<id>:busy``| str | the jobs it runs now (JSON), same expiry                |
 | ``emq:{workers}:w:<id>:control``| list | quiet/stop requests for it, popped by the worker   |
+| ``emq:{q}:waiting``         | zset | jobs parked on a signal, scored by when they parked |
+| ``emq:{q}:signal:<key>``    | set  | the ids of ``{q}`` waiting for signal ``<key>``     |
+| ``emq:{q}:signalled:<key>`` | str  | the queue's copy of a delivered signal (same TTL)   |
+| ``emq:{sig:<key>}:value``   | str  | a sent signal's payload, kept ttl ms (late waiters) |
+| ``emq:{sig:<key>}:queues``  | zset | queues with waiters on ``<key>`` (server ms scores) |
 
 Row fields: ``state``, ``attempts`` (the fencing token), ``payload``, and as they arise
-``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``.
+``group``, ``failures``, ``stalled``, ``delays``, ``error``, ``completed_at``, ``died_at``;
+a durable job's step journal (``steps``, ``step:<name>``, ``out:<name>``, ``sleeping``,
+``wait_key``, ``wait_step``, ``wait_until``: ``verbs.durable``).
 
 Everything here is pure: no I/O, no clock.
 """
@@ -126,3 +133,18 @@ def worker_key(worker_id: str, part: str = "") -> str:
 def registry_key() -> str:
     """``emq:queues``: the set of queue names (outside every queue's tag; ``registry``)."""
     return f"{PREFIX}:queues"
+
+
+def signal_key(key: str, suffix: str) -> str:
+    """A signal's rendezvous, ``emq:{sig:<key>}:<suffix>`` (``value``: the stored payload;
+    ``queues``: the queues with waiters on it): one slot per signal key, apart from every
+    queue's (``verbs.durable``). The key follows a queue name's rules (checked here, before
+    any I/O: a ``str``, not empty, at most 200 bytes, no ``{`` or ``}``)."""
+    _check_name("signal key", key)
+    return f"{PREFIX}:{{sig:{key}}}:{suffix}"
+
+
+def waiters_key(queue: str, key: str) -> str:
+    """``emq:{queue}:signal:<key>``: the ids on ``queue`` waiting for signal ``key``."""
+    _check_name("signal key", key)
+    return queue_key(queue, f"signal:{key}")

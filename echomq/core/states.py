@@ -19,6 +19,13 @@ names which one sorted set holds its id:
   dead-letters it (and, revived and completed, brings it back). A flow node whose unique
   key a live job owns is no job of its own: a stub row (``state = linked``, on no set)
   that settles with that job (``echomq.verbs.flows``).
+- ``waiting``: a durable job parked on a signal (``echomq.verbs.durable``: ``wait_for``) on
+  ``waiting``, scored by the SERVER ms it parked; never claimable. Its row names the signal
+  key (``wait_key``), its step and its timeout (``wait_until``, SERVER ms, also on
+  ``deadlines``). A signal for the key (``resume``) or the timeout (the deadline sweep,
+  ``expire``) sends it back to pending at its priority with the step done or timed out; a
+  cancel ends it ``cancelled``. A durable *sleep* is no state of its own: the job is
+  ``scheduled`` at its wake, its row naming the sleep's step (``sleeping``).
 - ``expired``: a job admitted with a deadline (``expires``, SERVER ms on the row) that no
   claim started by then, on ``expired`` scored by the SERVER ms it expired (kept and
   trimmed like ``dead``). Whatever held it (pending, a lane, the schedule), it never runs:
@@ -40,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 STATES = ("scheduled", "pending", "active", "completed", "dead", "cancelled", "expired",
-          "waiting-children")
+          "waiting-children", "waiting")
 
 #: the sorted set each state lives on (the lane is the grouped form of ``pending``)
 SET_OF = {
@@ -52,6 +59,7 @@ SET_OF = {
     "cancelled": "cancelled",
     "expired": "expired",
     "waiting-children": "waiting-children",
+    "waiting": "waiting",
 }
 
 
@@ -93,7 +101,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reap", ("active",), "dead", "server", "stalled past the threshold"),
     Transition("reap", ("active",), "cancelled", "server", "lease expired and a cancel was requested"),
     Transition("rate_limited", ("active",), "pending", "server", "token-fenced; attempts - 1 (no attempt spent); its group (or the queue) claims nothing for ms"),
-    Transition("cancel", ("pending", "scheduled", "waiting-children"), "cancelled", "server", "removed from its set with the row in one call (a flow parent: flows.cancel also cancels its waiting subtree)"),
+    Transition("cancel", ("pending", "scheduled", "waiting-children", "waiting"), "cancelled", "server", "removed from its set with the row in one call (a flow parent: flows.cancel also cancels its waiting subtree; a durable sleep or wait: its step reads cancelled)"),
     Transition("cancel", ("active",), "active", "-", "marks the row (cancel = 1): 'requested'"),
     Transition("finish_cancelled", ("active",), "cancelled", "server", "token-fenced: the holder stopped the handler"),
     Transition("reschedule", ("scheduled",), "scheduled", "server", "native only: rescore, ZADD XX", "-", "EMQ.RESCHEDULE"),
@@ -105,8 +113,17 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("flow_carry", ("waiting-children",), "scheduled", "server", "as above, for a parent admitted with a delay or run-at still ahead (not_before): on the schedule until then"),
     Transition("flow_carry", ("waiting-children",), "dead", "server", "a child died or was cancelled under the 'fail' policy"),
     Transition("flow_carry", ("dead",), "pending", "server", "a parent failed by its children: the failed child was revived and completed"),
+    Transition("record", ("active",), "active", "server", "durable step: token-fenced; the step's result written once on the row (a second record of the name keeps the first); at_ms = TIME", "step"),
+    Transition("sleep", ("active",), "scheduled", "server", "durable sleep: token-fenced; wake = TIME + ms ('at': caller); delays + 1 (no attempt spent); the row names the step (sleeping)"),
+    Transition("sleep", ("active",), "active", "server", "the re-run's sleep once its wake has come (TIME >= wake): the step is recorded done, the job stays in hand"),
+    Transition("sleep", ("active",), "cancelled", "server", "a cancel was requested while it ran: it ends cancelled instead of sleeping"),
+    Transition("wait_for", ("active",), "waiting", "server", "durable wait: token-fenced; parked on waiting (and on deadlines at TIME + timeout); delays + 1", "wait"),
+    Transition("wait_for", ("active",), "active", "server", "a signal stored before the wait (or a step already recorded): the step is done with its payload, nothing parked", "wait"),
+    Transition("wait_for", ("active",), "cancelled", "server", "a cancel was requested while it ran: it ends cancelled instead of parking", "wait"),
+    Transition("signal", ("waiting",), "pending", "server", "each job waiting on the key, queue by queue: the payload recorded as its step, back at its priority (or its lane)", "resume"),
+    Transition("time_out", ("waiting",), "pending", "server", "the deadline sweep: a wait whose timeout is at or before TIME; its step recorded timed_out", "expire"),
     Transition("fire", (), "pending", "host", "a due registration mints one occurrence (score-checked); next run from host now"),
-    Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled", "expired"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
+    Transition("discard", ("pending", "scheduled", "completed", "dead", "cancelled", "expired", "waiting"), "(deleted)", "-", "operator action (dashboard delete): row, set entry, result, owned unique key together; refused while active"),
 )
 
 

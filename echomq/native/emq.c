@@ -802,7 +802,7 @@ EmqStr *keyat(EmqCtx *ctx, const char *base, size_t blen, const char *mid,
 
 static int is_live_state(const EmqStr *st) {
     return str_is(st, "pending") || str_is(st, "scheduled") || str_is(st, "active") ||
-           str_is(st, "waiting-children");
+           str_is(st, "waiting-children") || str_is(st, "waiting");
 }
 
 /* The live owner of the unique key uk, as the scripts' unique_owner(): the id it holds

@@ -36,6 +36,7 @@ else
 end
 local f = redis.call('HMGET', KEYS[1], 'parent', 'policy', 'flow', 'watched')
 local waiting = st == 'pending' or st == 'scheduled' or st == 'waiting-children'
+  or st == 'waiting'
 if f[1] and (waiting or st == 'linked') then
   flow_settled(p, KEYS[1], ARGV[2], 'cancelled', f[1], f[2], 'discarded')
 end

@@ -37,7 +37,7 @@ local function found(subject, kind, why, repaired)
   out[#out + 1] = repaired or ''
 end
 local SETS = {'pending', 'schedule', 'active', 'dead', 'cancelled', 'completed',
-  'waiting-children'}
+  'waiting-children', 'waiting'}
 local STAMP = {dead = 'died_at', completed = 'completed_at', cancelled = 'cancelled_at'}
 -- holders(id, lanes): the keys of every set and listed lane holding id, with their names
 local function holders(id, lanes)

@@ -7,7 +7,10 @@
 -- 'hold' with the fields of the one control that holds it, the first that applies:
 --   after          job, its (a recurrence occurrence held by its overlap policy until the
 --                  occurrence job ends; its = that job's state)
+--   sleep          step, at (a durable sleep: its step's name and its wake, the run-at)
 --   scheduled      at (its run-at)
+--   signal         key, step, until (a durable wait: the signal key, its step's name and
+--                  its timeout, '' = none)
 --   children       left (children still to settle), of (its children)
 --   paused         until (the queue's pause end, '' = until resumed)
 --   blocked        until (a queue-level rate_limited)
@@ -24,7 +27,8 @@
 --@include now
 local p, id = ARGV[1], ARGV[2]
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'group', 'priority', 'expires', 'after')
+local f = redis.call('HMGET', KEYS[1], 'state', 'group', 'priority', 'expires', 'after',
+  'sleeping', 'wait_key', 'wait_step', 'wait_until')
 local st = f[1]
 local out = {'state', st or '', 'now', now}
 local function add(...)
@@ -44,6 +48,14 @@ local function starts(log, ms)
 end
 if st == 'scheduled' and f[5] then
   add('hold', 'after', 'job', f[5], 'its', redis.call('HGET', p .. 'job:' .. f[5], 'state') or '')
+  return out
+end
+if st == 'scheduled' and f[6] then
+  add('hold', 'sleep', 'step', f[6], 'at', redis.call('ZSCORE', p .. 'schedule', id) or '')
+  return out
+end
+if st == 'waiting' then
+  add('hold', 'signal', 'key', f[7] or '', 'step', f[8] or '', 'until', f[9] or '')
   return out
 end
 if st == 'scheduled' then

@@ -178,4 +178,4 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
 EXPIRE_BATCH = 100
 
 #: the states a job waits in (what ``jobs.why`` explains)
-WAITING = frozenset({"pending", "scheduled", "waiting-children"})
+WAITING = frozenset({"pending", "scheduled", "waiting-children", "waiting"})

@@ -34,15 +34,15 @@ local function given(v)
   return v
 end
 -- unique_owner(p, key): the id of the live job that owns unique key <key> (waiting,
--- running, a flow parent waiting for its children, or any job inside its unique_for
--- window), or nil when the key is free or stale.
+-- running, a flow parent waiting for its children, a durable job parked on a signal, or
+-- any job inside its unique_for window), or nil when the key is free or stale.
 local function unique_owner(p, key)
   local uk = p .. 'unique:' .. key
   local owner = redis.call('GET', uk)
   if owner then
     local st = redis.call('HGET', p .. 'job:' .. owner, 'state')
     if st == 'pending' or st == 'scheduled' or st == 'active' or st == 'waiting-children'
-        or redis.call('PTTL', uk) > 0 then
+        or st == 'waiting' or redis.call('PTTL', uk) > 0 then
       return owner
     end
   end

@@ -9,5 +9,6 @@ local STATE_SET = {
   ['cancelled'] = 'cancelled',
   ['expired'] = 'expired',
   ['waiting-children'] = 'waiting-children',
+  ['waiting'] = 'waiting',
   ['linked'] = false,
 }

@@ -12,6 +12,8 @@ SERVER clock. ``Hold`` is the answer as data; ``Hold.words`` says it the way ``e
 - ``rate window full (10 per 1 s), reopens in 340 ms``
 - ``behind 1,203 jobs of priority <= 0``
 - ``waiting for 3 of 10 children``
+- ``sleeping in step cool-off until 12:00:03 UTC (in 4.1 s)``
+- ``waiting for signal approval:42 in step approve, times out at 13:00:00 UTC (in 58 m)``
 
 and, for a job with a deadline, ``; expires in 2 m``.
 """
@@ -61,11 +63,11 @@ def _until(ms: int, now: int) -> str:
 class Hold:
     """What a ``why`` read found: the job's ``state`` (``None``: no row), SERVER ``now_ms``,
     its deadline ``expires_ms`` (if any), and for a waiting job the ``control`` that holds
-    it (``scheduled``, ``children``, ``paused``, ``blocked``, ``group-paused``,
-    ``group-limit``, ``group-rate``, ``group-blocked``, ``rate``, ``behind``; ``None`` for a
-    running or ended job) with its ``facts`` (ints where numbers, ``until_ms`` when it lets
-    go at a known instant). ``after``: a recurrence occurrence its overlap policy holds
-    until the one it follows ends."""
+    it (``scheduled``, ``sleep``, ``signal``, ``children``, ``paused``, ``blocked``,
+    ``group-paused``, ``group-limit``, ``group-rate``, ``group-blocked``, ``rate``,
+    ``behind``; ``None`` for a running or ended job) with its ``facts`` (ints where
+    numbers, ``until_ms`` when it lets go at a known instant). ``after``: a recurrence
+    occurrence its overlap policy holds until the one it follows ends."""
 
     state: str | None
     now_ms: int
@@ -90,6 +92,10 @@ class Hold:
         until = self.until_ms
         text_ = {
             "scheduled": lambda: f"scheduled for {_until(until or now, now)}",
+            "sleep": lambda: f"sleeping in step {f['step']} until {_until(until or now, now)}",
+            "signal": lambda: (f"waiting for signal {f['key']} in step {f['step']}, "
+                               + (f"times out at {_until(until, now)}" if until
+                                  else "no timeout")),
             "children": lambda: f"waiting for {f['left']} of {f['of']} children",
             "after": lambda: (f"held by its registration's overlap policy until occurrence "
                               f"{f['job']} ({f.get('its') or 'gone'}) ends"),
@@ -133,6 +139,9 @@ def _num(value: str) -> Any:
         return value
 
 
+_TEXTS = frozenset({"group", "job", "its", "step", "key"})  # facts that are names, never numbers
+
+
 def hold_of(reply: Any) -> Hold:
     """The ``why`` script's reply as a ``Hold``."""
     pairs = [(text(reply[i]), text(reply[i + 1])) for i in range(0, len(reply), 2)]
@@ -141,7 +150,7 @@ def hold_of(reply: Any) -> Hold:
     seen_hold = False
     for k, v in pairs:
         if seen_hold:
-            facts[k] = _num(v) if v != "" and k not in ("group", "job", "its") else (v or None)
+            facts[k] = _num(v) if v != "" and k not in _TEXTS else (v or None)
         elif k == "state":
             state = v or None
         elif k == "now":

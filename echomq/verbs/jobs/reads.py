@@ -77,8 +77,9 @@ def stats(queue: str) -> Verb[dict[str, int]]:
 
 # -- reads (plain commands; no transition) ------------------------------------------------
 
-# states a fenced outcome leaves behind (ack, retry, delay, or a cancel at a checkpoint)
-_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled"})
+# states a fenced outcome leaves behind (ack, retry, delay or a durable sleep, a durable
+# wait, or a cancel at a checkpoint)
+_SETTLED = frozenset({"completed", "scheduled", "dead", "cancelled", "waiting"})
 
 
 @verb
@@ -87,7 +88,8 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
 
     ``"gone"``: no row (completed and deleted under the default retention, by this
     holder's earlier try or a later one's). ``"settled"``: the row is still at this token
-    and no longer running (completed, scheduled by a retry or delay, dead): this holder's
+    and no longer running (completed, scheduled by a retry, delay or sleep, parked on a
+    signal, dead): this holder's
     own earlier try landed, typically a retried call whose first reply was lost in a
     restart. ``"moved"``: a later claim holds it (another token), or its lease lapsed and
     the reaper returned it: it runs again elsewhere. One ``HMGET``; no clock.
@@ -108,21 +110,24 @@ def fate(queue: str, job_id: str, token: int) -> Verb[str]:
 #: the states ``counts`` and ``page`` read (each on its set, ``states.SET_OF``)
 STATE_SETS = ("pending", "scheduled", "active", "dead", "completed", "cancelled")
 #: states ``counts`` reports only when their set holds jobs (a queue that uses no deadline
-#: answers the same counts as before deadlines existed); ``page`` reads them like the rest
-SPARSE_SETS = ("expired",)
+#: or durable wait answers the same counts as before those existed); ``page`` reads them
+#: like the rest (``waiting``: jobs parked on a signal, ``verbs.durable``)
+SPARSE_SETS = ("expired", "waiting")
 _SET_OF = states.SET_OF
 
 
 @verb
 def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
-    """The job's row as a dict (``payload`` as bytes, other fields as str), or ``None``."""
+    """The job's row as a dict (``payload`` and a durable step's result, ``out:<name>``, as
+    bytes: both may be a codec's binary; other fields as str), or ``None``."""
     key = keyspace.job_key(queue, job_id)
 
     def decode(reply: Any) -> dict[str, Any] | None:
         if not reply:
             return None
         row = {text(k): v for k, v in reply.items()}
-        return {k: (v if k == "payload" else text(v)) for k, v in row.items()}
+        return {k: (v if k == "payload" or k.startswith("out:") else text(v))
+                for k, v in row.items()}
 
     return single(Command(("HGETALL", key)), decode)
 
@@ -130,7 +135,8 @@ def get(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
 @verb
 def counts(queue: str) -> Verb[dict[str, int]]:
     """How many jobs sit in each state set of ``queue`` (one round trip): every state of
-    ``STATE_SETS``, and ``expired`` when that set holds jobs."""
+    ``STATE_SETS``, and ``expired`` and ``waiting`` (jobs parked on a signal) when their set
+    holds jobs."""
     names = STATE_SETS + SPARSE_SETS
     keys = [keyspace.queue_key(queue, _SET_OF.get(s, s)) for s in names]
 
@@ -157,7 +163,8 @@ def server_now_ms() -> Verb[int]:
 def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
     """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
 
-    The score means run-at for ``scheduled``, lease expiry for ``active``, and the SERVER ms
+    The score means run-at for ``scheduled``, lease expiry for ``active``, the SERVER ms a
+    job parked for ``waiting``, and the SERVER ms
     of completion, death, cancel or expiry for ``completed``/``dead``/``cancelled``/
     ``expired`` (newest first for those four); ``pending``
     is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``. A

@@ -43,6 +43,7 @@ __all__ = [
     "Busy", "CommandError", "ConfigError", "CrossSlotError", "EchoMQError", "GoneError",
     "JobCancelled", "JobExpired", "JobFailed", "JobNotFound", "KindError", "Loading",
     "Misconf", "NativeUnavailable", "NoPermission", "NoScript", "NotDurable", "OutOfMemory",
-    "PayloadTooLarge", "ReadOnly", "ServerError", "SignalTimeout", "StaleError", "StateError", "TryAgain",
+    "PayloadTooLarge", "ReadOnly", "ServerError", "SignalTimeout", "StaleError", "StateError",
+    "TryAgain",
     "Unavailable", "WireError", "from_server",
 ]

@@ -1,8 +1,8 @@
 """The claim loop of a ``Consumer``: claim up to the free slots, then wait for more work.
 
 Between claims an idle consumer does not poll: it blocks on the queue's wake list
-(``BLPOP emq:{q}:wake``, timeout one beat, or less when a due instant noted by
-``note_due`` comes first), which enqueue, promote and reap push a token onto, so an
+(``BLPOP emq:{q}:wake``, timeout one beat, or less when a due instant noted in the
+consumer's ``Context.wake`` comes first), which enqueue, promote and reap push a token onto, so an
 enqueued job starts within a round trip. A full consumer waits for a slot instead. The
 same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
 the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.

@@ -35,18 +35,14 @@ class LegLoop:
         self.claims = claims
         self.beat_no = 0
 
-    async def once(self) -> LegCounts:
-        """One beat's legs for every queue, by hand (``Consumer.beat``); counted."""
+    async def once(self) -> None:
+        """One beat's legs for every queue, by hand (``Consumer.beat``), counted."""
         ctx = self.ctx
         self.beat_no += 1
-        total = LegCounts()
         for q in ctx.queues:
             counts = await run_legs(ctx.conn, q, self.legs, self.beat_no)
             ctx.stats.reaped += counts.reaped
             ctx.stats.promoted += counts.promoted
-            total.reaped += counts.reaped
-            total.promoted += counts.promoted
-        return total
 
     async def run(self, stop: asyncio.Event) -> None:
         """The legs once a beat (HOST monotonic), and at each due run-at, until ``stop``."""

@@ -70,7 +70,7 @@ class Ack(NamedTuple):
     job: Job
     result: str | None  # the JSON text the ack keeps, or None
     keep_result_ms: int | None
-    waiter: asyncio.Future[errors.ServerError | None] | None
+    waiter: asyncio.Future[BaseException | None] | None
     route: Route | None = None
     deadline: Held | None = None
     ran_s: float = 0.0
@@ -132,7 +132,7 @@ class Settler:
                    keep_result_ms: int | None = None) -> None:
         """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its reply
         (the patient path: a refusal or a wire error raises here)."""
-        waiter: asyncio.Future[errors.ServerError | None] = (
+        waiter: asyncio.Future[BaseException | None] = (
             asyncio.get_running_loop().create_future())
         self._acks.append(Ack(job, result, keep_result_ms, waiter))
         if self.flushing is None or self.flushing.done():
@@ -200,10 +200,10 @@ class Settler:
         waiter, job = ack.waiter, ack.job
         if waiter is not None:
             if not waiter.done():
-                if failed:
-                    waiter.set_exception(reply)  # type: ignore[arg-type]
+                if failed and reply is not None:
+                    waiter.set_exception(reply)
                 else:
-                    waiter.set_result(reply)  # type: ignore[arg-type]
+                    waiter.set_result(reply)
             return
         ctx = self.ctx
         ctx.slots.settling -= 1

@@ -181,6 +181,14 @@ class Context:
         return (self.held_until is not None
                 and asyncio.get_running_loop().time() < self.held_until)
 
+    def count(self, job: Job, task: str | None, outcome: int, ran_s: float) -> None:
+        """Count a settled run of ``task`` (a named route) under ``outcome`` (task metrics
+        on), with its handler time (HOST monotonic s)."""
+        tallies = self.tallies
+        tally = tallies.get(job.queue) if tallies else None
+        if tally is not None and task is not None:
+            tally.add(task, outcome, ran_s)
+
     def emit(self, kind: str, job: Job, **info: Any) -> None:
         """Hand ``job``'s event ``kind`` to the observer, if there is one."""
         emit(self.on_event, kind, job.queue, job.id, job.token, info)

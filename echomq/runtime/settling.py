@@ -52,14 +52,12 @@ from echomq.runtime.outcome import (
     Suspended,
     TimedOut,
 )
+from echomq.runtime.reporting import Retrying, after, cancelled, task_of
 from echomq.runtime.route import Route, task_name
-from echomq.runtime.taskstats import CANCELLED, COMPLETED, DEAD, RETRIED, TIMED_OUT
-from echomq.runtime.verdict import describe
+from echomq.runtime.taskstats import COMPLETED, RETRIED, TIMED_OUT
 from echomq.verbs import jobs
 
 log = logging.getLogger("echomq.consumer")
-
-MAX_ERROR_CHARS = 2_000
 
 
 class Ack(NamedTuple):
@@ -211,7 +209,7 @@ class Settler:
         assert route is not None and deadline is not None  # a hot-path entry carries them
         if reply is None:
             ctx.stats.completed += 1
-            self._count(job, route, COMPLETED, ack.ran_s)
+            ctx.count(job, route.name, COMPLETED, ack.ran_s)
             if ctx.on_event is not None:
                 ctx.emit("completed", job)
             return
@@ -240,7 +238,7 @@ class Settler:
                 if deadline.lapsed():
                     log.warning("job %s %s: outcome %s not recorded before its lease "
                                 "lapsed (%s); the reaper will return it", job.id,
-                                _task(route, deadline), outcome.kind, exc)
+                                task_of(route, deadline), outcome.kind, exc)
                     ctx.stats.lost += 1
                     ctx.emit("lost", job, outcome=outcome.kind)
                     return
@@ -249,7 +247,7 @@ class Settler:
             except errors.ServerError as exc:
                 if not await self._landed_before(job, outcome.kind, exc, plan.landed):
                     log.warning("job %s %s: %s refused (%s); another holder owns it now",
-                                job.id, _task(route, deadline), outcome.kind, exc)
+                                job.id, task_of(route, deadline), outcome.kind, exc)
                     ctx.stats.lost += 1
                     ctx.emit("lost", job, outcome=outcome.kind, error=str(exc))
                 return
@@ -263,16 +261,16 @@ class Settler:
             case Completed(result=result):
                 return await self._completion(job, route, result, ran_s)
             case Failed(error=error):
-                return _Retry(self, job, route, error, deadline, ran_s, RETRIED).plan()
+                return self._retry(job, route, error, deadline, ran_s, RETRIED)
             case TimedOut(error=timeout):
                 ctx.stats.timed_out += 1
                 ctx.emit("timed_out", job, error=f"TimeoutError: {timeout}")
-                return _Retry(self, job, route, timeout, deadline, ran_s, TIMED_OUT).plan()
+                return self._retry(job, route, timeout, deadline, ran_s, TIMED_OUT)
             case Delayed(mode=mode, value=value, handed_back=handed_back):
                 async def delayed(_reply: Any) -> None:
                     if handed_back:
                         ctx.stats.handed_back += 1
-                        ctx.emit("handed_back", job, ms=value, task=_task(route, deadline))
+                        ctx.emit("handed_back", job, ms=value, task=task_of(route, deadline))
                     else:
                         ctx.stats.delayed += 1
                         ctx.emit("delayed", job, mode=mode, value=value)
@@ -290,15 +288,20 @@ class Settler:
                             limited)
             case Cancelled():
                 return Plan(lambda: jobs.finish_cancelled(conn, queue, job.id, job.token),
-                            lambda _reply: self._cancelled(job, route, ran_s))
+                            lambda _reply: cancelled(ctx, job, route, ran_s))
             case Suspended(step=step):
                 # coming with durable steps (issue 35): until a transition parks a job, a
                 # suspension is a failure the route's policy retries
                 error = NotImplementedError(f"step {step!r} suspends its job: durable steps "
                                             "are not available yet")
-                return _Retry(self, job, route, error, deadline, ran_s, RETRIED).plan()
+                return self._retry(job, route, error, deadline, ran_s, RETRIED)
             case _:
                 assert_never(outcome)
+
+    def _retry(self, job: Job, route: Route, error: BaseException, deadline: Held,
+               ran_s: float, code: int) -> Plan:
+        retrying = Retrying(self.ctx, job, route, error, deadline, ran_s, code)
+        return Plan(retrying.verb, retrying.report)
 
     async def _completion(self, job: Job, route: Route, result: str | None,
                           ran_s: float) -> Plan:
@@ -311,13 +314,13 @@ class Settler:
 
         async def completed(_reply: Any) -> None:
             ctx.stats.completed += 1
-            self._count(job, route, COMPLETED, ran_s)
+            ctx.count(job, route.name, COMPLETED, ran_s)
             ctx.emit("completed", job)
-            await self._after(job, route, "completed", tally=done)
+            await after(job, route, "completed", tally=done)
 
         def landed() -> None:
             ctx.stats.completed += 1
-            self._count(job, route, COMPLETED, ran_s)
+            ctx.count(job, route.name, COMPLETED, ran_s)
 
         return Plan(lambda: self._ack(job, result, route.keep_result_ms), completed, landed)
 
@@ -332,22 +335,6 @@ class Settler:
         # never spends an attempt
         with contextlib.suppress(errors.EchoMQError):
             await jobs.count_delay(conn, job.queue, job.id)
-
-    async def _cancelled(self, job: Job, route: Route, ran_s: float) -> None:
-        ctx = self.ctx
-        ctx.stats.cancelled += 1
-        self._count(job, route, CANCELLED, ran_s)
-        ctx.emit("cancelled", job)
-
-    async def _after(self, job: Job, route: Route, outcome: str, *, tally: Tally,
-                     **facts: Any) -> None:
-        """The task's callback for ``outcome``, now that it is recorded (in the job's slot;
-        its errors are logged, never raised)."""
-        after = route.after
-        if after is None or not after.wants(outcome):
-            return
-        await after.run(job.queue, job.id, outcome, runs=tally.runs,
-                        failures=tally.failures, delays=tally.delays, **facts)
 
     async def _landed_before(self, job: Job, kind: str, exc: errors.ServerError,
                              landed: Callable[[], None] | None) -> bool:
@@ -364,84 +351,6 @@ class Settler:
         if landed is not None:
             landed()
         log.info("job %s %s: %s already settled (%s; row %s at token %d): an earlier "
-                 "try landed", job.id, job_task(job), kind, exc, fate, job.token)
+                 "try landed", job.id, task_name(job.payload), kind, exc, fate, job.token)
         ctx.emit("settled", job, outcome=kind, fate=fate, error=str(exc))
         return True
-
-    def _count(self, job: Job, route: Route, outcome: int, ran_s: float) -> None:
-        tallies = self.ctx.tallies
-        tally = tallies.get(job.queue) if tallies else None
-        if tally is not None and route.name is not None:
-            tally.add(route.name, outcome, ran_s)
-
-
-class _Retry:
-    """A failed (or timed-out) run's settlement: the retry transition, priced once the
-    row's counts are read, and its report by what it answered (retrying, dead, or
-    cancelled: a failure of a cancel-marked row ends it cancelled). ``code``: the task
-    metrics' outcome of a retry (``RETRIED`` or ``TIMED_OUT``)."""
-
-    def __init__(self, settler: Settler, job: Job, route: Route, error: BaseException,
-                 deadline: Held, ran_s: float, code: int) -> None:
-        self.settler, self.job, self.route, self.error = settler, job, route, error
-        self.deadline, self.ran_s, self.code = deadline, ran_s, code
-        self.verdict = route.verdict(error)
-        self.tally = Tally()  # the row's counts with this failure, once read
-        self.tried = 0  # the runs that count against max_attempts
-        self.delay_ms = 0
-
-    def plan(self) -> Plan:
-        return Plan(self.verb, self.report)
-
-    async def verb(self) -> Any:
-        job, route, verdict, conn = self.job, self.route, self.verdict, self.settler.ctx.conn
-        tally = await jobs.tally(conn, job.queue, job.id)
-        self.tried = max(1, job.token - tally.delays)  # claims that were not after a delay
-        self.delay_ms = (route.retry_delay(self.tried) if verdict.delay_ms is None
-                         else verdict.delay_ms)
-        # a final verdict dead-letters now: the fence held, so token >= 1
-        budget = 1 if verdict.final else route.max_attempts + tally.delays
-        self.tally = tally._replace(runs=job.token, failures=tally.failures + 1)
-        return await jobs.retry(conn, job.queue, job.id, job.token, self.delay_ms, budget,
-                                verdict.error[:MAX_ERROR_CHARS])
-
-    async def report(self, reply: Any) -> None:
-        settler, job, route, verdict = self.settler, self.job, self.route, self.verdict
-        ctx, tally, deadline = settler.ctx, self.tally, self.deadline
-        if reply == "cancelled":
-            await settler._cancelled(job, route, self.ran_s)
-        elif reply == "dead":
-            ctx.stats.dead += 1
-            settler._count(job, route, DEAD, self.ran_s)
-            reason = verdict.reason if verdict.final else "exhausted"
-            # one line per failure: the task, the counts, why, and the run time last (as
-            # every job line ends)
-            log.error("job %s %s: dead after %s%s: %s (%.1f ms)", job.id,
-                      _task(route, deadline), tally.text(), describe(reason), verdict.error,
-                      deadline.ran_ms())
-            ctx.emit("dead", job, tried=self.tried, error=verdict.error, reason=reason,
-                     **tally.info())
-            await settler._after(job, route, "dead", error=self.error,
-                                 error_text=verdict.error, reason=reason, tally=tally)
-        else:
-            ctx.stats.retried += 1
-            settler._count(job, route, self.code, self.ran_s)
-            log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)",
-                        job.id, _task(route, deadline), tally.runs, tally.detail(),
-                        self.delay_ms, " (Retry)" if verdict.reason == "retry" else "",
-                        verdict.error, deadline.ran_ms())
-            ctx.emit("retrying", job, delay_ms=self.delay_ms, tried=self.tried,
-                     error=verdict.error, reason=verdict.reason, **tally.info())
-            await settler._after(job, route, "retrying", error=self.error,
-                                 error_text=verdict.error, reason=verdict.reason,
-                                 delay_ms=self.delay_ms, tally=tally)
-
-
-def _task(route: Route | None, held: Held) -> str:
-    """The task a settlement's log line names: the route's, else the one the job's payload
-    names (``?`` for a payload that is no task's)."""
-    return (route.name if route is not None else None) or held.name or job_task(held.job)
-
-
-def job_task(job: Job) -> str:
-    return task_name(job.payload)

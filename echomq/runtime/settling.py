@@ -7,12 +7,8 @@ callback) made once it landed.
 Success acks (the row is deleted unless the retention keeps completed rows); acks of jobs
 finishing in the same loop turn share one pipelined ``ack_many``, and the slots they free
 are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``). An
-exception retries after the route's fixed ``retry_delay_ms`` (1000 ms by default) or its
-``backoff`` policy priced by ``backoff.delay_ms(policy, attempts)`` (or a ``Retry``'s own
-delay), handed to ``jobs.retry`` as a number, and dead-letters at ``max_attempts``, or at
-once when ``route.verdict`` says so (``Fail``, ``retry_on``/``dont_retry_on``:
-``echomq.runtime.verdict``); the logs and the ``retrying``/``dead`` events say why and
-count in runs, failures and delays (``echomq.core.tally``); raising ``Delay`` (or
+exception (or a timeout) retries after the route's ``retry_delay_ms`` or ``backoff``, or
+dead-letters (priced and reported in ``echomq.runtime.reporting``); raising ``Delay`` (or
 calling ``job.delay(...)``) sends the job back to the schedule without a failure and
 without spending an attempt (claims that followed a delay are counted on the row as
 ``delays`` and left out of both the backoff index and the budget); raising

@@ -13,16 +13,18 @@ leaves a token on ``emq:{q}:due``, which the idle claim loop pops beside its wak
 Metronome), which re-read the head and re-plan their wake.
 
 Every claimed job runs as its own task: an ``async def`` handler on the loop, a plain
-function in a thread pool (``echomq.runtime.runner``). Its outcome is settled by
-``echomq.runtime.settling`` (acks batched, retries priced, delays, rate limits, cancels); the
-claim loop and its degraded mode are ``runtime.claimloop``. While a handler runs, a checkpoint
-(``echomq.runtime.leases``) extends its lease every third of the lease, so a long job is never
-reaped while its worker lives; the same checkpoint reports a cancel request, which cancels
-an ``async`` handler's task and raises ``job.cancelled`` for a plain function, and the job
-ends with ``finish_cancelled``. A route's ``timeout_ms`` (or the consumer's default) bounds
-a handler: an ``async`` one is cancelled, a plain function abandoned in its thread (its
-pool is replaced, so the slot is free at once); the attempt fails with a ``TimeoutError``
-text. A route's ``keep_result_ms`` makes the ack store the JSON return value
+function in a thread pool (``echomq.runtime.runner``). Its outcome (``runtime.outcome``) is
+settled by ``echomq.runtime.settling`` (acks batched, retries priced, delays, rate limits,
+cancels); the claim loop and its degraded mode are ``runtime.claimloop``, a lone
+consumer's legs ``runtime.legloop``; all three share the consumer's ``runtime.context``.
+While a handler runs, a checkpoint (``echomq.runtime.leases``) extends its lease every
+third of the lease, so a long job is never reaped while its worker lives; the same
+checkpoint reports a cancel request, which cancels an ``async`` handler's task and raises
+``job.cancelled`` for a plain function, and the job ends with ``finish_cancelled``. A
+route's ``timeout_ms`` (or the consumer's default) bounds a handler: an ``async`` one is
+cancelled, a plain function abandoned in its thread (its pool is replaced, so the slot is
+free at once); the attempt fails with a ``TimeoutError`` text. A route's
+``keep_result_ms`` makes the ack store the JSON return value
 (``echomq.verbs.results``).
 
 A partitioned queue (``mail#0`` ... ``mail#7``) is served by one consumer given its
@@ -43,27 +45,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from echomq.core import backoff, errors, keyspace
+from echomq.core import backoff, keyspace
 from echomq.core import guards as guard
-from echomq.runtime.beat import (
-    DEFAULT_BATCH,
-    DEFAULT_BEAT_MS,
-    LegCounts,
-    Legs,
-    promote_due,
-    run_legs,
-    wake_delay,
-)
+from echomq.runtime.beat import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs
 from echomq.runtime.claimloop import ClaimLoop
+from echomq.runtime.context import Context
 from echomq.runtime.events import Event, emit
 from echomq.runtime.handler import Delay, Job
 from echomq.runtime.leases import Checkpoints, Held, tick_for
+from echomq.runtime.legloop import LegLoop
+from echomq.runtime.meter import Meter
+from echomq.runtime.outcome import Completed, Delayed, Failed, Outcome
 from echomq.runtime.route import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -76,11 +73,10 @@ from echomq.runtime.route import (
 from echomq.runtime.runner import Runner
 from echomq.runtime.settling import Settler
 from echomq.runtime.slots import Slots
-from echomq.runtime.spread import Spread
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
-from echomq.verbs import jobs, metrics
+from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 
@@ -154,8 +150,6 @@ class Consumer:
             _validate_policy(backoff)
         self.conn = conn
         self.queue = queue
-        #: the queues this consumer claims from: its partitions, or the queue itself
-        self.queues = queues
         if router is None:
             assert handler is not None
             route = Route(handler, max_attempts, backoff, retry_delay_ms, timeout_ms=timeout_ms)
@@ -167,48 +161,56 @@ class Consumer:
         self.timeout_ms = timeout_ms
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.pooled = pooled
-        self.legs = Legs(reap_batch, promote_batch, max_stalled, self.retention)
         self.on_event = on_event
-        self.stats = ConsumerStats()
         #: where an outage is logged, once per outage (a worker shares one among its loops)
         self.weather = weather if weather is not None else Weather(f"consumer {queue}")
         #: asked about a job whose task the router does not know (``UnknownTask``): the ms
         #: to send it back after (another live worker serves the task), or None (dead)
         self.on_unknown = on_unknown
         self._handed: dict[str, float] = {}  # job id -> when it was handed back (HOST)
-        # durations etc., folded into each queue's server-side metrics
-        self.meters = {q: metrics.Meter() for q in queues}
-        self.slots = Slots(concurrency)
-        #: the per-task counts by queue (task metrics on), flushed to each queue
-        self.tallies = {q: TaskTally() for q in queues} if task_metrics else {}
-        self.spread = Spread(queues, beat_ms / 1000)
-        self.claims = ClaimLoop(conn, queue, spread=self.spread, lease_ms=lease_ms,
-                                beat_ms=beat_ms, pooled=pooled, slots=self.slots,
-                                stats=self.stats, meters=self.meters, on_event=on_event,
-                                start=self._start_all, weather=self.weather)
-        self.settler = Settler(conn, queue, spread=self.spread, lease_ms=lease_ms,
-                               beat_ms=beat_ms,
-                               retention=self.retention, slots=self.slots, stats=self.stats,
-                               on_event=on_event, start=self._start_all, spawn=self._spawn,
-                               claiming=self._claiming,
-                               reopens=functools.partial(self.claims.note_due, kick=True),
-                               tallies=self.tallies)
-        self.claims.tallies = self.tallies
-        self._runner = Runner(concurrency, executor, self.stats)
         self._leases = Checkpoints(conn, queue, beat_ms, tick_for(beat_ms, lease_ms),
-                                   self._runner.cancel_requested, self.weather)
-        self._runner.held = self._leases.held
-        self._checkpointer: asyncio.Task[None] | None = None
-        self._running = False
-        self._stop: asyncio.Event | None = None
-        self._beat_no = 0
+                                   self.weather)
+        #: what the claim loop, the settler and the legs share
+        self.ctx = ctx = Context(
+            conn, queue, queues, concurrency=concurrency, lease_ms=lease_ms,
+            beat_ms=beat_ms, pooled=pooled, retention=self.retention, on_event=on_event,
+            weather=self.weather, checkpoints=self._leases, task_metrics=task_metrics,
+            process=self._process)
+        self.claims = ClaimLoop(ctx)
+        self.settler = Settler(ctx)
+        self.legs = LegLoop(ctx, Legs(reap_batch, promote_batch, max_stalled, self.retention),
+                            self.claims)
+        self._runner = Runner(concurrency, executor, ctx.stats, self._leases.held)
         self.abandoned: list[str] = []  # ids the last drain left to the reaper
+
+    @property
+    def queues(self) -> list[str]:
+        """The queues this consumer claims from: its partitions, or the queue itself."""
+        return self.ctx.queues
+
+    @property
+    def stats(self) -> ConsumerStats:
+        return self.ctx.stats
+
+    @property
+    def slots(self) -> Slots:
+        return self.ctx.slots
+
+    @property
+    def meters(self) -> dict[str, Meter]:
+        """Durations etc. by queue, folded into each queue's server-side metrics."""
+        return self.ctx.meters
+
+    @property
+    def tallies(self) -> dict[str, TaskTally]:
+        """The per-task counts by queue (task metrics on), flushed to each queue."""
+        return self.ctx.tallies
 
     @property
     def inflight(self) -> dict[str, asyncio.Task[None]]:
         """The tasks of the jobs in hand, by job id (a handler running, or a patient
         settlement)."""
-        return self.slots.inflight
+        return self.ctx.slots.inflight
 
     @property
     def held(self) -> dict[str, Held]:
@@ -228,31 +230,32 @@ class Consumer:
 
     def note_due(self, ms: int | None, *, kick: bool = False) -> None:
         """Something becomes claimable by time alone ``ms`` from now (SERVER clock): an
-        idle claim loop wakes then (see ``ClaimLoop.note_due``)."""
-        self.claims.note_due(ms, kick=kick)
+        idle claim loop wakes then (see ``Wake.note``)."""
+        self.ctx.wake.note(ms, kick=kick)
 
     # -- the beat ------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat until ``stop`` is set, then return without waiting for in-flight jobs
         (``drain`` waits for them). Claims stop the moment ``stop`` is set."""
-        self._stop = stop
-        self.claims.arm(stop)
-        legs = None if self.pooled else asyncio.ensure_future(self._legs(stop))
-        self._running = True
-        self._ensure_checkpointer()
+        ctx = self.ctx
+        ctx.stop = stop
+        self.claims.arm()
+        legs = None if self.pooled else asyncio.ensure_future(self.legs.run(stop))
+        ctx.running = True
+        self._leases.ensure(ctx.busy)
         watch = asyncio.ensure_future(self._watch(stop))
         try:
             await self.claims.run()
         finally:
-            self._running = False
+            ctx.running = False
             watch.cancel()
-            for q, meter in self.meters.items():
+            for q, meter in ctx.meters.items():
                 if meter.durations:
                     await meter.flush(self.conn, q, self.claims.streak)
-            for q, tally in self.tallies.items():
+            for q, tally in ctx.tallies.items():
                 if tally.pending:
-                    await tally.settle(self.conn, q)
+                    await tally.final_flush(self.conn, q)
             if legs is not None:
                 legs.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -260,7 +263,7 @@ class Consumer:
 
     async def _watch(self, stop: asyncio.Event) -> None:
         await stop.wait()
-        self.slots.stopping()
+        self.ctx.slots.stopping()
 
     async def beat(self) -> int:
         """One beat by hand, in the beat's order: the recovery leg (reap) and promote
@@ -268,144 +271,25 @@ class Consumer:
         start running in the background. Returns how many were claimed. ``run`` is this
         on a timer, with the blocking wake in between."""
         if not self.pooled:
-            self._beat_no += 1
-            for q in self.queues:
-                counts = await run_legs(self.conn, q, self.legs, self._beat_no)
-                self.stats.reaped += counts.reaped
-                self.stats.promoted += counts.promoted
-        free = self.slots.free()
+            await self.legs.once()
+        free = self.ctx.slots.free()
         if free <= 0:
             return 0
         return await self.claims.claim(free)
 
-    async def _legs(self, stop: asyncio.Event) -> None:
-        """The recovery leg and promote, once a beat on the HOST monotonic clock.
-
-        They run beside the claim loop rather than inside it: a server's blocking-command
-        timeouts are only as fine as its cron (100 ms at the default hz), so a beat paced
-        by BLPOP timeouts would drift to two. Promote and reap push a wake token, so work
-        they release wakes the claim loop at once. Between beats the loop also wakes at the
-        next scheduled run-at (read on the SERVER clock after each promote) and promotes
-        then, so a scheduled job starts within a few ms of its run-at, not a beat later.
-        """
-        loop = asyncio.get_running_loop()
-        beat_s = self.beat_ms / 1000
-        next_at = loop.time()
-        due_wake = False
-        while not stop.is_set():
-            try:
-                counts = await self._beat_legs(due_wake)
-            except (errors.WireError, errors.CommandError) as exc:
-                await self.claims.degraded(exc)
-                next_at, due_wake = loop.time(), False
-                continue
-            self.claims.healthy()
-            self.stats.reaped += counts.reaped
-            self.stats.promoted += counts.promoted
-            if due_wake and not counts.promoted:
-                # the instant was no run-at (a pause's end, a group reopening): no promote
-                # left a wake token, so the idle claim loop is told it is due now
-                self.claims.note_due(0)
-            self.claims.note_due(counts.next_due_ms)
-            if not due_wake:
-                next_at += beat_s
-                if next_at < loop.time():  # a slow beat: do not catch up with a burst
-                    next_at = loop.time()
-            delay, due_wake = wake_delay(next_at - loop.time(), counts.next_due_ms)
-            try:
-                due_wake = await self._sleep_replanning(next_at, delay, due_wake)
-            except (errors.WireError, errors.CommandError) as exc:
-                await self.claims.degraded(exc)
-                next_at, due_wake = loop.time(), False
-
-    async def _beat_legs(self, due_wake: bool) -> LegCounts:
-        """The legs for every queue (a run-at that fell between beats: promote only); the
-        counts summed, the next due instant the earliest."""
-        total = LegCounts()
-        if not due_wake:
-            self._beat_no += 1
-        for q in self.queues:
-            if due_wake:
-                counts = await promote_due(self.conn, q, self.legs, LegCounts())
-            else:
-                began = time.monotonic()
-                counts = await run_legs(self.conn, q, self.legs, self._beat_no)
-                self.meters[q].beat_s = time.monotonic() - began
-            total.reaped += counts.reaped
-            total.promoted += counts.promoted
-            total.next_due_ms = _earliest(total.next_due_ms, counts.next_due_ms)
-        return total
-
-    async def _sleep_replanning(self, next_at: float, delay: float, due_wake: bool) -> bool:
-        """Sleep ``delay`` (HOST monotonic) toward the beat at ``next_at`` (loop clock), or
-        less: a due token (a new run-at leads the schedule) cuts the sleep short to re-read
-        the head (``jobs.next_due_ms``, SERVER clock) and re-plan it. One read per new head,
-        none per idle beat. Returns whether the wake is for a due run-at."""
-        loop = asyncio.get_running_loop()
-        while await self._sleep_unless_led(delay):
-            ms = None
-            for q in self.queues:
-                ms = _earliest(ms, await jobs.next_due_ms(self.conn, q))
-            self.claims.note_due(ms)
-            delay, due_wake = wake_delay(next_at - loop.time(), ms)
-        return due_wake
-
-    async def _sleep_unless_led(self, seconds: float) -> bool:
-        """Sleep ``seconds`` or until stop; True (and the signal consumed) when a due token
-        came first."""
-        assert self._stop is not None
-        led = self.claims.led
-        if not led.is_set() and seconds > 0:
-            waits = {asyncio.ensure_future(self._stop.wait()),
-                     asyncio.ensure_future(led.wait())}
-            _done, pending = await asyncio.wait(waits, timeout=seconds,
-                                                return_when=asyncio.FIRST_COMPLETED)
-            for w in pending:
-                w.cancel()
-        if led.is_set() and not self._stop.is_set():
-            led.clear()
-            return True
-        return False
-
-    def _start_all(self, claims: list[jobs.Claim], queue: str) -> None:
-        """Start a task per job claimed from ``queue`` (its handler runs there, then its
-        settlement)."""
-        loop = asyncio.get_running_loop()
-        conn, inflight = self.conn, self.slots.inflight
-        for claim in claims:
-            job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
-            inflight[claim.id] = loop.create_task(self._process(job))
-        self.stats.claimed += len(claims)
-        self._ensure_checkpointer()
-
-    def _spawn(self, job: Job, work: Awaitable[None]) -> None:
-        """Run ``work`` (a patient settlement) in a task that holds ``job``'s slot."""
-        async def holding() -> None:
-            try:
-                await work
-            finally:
-                self._ended(job.id)
-
-        self.slots.inflight[job.id] = asyncio.get_running_loop().create_task(holding())
-
-    def _ended(self, job_id: str) -> None:
-        slots = self.slots
-        slots.inflight.pop(job_id, None)
-        if slots.waiter is not None:
-            slots.freed()
-
     async def _process(self, job: Job) -> None:
+        settler = self.settler
         try:
             route: Route | None = None
             unknown: UnknownTask | None = None
-            outcome: tuple[str, Any]
+            outcome: Outcome
             try:
                 route = self.router(job)
             except UnknownTask as exc:
                 # recorded as the LookupError it is (the row's error text names that)
-                unknown, outcome = exc, ("fail", LookupError(str(exc)))
+                unknown, outcome = exc, Failed(LookupError(str(exc)))
             except Exception as exc:
-                outcome = ("fail", exc)
+                outcome = Failed(exc)
             name = route.name if route is not None else task_name(job.payload)
             if self.on_event is not None:
                 emit(self.on_event, "started", job.queue, job.id, job.token, {"task": name})
@@ -421,31 +305,31 @@ class Consumer:
                     back_ms = await self.on_unknown(job, unknown.task)
                     if back_ms is not None:
                         self._hand_back(job.id, back_ms)
-                        await self.settler.settle(job, Route(no_handler, name=name),
-                                                  ("delay", Delay(back_ms)), held,
-                                                  handed_back=True)
+                        back = Delay(back_ms)
+                        await settler.settle(job, Route(no_handler, name=name),
+                                             Delayed(back.mode, back.value, handed_back=True),
+                                             held)
                         return
                 # a job no route fits (an unknown task, a payload that is not a task's)
                 # fails the same way on every attempt: dead-letter it at once instead of
                 # retrying it 25 times
-                await self.settler.settle(job, Route(no_handler, max_attempts=1, name=name),
-                                          outcome, held)
+                await settler.settle(job, Route(no_handler, max_attempts=1, name=name),
+                                     outcome, held)
                 return
             started = time.monotonic()
             outcome = await self._runner.run(route.handler, job, held,
                                              route.timeout_ms or self.timeout_ms,
                                              route.keep_result_ms is not None)
-            kind = outcome[0]
             ran_s = time.monotonic() - started
-            self.meters[job.queue].handled(ran_s, kind != "fail")
-            if kind == "ok" and route.after is None:
+            self.ctx.meters[job.queue].handled(ran_s, type(outcome) is not Failed)
+            if type(outcome) is Completed and route.after is None:
                 # the hot path: the ack rides the next batch; the task ends (a task with
                 # callbacks settles patiently, its callback in the job's slot)
-                self.settler.queue_ack(job, route, outcome[1], held, ran_s)
+                settler.queue_ack(job, route, outcome.result, held, ran_s)
                 return
-            await self.settler.settle(job, route, outcome, held, ran_s=ran_s)
+            await settler.settle(job, route, outcome, held, ran_s=ran_s)
         finally:
-            self._ended(job.id)
+            self.ctx.ended(job.id)
 
     def _hand_back(self, job_id: str, back_ms: int) -> None:
         """A job goes back for another worker in ``back_ms``. The first time, as is: the
@@ -458,19 +342,8 @@ class Consumer:
             for jid in [j for j, at in handed.items() if now - at > HANDED_FOR_S]:
                 del handed[jid]
         if job_id in handed and now - handed[job_id] <= HANDED_FOR_S:
-            self.claims.hold((back_ms + self.beat_ms) / 1000)
+            self.ctx.hold((back_ms + self.beat_ms) / 1000)
         handed[job_id] = now
-
-    def _ensure_checkpointer(self) -> None:
-        if self._checkpointer is None or self._checkpointer.done():
-            self._checkpointer = asyncio.ensure_future(
-                self._leases.run(lambda: self._running or bool(self.slots.inflight)))
-
-    def _claiming(self) -> bool:
-        """Whether an ack flush may claim: the consumer runs, is not stopping and holds
-        no claims (after a hand-back)."""
-        return (self._running and not (self._stop is not None and self._stop.is_set())
-                and not self.claims.holding())
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -479,7 +352,7 @@ class Consumer:
         the rest (their leases lapse and the reaper returns them). Returns how many were
         left unfinished."""
         loop = asyncio.get_running_loop()
-        inflight = self.slots.inflight
+        inflight = self.ctx.slots.inflight
         until = loop.time() + grace_s
         while True:  # a batched ack refused or lost starts a patient task: wait for it too
             pending = set(inflight.values())
@@ -505,10 +378,8 @@ class Consumer:
         unfinished = len(self.abandoned)
         self.settler.forget()
         for q, tally in self.tallies.items():  # the runs settled while draining
-            await tally.settle(self.conn, q)
-        if self._checkpointer is not None:
-            self._checkpointer.cancel()
-            self._checkpointer = None
+            await tally.final_flush(self.conn, q)
+        self._leases.stop()
         self._runner.shutdown()
         return unfinished
 
@@ -516,11 +387,6 @@ class Consumer:
         """``run`` until ``stop``, then ``drain`` within ``grace_s``; the unfinished count."""
         await self.run(stop)
         return await self.drain(grace_s)
-
-
-def _earliest(a: int | None, b: int | None) -> int | None:
-    """The sooner of two "ms from now" instants (``None``: none)."""
-    return b if a is None else a if b is None else min(a, b)
 
 
 _validate_policy = backoff.validate  # reachable where a ``backoff=`` parameter shadows it

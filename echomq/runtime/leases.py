@@ -81,7 +81,7 @@ class Checkpoints:
     checkpoint on the queue it came from, ``queue`` names the consumer's)."""
 
     def __init__(self, conn: Any, queue: str, beat_ms: int, tick: float,
-                 on_cancel: Callable[[Held], None], weather: Weather | None = None) -> None:
+                 weather: Weather | None = None) -> None:
         self.conn = conn
         self.weather = weather if weather is not None else Weather(f"consumer {queue}")
         # the consumer's own name: its claim loop, which always runs, answers for it once
@@ -91,7 +91,18 @@ class Checkpoints:
         self.beat_ms = beat_ms
         self.tick = tick
         self.held: dict[str, Held] = {}
-        self.on_cancel = on_cancel
+        self._loop: asyncio.Task[None] | None = None
+
+    def ensure(self, alive: Callable[[], bool]) -> None:
+        """Run the loop (``run``) in a task unless one runs: until ``alive()`` turns false."""
+        if self._loop is None or self._loop.done():
+            self._loop = asyncio.ensure_future(self.run(alive))
+
+    def stop(self) -> None:
+        """End the loop's task, if one runs."""
+        if self._loop is not None:
+            self._loop.cancel()
+            self._loop = None
 
     async def run(self, alive: Callable[[], bool]) -> None:
         """Checkpoint every due lease until ``alive()`` turns false."""
@@ -123,4 +134,13 @@ class Checkpoints:
         # by the consumer (which reads job.cancelled before acking)
         if point.cancelled and not job._cancelled and self.held.get(job.id) is held:
             job._cancelled = True
-            self.on_cancel(held)
+            cancel_requested(held)
+
+
+def cancel_requested(held: Held) -> None:
+    """A checkpoint saw a cancel request for a running job: stop an async handler as
+    ``task.cancel()`` would (the runner turns that into its ``Cancelled`` outcome); a plain
+    function reads ``job.cancelled``."""
+    log.info("job %s: cancel requested", held.job.id)
+    if held.task is not None:
+        held.task.cancel()

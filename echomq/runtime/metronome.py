@@ -49,8 +49,9 @@ from echomq.runtime.beat import (
     run_legs,
     wake_delay,
 )
+from echomq.runtime.meter import Meter
 from echomq.runtime.weather import Weather
-from echomq.verbs import jobs, metrics
+from echomq.verbs import jobs
 
 log = logging.getLogger("echomq.metronome")
 
@@ -123,7 +124,7 @@ class Metronome:
         # each held queue's next due instant, on the loop's (HOST monotonic) clock, from the
         # SERVER-clock span read after its promote: spans read at different times compare
         self._due: dict[str, float] = {}
-        self.meters: dict[str, metrics.Meter] = {}
+        self.meters: dict[str, Meter] = {}
         self._led: set[str] = set()  # queues whose schedule has a new head to re-read
         self._chase: set[str] = set()  # queues not held whose new head this one promotes
         self._woken = asyncio.Event()
@@ -262,7 +263,7 @@ class Metronome:
         began = time.monotonic()
         counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
                                 self.stats.beats)
-        meter = self.meters.setdefault(q, metrics.Meter())
+        meter = self.meters.setdefault(q, Meter())
         meter.beat_s = time.monotonic() - began
         if meter.due():  # the beat time, folded into the server's metrics once a second
             meter.flush_soon(self.conn, q, 0)

@@ -5,10 +5,9 @@ a plain function runs in a thread pool sized to the consumer's concurrency (with
 context, so ``current_job()`` works there too). While it runs, its ``Held`` lease is in the
 checkpoint loop's table (``echomq.runtime.leases``), and leaves it the moment the handler returns.
 
-Outcomes, as ``(kind, value)``: ``ok`` (value: the JSON text of the return value when the
-route keeps results, else ``None``), ``delay`` (a ``Delay``), ``rate_limited`` (a
-``RateLimited``), ``fail`` (the exception),
-``timeout`` (a ``TimeoutError``) or ``cancelled``.
+Outcomes (``echomq.runtime.outcome``): ``Completed`` (the JSON text of the return value
+when the route keeps results, else none), ``Delayed`` (a ``Delay`` raised), ``Limited`` (a
+``RateLimited`` raised), ``Failed`` (the exception), ``TimedOut`` or ``Cancelled``.
 
 - Timeout: ``asyncio.timeout`` around the call. An ``async`` handler is cancelled at the
   deadline; a plain function cannot be stopped, so it is abandoned: the await on its thread
@@ -35,6 +34,16 @@ from typing import Any
 from echomq.runtime import handler
 from echomq.runtime.handler import Delay, Job, RateLimited
 from echomq.runtime.leases import Held
+from echomq.runtime.outcome import (
+    CANCELLED,
+    DONE,
+    Completed,
+    Delayed,
+    Failed,
+    Limited,
+    Outcome,
+    TimedOut,
+)
 
 log = logging.getLogger("echomq.consumer")
 
@@ -43,16 +52,16 @@ class Runner:
     """Runs the handlers of one consumer; ``held`` is the checkpoint loop's table."""
 
     def __init__(self, concurrency: int, executor: ThreadPoolExecutor | None,
-                 stats: Any) -> None:
+                 stats: Any, held: dict[str, Held]) -> None:
         self.concurrency = concurrency
         self.stats = stats  # ConsumerStats: counts ``abandoned``
-        self.held: dict[str, Held] = {}
+        self.held = held
         self._is_async: dict[Any, bool] = {}  # code object -> is it a coroutine function
         self._executor = executor
         self._own_executor = executor is None
 
     async def run(self, fn: Callable[[Job], Any], job: Job, held: Held,
-                  timeout_ms: int | None, keep_result: bool) -> tuple[str, Any]:
+                  timeout_ms: int | None, keep_result: bool) -> Outcome:
         """Run ``fn(job)`` while its lease is checkpointed; the outcome (see above)."""
         # keyed by the code object: routes build a fresh closure per job, and a cache keyed
         # by the closure would grow by one entry per job in a long-running worker
@@ -79,35 +88,35 @@ class Runner:
                 async with asyncio.timeout(timeout_ms / 1000) as clock:
                     value = await self.call(fn, job, is_async)
         except Delay as d:
-            return ("delay", d)
+            return Delayed(d.mode, d.value)
         except RateLimited as limited:
-            return ("rate_limited", limited)
+            return Limited(limited.ms)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not job._cancelled or task is None:
                 raise  # a drain or shutdown, not a cancel request
             task.uncancel()
-            return ("cancelled", None)
+            return CANCELLED
         except TimeoutError as exc:
             if clock is None or not clock.expired():
-                return ("fail", exc)  # the handler's own timeout, an ordinary failure
+                return Failed(exc)  # the handler's own timeout, an ordinary failure
             if not is_async:
                 self.abandon(job)
-            return ("timeout", TimeoutError(
+            return TimedOut(TimeoutError(
                 f"job exceeded its timeout of {(timeout_ms or 0) / 1000:g} s"))
         except Exception as exc:
-            return ("fail", exc)
+            return Failed(exc)
         finally:
             self.held.pop(job.id, None)
         if job._cancelled:  # a plain function saw .cancelled and returned
-            return ("cancelled", None)
+            return CANCELLED
         if not keep_result:
-            return ("ok", None)
+            return DONE
         try:
-            return ("ok", json.dumps(value, separators=(",", ":"), allow_nan=False))
+            return Completed(json.dumps(value, separators=(",", ":"), allow_nan=False))
         except (TypeError, ValueError) as exc:
-            return ("fail", TypeError(f"return value is not JSON-serializable (the task "
-                                      f"keeps its result): {exc}"))
+            return Failed(TypeError(f"return value is not JSON-serializable (the task "
+                                    f"keeps its result): {exc}"))
 
     async def call(self, fn: Callable[[Job], Any], job: Job, is_async: bool) -> Any:
         token = handler.enter(job)
@@ -139,13 +148,6 @@ class Runner:
         if self._own_executor and self._executor is not None:
             self._executor.shutdown(wait=False)
             self._executor = None
-
-    def cancel_requested(self, held: Held) -> None:
-        """A checkpoint saw a cancel request for a running job: stop an async handler as
-        ``task.cancel()`` would; a plain function reads ``job.cancelled``."""
-        log.info("job %s: cancel requested", held.job.id)
-        if held.task is not None:
-            held.task.cancel()
 
     def shutdown(self) -> None:
         """Drop the thread pool this runner made (its running threads finish on their own)."""

@@ -20,13 +20,14 @@ import contextlib
 import time
 from typing import Any
 
+from echomq.runtime.meter import FLUSH_EVERY_S
 from echomq.verbs import taskmetrics
-from echomq.verbs.metrics import BUCKETS_S, FLUSH_EVERY_S
+from echomq.verbs.metrics import BUCKETS_S
 
 COMPLETED, RETRIED, DEAD, CANCELLED, TIMED_OUT = range(len(taskmetrics.OUTCOMES))
 _FIRST_BUCKET = len(taskmetrics.OUTCOMES)
 _SUM = taskmetrics.SUM_AT
-SETTLE_S = 2.0  # the longest a stopping consumer waits for its last flush
+FINAL_FLUSH_S = 2.0  # the longest a stopping consumer waits for its last flush
 
 
 class TaskTally:
@@ -79,10 +80,10 @@ class TaskTally:
         except Exception:
             return
 
-    async def settle(self, conn: Any, queue: str) -> None:
+    async def final_flush(self, conn: Any, queue: str) -> None:
         """The last flush of a stopping consumer: wait for one in flight, then send the
         rest."""
         if self._flushing is not None and not self._flushing.done():
-            await asyncio.wait([self._flushing], timeout=SETTLE_S)
+            await asyncio.wait([self._flushing], timeout=FINAL_FLUSH_S)
         with contextlib.suppress(TimeoutError):  # a stop never hangs on a lost server
-            await asyncio.wait_for(self.flush(conn, queue), SETTLE_S)
+            await asyncio.wait_for(self.flush(conn, queue), FINAL_FLUSH_S)

@@ -4,7 +4,7 @@ The transitions count jobs themselves (``emq:{q}:stats``: completed, failed, ret
 cancelled, enqueued). What only the runtime knows, it reports here: each handler run's
 duration (a histogram), the last beat's duration, the degraded streak, and per-minute
 completed/failed counts in a ring of a day's minutes (the dashboard's sparklines and
-throughput charts). A ``Meter`` gathers them in the
+throughput charts). The runtime's ``Meter`` (``echomq.runtime.meter``) gathers them in the
 consumer's memory and ``observe`` folds them into ``emq:{q}:metrics`` and
 ``emq:{q}:series`` in one script call, at most once a second per consumer (so the cost is
 one round trip a second, whatever the job rate).
@@ -15,12 +15,10 @@ Clocks: durations are HOST monotonic seconds; the minute ring is keyed on the SE
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import math
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from echomq.core import keyspace, readings
@@ -29,7 +27,6 @@ from echomq.core.steps import Command, Eval, Verb, pairs, single, text, verb
 #: upper bounds (seconds) of the handler-duration histogram; +Inf is implied after them
 BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                                 10.0, 30.0, 60.0)
-FLUSH_EVERY_S = 1.0
 #: the minute ring's slots (a day of minutes; ``observe-2.lua`` prices the slot the same)
 SERIES_RING = 1440
 
@@ -124,50 +121,6 @@ def read(queue: str) -> Verb[Observed]:
         return observed(raw)
 
     return single(Command(("HGETALL", key)), decode)
-
-
-@dataclass
-class Meter:
-    """A consumer's numbers since its last ``flush`` (HOST monotonic clock)."""
-
-    durations: list[float] = field(default_factory=list)
-    completed: int = 0
-    failed: int = 0
-    beat_s: float | None = None
-    last_flush: float = field(default_factory=time.monotonic)
-    _flushing: asyncio.Future[None] | None = field(default=None, repr=False)
-
-    def handled(self, seconds: float, ok: bool) -> None:
-        self.durations.append(max(0.0, seconds))
-        if ok:
-            self.completed += 1
-        else:
-            self.failed += 1
-
-    def due(self) -> bool:
-        """Whether a second has passed since the last flush and there is news."""
-        return (time.monotonic() - self.last_flush >= FLUSH_EVERY_S
-                and bool(self.durations or self.beat_s is not None))
-
-    def flush_soon(self, conn: Any, queue: str, degraded: int) -> None:
-        """``flush`` in the background (a task of the running loop), so a beat or a claim
-        never waits on a metrics round trip; one flush in flight at a time."""
-        if self._flushing is not None and not self._flushing.done():
-            return
-        self._flushing = asyncio.ensure_future(self.flush(conn, queue, degraded))
-
-    async def flush(self, conn: Any, queue: str, degraded: int) -> None:
-        """Send what was gathered (one ``observe``); on failure it is dropped, never
-        retried in a loop: metrics must not add load to a struggling server."""
-        durations, self.durations = self.durations, []
-        completed, failed, self.completed, self.failed = self.completed, self.failed, 0, 0
-        beat, self.beat_s = self.beat_s, None
-        self.last_flush = time.monotonic()
-        try:
-            await observe(conn, queue, durations, completed=completed, failed=failed,
-                          beat_s=beat, degraded=degraded)
-        except Exception:
-            return
 
 
 @verb

@@ -107,7 +107,7 @@ def test_a_job_queued_without_a_trace_runs_in_a_root_span(url, queue):
 def test_without_the_api_nothing_changes():
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
-        "from echomq import tracing; from echomq.tasks.app import App\n"
+        "from echomq.runtime import tracing; from echomq.tasks.app import App\n"
         "assert not tracing.ENABLED\n"
         "app = App('valkey://127.0.0.1:1')\n"
         "@app.task()\n"
@@ -126,7 +126,7 @@ def test_quiet_skips_spans_only_when_nothing_would_record_or_carry():
         "import json\n"
         "from opentelemetry import trace\n"
         "from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, use_span\n"
-        "from echomq import tracing; from echomq.tasks.app import App\n"
+        "from echomq.runtime import tracing; from echomq.tasks.app import App\n"
         "app = App('valkey://127.0.0.1:1')\n"
         "@app.task()\n"
         "def work(n): return n\n"

@@ -190,10 +190,12 @@ class Consumer:
 
     @property
     def stats(self) -> ConsumerStats:
+        """This consumer's counters (claimed, completed, retried, dead, ...)."""
         return self.ctx.stats
 
     @property
     def slots(self) -> Slots:
+        """The concurrency slots: how many jobs may run at once and which run now."""
         return self.ctx.slots
 
     @property

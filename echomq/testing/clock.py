@@ -12,6 +12,7 @@ scripts are untouched: no transition reads anything ``advance`` adds.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from echomq.core import guards as guard
@@ -22,19 +23,27 @@ if TYPE_CHECKING:
     from echomq.tasks.app import App
 
 
-def advance(app: App, delta: int | dt.timedelta) -> dict[str, travel.Shifted]:
+def advance(app: App, delta: int | dt.timedelta, *, queues: Iterable[str] | None = None
+            ) -> dict[str, travel.Shifted]:
     """Move every stored instant of the app's queues ``delta`` (ms or ``timedelta``)
     earlier: jobs, recurrence occurrences, deadlines and pause ends due within ``delta`` of
     now become due now, in order. The app's recurrences are registered first (as a worker
     does at start), so their next runs move too. Run the jobs with ``testing.drain``
     (``with_recurrences=True`` fires the occurrences). What moved, per queue.
 
-    The queues: every queue of the app's tasks and recurrences, its default queue, and
-    every queue the server's registry knows (each admission registers its queue)."""
+    The queues: ``queues`` (a partitioned queue by its logical name), else every queue of
+    the app's tasks and recurrences, its default queue, and every queue the server's
+    registry knows (each admission registers its queue)."""
     ms = guard.positive("delta", to_ms(delta))
+    if isinstance(queues, str):
+        raise TypeError("queues is a list of queue names, not one str")
     conn = app.connector()
+    if queues is None:
+        names = [*app.queues(), *(r.queue for r in app.recurrences), app.default_queue,
+                 *registry.names(conn)]
+    else:
+        names = app.expand(queues)
     for r in app.recurrences:
-        repeat.upsert(conn, r.queue, r.name, template=r.template, **r.upsert_kwargs())
-    queues = dict.fromkeys([*app.queues(), *(r.queue for r in app.recurrences),
-                            app.default_queue, *registry.names(conn)])
-    return {q: travel.shift(conn, q, ms) for q in queues}
+        if r.queue in names:
+            repeat.upsert(conn, r.queue, r.name, template=r.template, **r.upsert_kwargs())
+    return {q: travel.shift(conn, q, ms) for q in dict.fromkeys(names)}

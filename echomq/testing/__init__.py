@@ -11,7 +11,8 @@ at in-process speed. Nothing is mocked and no clock is patched.
   payload's JSON round trip;
 - ``perform(task, *args, **kwargs)``: one call as a worker makes it, nothing written;
 - ``advance(app, delta)``: time travel (what is due within ``delta`` is due now);
-- ``inline(app)``: inside the block, an enqueue runs its job at once.
+- ``inline(app)``: inside the block, an enqueue runs its job at once;
+- ``flush(app)``: an empty keyspace on a test server (unittest's ``setUp``).
 
 The pytest fixtures ``echomq_url`` and ``echomq_app`` are in ``echomq.testing.plugin``
 (loaded by pytest through the package's ``pytest11`` entry point). The guide: Testing your
@@ -25,6 +26,7 @@ from echomq.testing.draining import Drained, adrain, drain
 from echomq.testing.inline import inline
 from echomq.testing.perform import perform
 from echomq.testing.reads import assert_enqueued, enqueued, refute_enqueued
+from echomq.testing.wipe import flush
 
 __all__ = [
     "Drained",
@@ -33,6 +35,7 @@ __all__ = [
     "assert_enqueued",
     "drain",
     "enqueued",
+    "flush",
     "inline",
     "perform",
     "refute_enqueued",

@@ -54,7 +54,8 @@ async def connector(app: Any) -> AsyncConnector:
     loop the app's own (``app.aconnector()``)."""
     loop = asyncio.get_running_loop()
     if loop is not getattr(_local, "loop", None):
-        return await app.aconnector()
+        own: AsyncConnector = await app.aconnector()
+        return own
     tls = getattr(app, "tls", {})
     key = (app.url, app.wire, tuple(sorted(tls.items())))
     conns: dict[Any, AsyncConnector] = _local.conns

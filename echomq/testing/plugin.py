@@ -29,7 +29,7 @@ from echomq.core import keyspace
 from echomq.embedded.server import EmbeddedServer
 from echomq.tasks.app import App
 from echomq.testing import loops
-from echomq.verbs import registry, testbed
+from echomq.testing.wipe import flush
 
 
 class SessionApp(App):
@@ -71,9 +71,8 @@ def _echomq_conn(echomq_url: str) -> Iterator[Connector]:
 @pytest.fixture
 def echomq_app(echomq_url: str, _echomq_conn: Connector) -> Iterator[App]:
     """An ``App`` on the session's server, on an empty keyspace (flushed before the test)."""
-    testbed.flush(_echomq_conn)
-    registry.forget(_echomq_conn)  # the flush wiped the queue registry it had noted
     app = SessionApp(echomq_url, _echomq_conn)
+    flush(app)
     try:
         yield app
     finally:

@@ -113,6 +113,6 @@ def test_the_shift_is_checked(kit: App, queue: str) -> None:
     bad = single(Eval("travel", (keyspace.queue_key(queue, "schedule"),
                                  keyspace.queue_key(queue, "repeat")),
                       (keyspace.base(queue), "1.5")), lambda r: r)
-    with pytest.raises(errors.EchoMQError, match="EMQ.TRAVEL"):
+    with pytest.raises(errors.EchoMQError, match=r"EMQ\.TRAVEL"):
         drive(kit.connector(), bad)
     assert travel.schedule_due(kit.connector(), queue).ms == 0

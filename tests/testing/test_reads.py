@@ -113,7 +113,7 @@ def test_perform_keeps_the_tasks_timeout(kit: App, queue: str) -> None:
         await asyncio.sleep(5)
 
     for task in (slow, aslow):
-        with pytest.raises(TimeoutError, match="timeout of 0.05 s"):
+        with pytest.raises(TimeoutError, match=r"timeout of 0\.05 s"):
             testing.perform(task)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 import valkey
@@ -15,12 +14,6 @@ from echomq.verbs import travel
 
 HOUR = dt.timedelta(hours=1)
 
-
-@pytest.fixture
-def kit(url: str) -> Iterator[App]:
-    a = App(url)
-    yield a
-    a.close()
 
 
 def test_what_falls_due_runs_in_run_at_order(kit: App, queue: str) -> None:

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from echomq import Delay, Fail, Retry, chain, current_job, jobs, testing
 from echomq.tasks.app import App
-
-
-@pytest.fixture
-def kit(url: str) -> Iterator[App]:
-    a = App(url)
-    yield a
-    a.close()
 
 
 def test_runs_each_job_once_with_results_errors_and_counts(kit: App, queue: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -13,13 +12,6 @@ import pytest
 
 from echomq import Delay, Fail, Retry, current_job, testing
 from echomq.tasks.app import App
-
-
-@pytest.fixture
-def kit(url: str) -> Iterator[App]:
-    a = App(url)
-    yield a
-    a.close()
 
 
 def test_enqueued_lists_pending_lanes_and_scheduled(kit: App, queue: str) -> None:

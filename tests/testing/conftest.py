@@ -16,3 +16,8 @@ def kit(url: str) -> Iterator[App]:
     a = App(url)
     yield a
     a.close()
+
+
+# the plugin's fixtures, for the tests here that use the kit as a project would (a
+# conftest import: the plugin is loaded by its entry point only where echomq is installed)
+from echomq.testing.plugin import _echomq_conn, echomq_app, echomq_url  # noqa: E402, F401

@@ -1,0 +1,81 @@
+"""The integration examples and a ported app, tested the way the kit means a project to:
+through the framework's test client, then ``assert_enqueued`` and ``drain`` in the same
+test, on the plugin's fixtures (no worker process, no polling)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from echomq import testing
+from tests.e2e.test_examples import fresh_modules  # noqa: F401
+from tests.support.paths import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.mark.usefixtures("fresh_modules")
+def test_fastapi_signup(echomq_url: str, echomq_app: object,
+                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                        ) -> None:
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+    sys.path.insert(0, str(EXAMPLES / "fastapi_app"))
+    import main
+    import tasks
+
+    with TestClient(main.api) as client:
+        job_id = client.post("/signup", json={"email": "ada@example.com"}).json()["job"]
+    testing.assert_enqueued(tasks.send_welcome, args=["ada@example.com"], count=1)
+    testing.assert_enqueued(tasks.build_report, args=[1, "weekly"], count=1)
+    done = testing.drain(tasks.app, with_scheduled=True)  # the report is 200 ms out
+    assert (done.completed, done.retried, done.dead) == (2, 0, 0)
+    assert "welcome email sent to ada@example.com" in capsys.readouterr().out
+    assert tasks.app.job(job_id).state == "completed"  # kept an hour by the example's app
+    tasks.app.close()
+
+
+@pytest.mark.usefixtures("fresh_modules")
+def test_django_order(echomq_url: str, echomq_app: object, monkeypatch: pytest.MonkeyPatch,
+                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "mysite.settings")
+    sys.path.insert(0, str(EXAMPLES / "django_project"))
+    import django
+    from django.test import Client
+
+    django.setup()
+    from shop import tasks
+
+    resp = Client().post("/orders/", {"order_id": 42, "email": "grace@example.com"},
+                         content_type="application/json")
+    assert resp.status_code == 202
+    testing.assert_enqueued(tasks.send_receipt, args=[42, "grace@example.com"], count=1)
+    assert testing.drain(tasks.app).completed == 1
+    assert "receipt for order 42 sent to grace@example.com" in capsys.readouterr().out
+    assert tasks.app.job(resp.json()["job"]).state == "completed"
+    tasks.app.close()
+
+
+@pytest.mark.usefixtures("fresh_modules")
+def test_the_celery_port(echomq_url: str, echomq_app: object,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+    sys.path.insert(0, str(EXAMPLES / "from_celery"))
+    import tasks
+    from echomq import chain, group
+
+    app = tasks.app
+    total = chain(tasks.add.s(2, 2), tasks.add.s(4), tasks.add.s(8)).enqueue()
+    chord = group(*(tasks.add.s(i, i) for i in range(10))).then(tasks.xsum.s()).enqueue()
+    timeline = tasks.refresh_timeline.enqueue("ada")
+    tweet = tasks.send_twitter_status.enqueue("token", "hello")
+    done = testing.drain(app, with_scheduled=True)  # the retries' backoffs, as if waited
+    assert done.dead == 0 and done.retried == 3  # two fail whales, one Retry
+    assert {k: done.results[k] for k in (total, chord, timeline, tweet)} == {
+        total: 16, chord: 90, timeline: "timeline of ada refreshed after 3 runs",
+        tweet: "sent 'hello' after 2 runs"}
+    assert testing.perform(tasks.add, 4, 4) == 8
+    app.close()

@@ -64,8 +64,9 @@ def test_the_celery_port(echomq_url: str, echomq_app: object,
                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ECHOMQ_URL", echomq_url)
     sys.path.insert(0, str(EXAMPLES / "from_celery"))
-    import tasks
     from echomq import chain, group
+
+    import tasks
 
     app = tasks.app
     total = chain(tasks.add.s(2, 2), tasks.add.s(4), tasks.add.s(8)).enqueue()

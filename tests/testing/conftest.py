@@ -1,6 +1,8 @@
 """The kit's direct tests: an ``App`` on the session's shared server (``url``); each test
 declares its tasks on its own ``queue``, so tests share the server without sharing jobs.
-The plugin's own fixtures are tested on generated suites (test_plugin.py)."""
+The plugin's fixtures (``echomq_url``, ``echomq_app``: pyproject's addopts load it) serve the
+tests that use the kit as a project would; the plugin itself is tested on generated suites
+(test_plugin.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,3 @@ def kit(url: str) -> Iterator[App]:
     yield a
     a.close()
 
-
-# the plugin's fixtures, for the tests here that use the kit as a project would (a
-# conftest import: the plugin is loaded by its entry point only where echomq is installed)
-from echomq.testing.plugin import _echomq_conn, echomq_app, echomq_url  # noqa: E402, F401

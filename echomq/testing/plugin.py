@@ -38,9 +38,11 @@ class SessionApp(App):
 
     def __init__(self, url: str, session_conn: Connector) -> None:
         super().__init__(url, wire=session_conn.wire)
-        self.session_conn = session_conn
+        self.session_url, self.session_conn = url, session_conn
 
     def connector(self, queue: str | None = None) -> Connector:
+        if self.url != self.session_url:  # a test pointed it elsewhere: its own connector
+            return super().connector(queue)
         if queue is not None:
             keyspace.validate_queue(queue)
         return self.session_conn

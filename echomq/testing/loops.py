@@ -14,6 +14,8 @@ handlers (``executor``), both closed by ``shutdown`` (the plugin's session end).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,8 @@ def _own_loop() -> asyncio.AbstractEventLoop:
     if loop is None or loop.is_closed():
         loop = _local.loop = asyncio.new_event_loop()
         _local.conns = {}
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(shutdown)  # a unittest run has no session end to close them
     return loop
 
 
@@ -99,9 +103,11 @@ def shutdown() -> None:
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is not None and not loop.is_closed():
         for conn in _local.conns.values():
-            loop.run_until_complete(conn.close())
+            with contextlib.suppress(Exception):  # its server may be gone already
+                loop.run_until_complete(conn.close())
         _local.conns = {}
         loop.close()
+        atexit.unregister(shutdown)
     if _executor is not None:
         _executor.shutdown(wait=False, cancel_futures=True)
         _executor = None

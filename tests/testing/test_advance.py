@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 import valkey
 
-from echomq import errors, groups, jobs, keyspace, testing
+from echomq import errors, groups, jobs, keyspace, repeat, testing
 from echomq.core.steps import Eval, drive, single
 from echomq.tasks.app import App
 from echomq.verbs import travel
@@ -83,6 +83,34 @@ def test_recurrences_fire_as_time_moves(kit: App, queue: str) -> None:
     assert moved[queue].registrations == 1
     assert testing.drain(kit, with_recurrences=True).completed == 1
     assert ticks == ["tick", "tick"]
+
+
+def test_a_registrations_pause_end_moves(kit: App, queue: str) -> None:
+    @kit.every(HOUR, name="hourly-paused")
+    @kit.task(queue=queue)
+    def tick() -> None: ...
+
+    assert testing.drain(kit, with_recurrences=True).completed == 1
+    repeat.pause(kit.connector(), queue, "hourly-paused",
+                 until=dt.datetime.now(dt.UTC) + 2 * HOUR)
+    testing.advance(kit, HOUR + dt.timedelta(minutes=1), queues=[queue])
+    assert testing.drain(kit, with_recurrences=True).completed == 0  # still paused
+    testing.advance(kit, HOUR, queues=[queue])
+    assert testing.drain(kit, with_recurrences=True).completed == 1  # resumed and fired
+
+
+def test_a_debounce_cap_moves_with_its_run_at(kit: App, queue: str) -> None:
+    @kit.task(queue=queue)
+    def save(doc: str) -> None: ...
+
+    folded = save.options(debounce="doc-1", debounce_ms=60_000, debounce_max_ms=120_000)
+    first = folded.enqueue("v1")
+    testing.advance(kit, 90_000, queues=[queue])
+    # the first call is now 90 s back: the cap (first + 120 s) is 30 s ahead, not 120 s
+    assert folded.enqueue("v2") == first
+    (waiting,) = testing.enqueued(kit, save)
+    assert waiting.args == ["v2"] and waiting.run_at is not None
+    assert waiting.run_at - dt.datetime.now(dt.UTC) <= dt.timedelta(seconds=31)
 
 
 def test_an_active_lease_never_moves(kit: App, queue: str, raw: valkey.Valkey) -> None:

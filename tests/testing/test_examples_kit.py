@@ -1,4 +1,4 @@
-"""The integration examples and a ported app, tested the way the kit means a project to:
+"""The integration examples and the three ported apps, tested the way the kit means a project to:
 through the framework's test client, then ``assert_enqueued`` and ``drain`` in the same
 test, on the plugin's fixtures (no worker process, no polling)."""
 
@@ -80,3 +80,42 @@ def test_the_celery_port(echomq_url: str, echomq_app: object,
         tweet: "sent 'hello' after 2 runs"}
     assert testing.perform(tasks.add, 4, 4) == 8
     app.close()
+
+
+@pytest.mark.usefixtures("fresh_modules")
+def test_the_rq_port(echomq_url: str, echomq_app: object,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+    sys.path.insert(0, str(EXAMPLES / "from_rq"))
+    import tasks
+
+    hello = tasks.say_hello.enqueue("ada", fail_runs=2)
+    quarter = tasks.divide.enqueue(1, 4)
+    zero = tasks.divide.enqueue(1, 0)
+    crunched = tasks.crunch.enqueue(3)
+    done = testing.drain(tasks.app, with_scheduled=True)
+    assert (done.retried, done.dead) == (2, 1)
+    assert done.results[hello] == "Hello ada!" and done.results[quarter] == 0.25
+    assert done.errors[zero] == "ZeroDivisionError: division by zero"
+    reports = [r.decode() for r in tasks.r.lrange(f"{tasks.Q}:reports", 0, -1)]
+    assert sorted(reports) == ["failure divide: ZeroDivisionError: division by zero",
+                               "success divide -> 0.25"]
+    info = tasks.app.job(crunched)
+    assert info is not None and info.progress == {"done": 3, "of": 3}
+    tasks.r.close()
+    tasks.app.close()
+
+
+@pytest.mark.usefixtures("fresh_modules")
+def test_the_arq_port(echomq_url: str, echomq_app: object,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+    sys.path.insert(0, str(EXAMPLES / "from_arq"))
+    import tasks
+
+    ids = [tasks.download_content.enqueue(u) for u in tasks.PAGES]
+    done = testing.drain(tasks.app, with_scheduled=True)  # github's two 503s, retried
+    assert [done.results[i] for i in ids] == [133, 313, 93]
+    assert done.retried == 2 and tasks.app.job(ids[2]).runs == 3  # type: ignore[union-attr]
+    assert testing.perform(tasks.the_task, 21) == 42
+    tasks.app.close()

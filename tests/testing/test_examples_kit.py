@@ -1,10 +1,11 @@
-"""The integration examples and the three ported apps, tested the way the kit means a project to:
-through the framework's test client, then ``assert_enqueued`` and ``drain`` in the same
-test, on the plugin's fixtures (no worker process, no polling)."""
+"""The integration examples and the three ported apps, tested the way the kit means a
+project to: through the framework's test client, then ``assert_enqueued`` and ``drain`` in
+the same test, on the plugin's fixtures (no worker process, no polling)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -15,14 +16,26 @@ from tests.support.paths import ROOT
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.mark.usefixtures("fresh_modules")
-def test_fastapi_signup(echomq_url: str, echomq_app: object,
-                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-                        ) -> None:
+@pytest.fixture
+def example(echomq_url: str, echomq_app: object, monkeypatch: pytest.MonkeyPatch,
+            request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``example(name)``: make ``examples/<name>`` importable, its apps on the test server
+    (``ECHOMQ_URL``), the keyspace empty; its modules are forgotten after the test
+    (``fresh_modules``, the e2e examples' fixture)."""
+    request.getfixturevalue("fresh_modules")
+    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
+
+    def use(name: str) -> None:
+        sys.path.insert(0, str(EXAMPLES / name))
+
+    return use
+
+
+def test_fastapi_signup(example: Callable[[str], None],
+                        capsys: pytest.CaptureFixture[str]) -> None:
     from fastapi.testclient import TestClient
 
-    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
-    sys.path.insert(0, str(EXAMPLES / "fastapi_app"))
+    example("fastapi_app")
     import main
     import tasks
 
@@ -37,12 +50,10 @@ def test_fastapi_signup(echomq_url: str, echomq_app: object,
     tasks.app.close()
 
 
-@pytest.mark.usefixtures("fresh_modules")
-def test_django_order(echomq_url: str, echomq_app: object, monkeypatch: pytest.MonkeyPatch,
+def test_django_order(example: Callable[[str], None], monkeypatch: pytest.MonkeyPatch,
                       capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "mysite.settings")
-    sys.path.insert(0, str(EXAMPLES / "django_project"))
+    example("django_project")
     import django
     from django.test import Client
 
@@ -59,11 +70,8 @@ def test_django_order(echomq_url: str, echomq_app: object, monkeypatch: pytest.M
     tasks.app.close()
 
 
-@pytest.mark.usefixtures("fresh_modules")
-def test_the_celery_port(echomq_url: str, echomq_app: object,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
-    sys.path.insert(0, str(EXAMPLES / "from_celery"))
+def test_the_celery_port(example: Callable[[str], None]) -> None:
+    example("from_celery")
     from echomq import chain, group
 
     import tasks
@@ -82,11 +90,8 @@ def test_the_celery_port(echomq_url: str, echomq_app: object,
     app.close()
 
 
-@pytest.mark.usefixtures("fresh_modules")
-def test_the_rq_port(echomq_url: str, echomq_app: object,
-                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
-    sys.path.insert(0, str(EXAMPLES / "from_rq"))
+def test_the_rq_port(example: Callable[[str], None]) -> None:
+    example("from_rq")
     import tasks
 
     hello = tasks.say_hello.enqueue("ada", fail_runs=2)
@@ -106,11 +111,8 @@ def test_the_rq_port(echomq_url: str, echomq_app: object,
     tasks.app.close()
 
 
-@pytest.mark.usefixtures("fresh_modules")
-def test_the_arq_port(echomq_url: str, echomq_app: object,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ECHOMQ_URL", echomq_url)
-    sys.path.insert(0, str(EXAMPLES / "from_arq"))
+def test_the_arq_port(example: Callable[[str], None]) -> None:
+    example("from_arq")
     import tasks
 
     ids = [tasks.download_content.enqueue(u) for u in tasks.PAGES]

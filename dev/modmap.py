@@ -19,6 +19,7 @@ OUT = ROOT / "docs" / "modules.md"
 LAYERS = [
     ("cli", "the `echomq` command, one module per command group"),
     ("dashboard", "the web dashboard, `/metrics`, and the read verbs only they use (`insight/`)"),
+    ("testing", "the testing kit: drain, the reads, perform, time travel, inline, the pytest plugin"),
     ("tasks", "the friendly layer: `App`, `@app.task`, `Task`, flows' canvas, the worker"),
     ("embedded", "the embedded Valkey and the loopback cluster"),
     ("runtime", "the loops that run jobs: the Consumer, the Metronome, the Pump, handlers"),
@@ -51,8 +52,8 @@ def render() -> str:
         "`lint-imports` checks it in CI against the contract in `pyproject.toml`:",
         "",
         "```text",
-        "public modules > cli > dashboard > tasks > embedded | runtime > verbs | connectors"
-        " > native | scripts > core",
+        "public modules > cli > dashboard > testing > tasks > embedded | runtime > verbs"
+        " | connectors > native | scripts > core",
         "```",
         "",
         "## `echomq/`: the public face: what a user imports, re-exported from the layers below",

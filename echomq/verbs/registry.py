@@ -113,3 +113,9 @@ async def anote(conn: Any, queue: str) -> None:
         except BaseException:
             seen.discard(queue)
             raise
+
+
+def forget(conn: Any) -> None:
+    """Forget which queues ``conn`` noted: the server's registry was wiped (a test's
+    ``FLUSHDB``), so the next admission on each queue registers it again."""
+    _registered(conn).clear()

@@ -1,0 +1,203 @@
+"""``drain``: run an app's claimable jobs in the test process, through the worker's path.
+
+A ``Consumer`` per served queue (one slot each, the app's router, leases and retention:
+what a ``Worker`` builds) is beaten by hand: each ``beat`` runs the recovery legs (reap,
+promote, the deadline sweep, flow completions) and claims one job with the real claim
+transition; the handler runs as a worker runs it (argument binding, ``current_job()``,
+timeout, verdicts) and its outcome is settled by the real ack/retry/delay transitions,
+callbacks and flow hand-offs included. The loop goes on until a beat claims nothing, so
+jobs that drained jobs enqueue (a chain's next step, a released flow parent, a callback's
+job) run too, up to ``limit`` runs. ``with_scheduled`` first makes the schedule due (a
+retry's run-at too) before every beat; ``with_recurrences`` registers the app's
+recurrences (as a worker does at start) and fires the due ones before every beat.
+
+The counts come from the consumer's timeline (``runtime.events``: what the transitions
+answered), ``expired`` from the queues' server-side counters. Clocks: the transitions read
+the SERVER clock; recurrences the app's ``recurrence_clock``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from echomq.core import guards as guard
+from echomq.runtime.consumer import Consumer
+from echomq.runtime.events import Event, Observer
+from echomq.runtime.handler import Job
+from echomq.runtime.route import Route
+from echomq.testing import loops
+from echomq.verbs import jobs, repeat, travel
+
+if TYPE_CHECKING:
+    from echomq.tasks.app import App
+
+#: how long (s) a drain waits for one job's handler and settlement before it gives up on
+#: it (its lease then lapses as a dead worker's would); a task's own timeout ends it sooner
+GRACE_S = 300.0
+DEFAULT_LIMIT = 10_000
+
+
+@dataclass
+class Drained:
+    """What a ``drain`` (or an ``inline`` block) ran: how many runs ended each way, the
+    completed jobs' return values (``results``: JSON round-tripped, as a kept result reads)
+    and each failed job's last error (``errors``: ``"Type: text"``), by job id."""
+
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    expired: int = 0
+    delayed: int = 0  # a Delay, a rate limit or a hand-back: back to wait, no attempt spent
+    results: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> int:
+        """Runs that ended (completed, retried, dead, cancelled or delayed)."""
+        return self.completed + self.retried + self.dead + self.cancelled + self.delayed
+
+    def add(self, other: Drained) -> None:
+        """Fold ``other`` into this one (an ``inline`` block's drains)."""
+        for name in ("completed", "retried", "dead", "cancelled", "expired", "delayed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.results.update(other.results)
+        self.errors.update(other.errors)
+
+
+_COUNTED = {"completed": "completed", "retrying": "retried", "dead": "dead",
+            "cancelled": "cancelled", "delayed": "delayed", "rate_limited": "delayed",
+            "handed_back": "delayed"}
+
+
+class _Recorder:
+    """The consumers' observer: counts each settled run, keeps errors and results, then
+    hands the event to the app's own observer (if any)."""
+
+    def __init__(self, out: Drained, returned: dict[str, Any], forward: Observer | None):
+        self.out, self.returned, self.forward = out, returned, forward
+
+    def __call__(self, ev: Event) -> None:
+        name = _COUNTED.get(ev.kind)
+        if name is not None and ev.job_id is not None:
+            setattr(self.out, name, getattr(self.out, name) + 1)
+            if ev.kind == "completed":
+                self.out.results[ev.job_id] = self.returned.pop(ev.job_id, None)
+                self.out.errors.pop(ev.job_id, None)
+            elif ev.info.get("error"):
+                self.out.errors[ev.job_id] = str(ev.info["error"])
+        if self.forward is not None:
+            self.forward(ev)
+
+
+def round_trip(value: Any) -> Any:
+    """``value`` as a kept result reads it back (JSON), or as is when JSON cannot carry it
+    (a task that keeps no result may return anything)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        return value
+
+
+def _keeping(route: Route, returned: dict[str, Any]) -> Route:
+    """``route`` whose handler also notes its return value by job id (same sync or async
+    shape, so the runner calls it the same way)."""
+    handler = route.handler
+    if inspect.iscoroutinefunction(handler):
+        async def noting_async(job: Job) -> Any:
+            value = await handler(job)
+            returned[job.id] = round_trip(value)
+            return value
+
+        return dataclasses.replace(route, handler=noting_async)
+
+    def noting(job: Job) -> Any:
+        value = handler(job)
+        returned[job.id] = round_trip(value)
+        return value
+
+    return dataclasses.replace(route, handler=noting)
+
+
+def _router(app: App, queue: str, returned: dict[str, Any]) -> Callable[[Job], Route]:
+    route = app.router(queue)
+    return lambda job: _keeping(route(job), returned)
+
+
+def served(app: App, queues: Iterable[str] | None) -> dict[str, list[str]]:
+    """The queues a drain serves: ``queues`` (a partitioned queue by its logical name), or
+    every queue of the app's tasks (the default queue for an app without tasks), as a
+    worker started without ``queues`` serves."""
+    names = list(queues) if queues is not None else (
+        list(dict.fromkeys(t.queue for t in app.tasks.values())) or [app.default_queue])
+    return app.served(names)
+
+
+async def adrain(app: App, queues: Iterable[str] | None = None, *,
+                 with_scheduled: bool = False, with_recurrences: bool = False,
+                 limit: int = DEFAULT_LIMIT) -> Drained:
+    """``drain``, awaited on the running loop (for ``async def`` tests)."""
+    guard.positive("limit", limit)
+    if isinstance(queues, str):
+        raise TypeError("queues is a list of queue names, not one str")
+    conn = await loops.connector(app)
+    by_name = served(app, queues)
+    names = [q for parts in by_name.values() for q in parts]
+    out = Drained()
+    returned: dict[str, Any] = {}
+    observer = _Recorder(out, returned, app.on_event)
+    consumers = [
+        Consumer(conn, name, router=_router(app, parts[0], returned), concurrency=1,
+                 lease_ms=min(app.lease_for(p) for p in parts), retention=app.retention,
+                 on_event=observer, partitions=parts if len(parts) > 1 else None,
+                 executor=loops.executor())
+        for name, parts in by_name.items()
+    ]
+    recurrences = [r for r in app.recurrences if r.queue in names] if with_recurrences else []
+    for r in recurrences:  # what a worker does at start (same definition: no write)
+        await repeat.put(conn, r.queue, r.name, r.spec)
+    expired_before = await _expired(conn, names)
+    runs = 0
+    try:
+        while runs < limit:
+            if with_scheduled:
+                for q in names:
+                    await travel.schedule_due(conn, q)
+            for q in dict.fromkeys(r.queue for r in recurrences):
+                await repeat.sweep(conn, q, clock=app.recurrence_clock)
+            claimed = 0
+            for c in consumers:
+                if runs + claimed < limit:
+                    claimed += await c.beat()
+            if not claimed:
+                break
+            runs += claimed
+            for c in consumers:
+                await c.drain(GRACE_S)
+    finally:
+        for c in consumers:
+            await c.drain(0)
+    out.expired = await _expired(conn, names) - expired_before
+    return out
+
+
+async def _expired(conn: Any, queues: list[str]) -> int:
+    return sum([(await jobs.stats(conn, q)).get("expired", 0) for q in queues])
+
+
+def drain(app: App, queues: Iterable[str] | None = None, *, with_scheduled: bool = False,
+          with_recurrences: bool = False, limit: int = DEFAULT_LIMIT) -> Drained:
+    """Run ``app``'s claimable jobs on ``queues`` (default: every queue of its tasks) in
+    this process, one at a time per queue, through the worker's own path, until nothing is
+    claimable or ``limit`` runs were made; jobs the drained jobs enqueue run too.
+    ``with_scheduled``: scheduled jobs (retries and delays included) run as if due now;
+    ``with_recurrences``: the app's recurrences are registered and the due ones fired.
+    Returns the ``Drained`` counts, results and errors. From an ``async def`` test,
+    ``await testing.adrain(...)`` runs on the test's loop instead."""
+    return loops.run(lambda: adrain(app, queues, with_scheduled=with_scheduled,
+                                    with_recurrences=with_recurrences, limit=limit), app)

@@ -20,6 +20,7 @@ from echomq.verbs.flows import (
     Turn,
     admit,
     cancel,
+    cancel_among,
     carry,
     children,
     hold_carrier,
@@ -33,6 +34,6 @@ from echomq.verbs.flows import (
 
 __all__ = [
     "ADMIT_CHUNK", "ADMIT_GRACE_MS", "CARRY_BATCH", "POLICIES", "Admitted", "Carried", "Child",
-    "Node", "Tree", "Turn", "admit", "cancel", "carry", "children", "hold_carrier",
+    "Node", "Tree", "Turn", "admit", "cancel", "cancel_among", "carry", "children", "hold_carrier",
     "outbox_size", "parse_ref", "roll_back", "tree", "turn", "waiting",
 ]

@@ -359,20 +359,10 @@ class App(Client):
         ``cancelled``) or ``"absent"`` (unknown, finished or dead). Tries ``queue`` or
         each of this app's queues until one knows the id. A flow parent still waiting for
         its children is cancelled with its waiting subtree (``flows.cancel``)."""
-        guard.string("job_id", job_id)
-        conn = self.connector()
-        for q in self._lookup(queue):
-            outcome = flows.cancel(conn, q, job_id)  # a flow parent: its waiting subtree too
-            if outcome != Outcome.ABSENT:
-                return outcome
-        return Outcome.ABSENT
+        guard.string("job_id", job_id)  # before a connection (which may start a server)
+        return flows.cancel_among(self.connector(), self._lookup(queue), job_id)
 
     async def acancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """``cancel``, awaited."""
         guard.string("job_id", job_id)
-        conn = await self.aconnector()
-        for q in self._lookup(queue):
-            outcome = await flows.cancel(conn, q, job_id)
-            if outcome != Outcome.ABSENT:
-                return outcome
-        return Outcome.ABSENT
+        return await flows.cancel_among(await self.aconnector(), self._lookup(queue), job_id)

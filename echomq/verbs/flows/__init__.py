@@ -58,6 +58,7 @@ from echomq.verbs.flows.admission import (
     Node,
     admit,
     cancel,
+    cancel_among,
     roll_back,
 )
 from echomq.verbs.flows.carrying import (
@@ -72,5 +73,5 @@ from echomq.verbs.flows.carrying import (
 from echomq.verbs.flows.trees import Child, Tree, children, parse_ref, tree, waiting
 
 __all__ = ["ADMIT_CHUNK", "ADMIT_GRACE_MS", "CARRY_BATCH", "POLICIES", "Admitted", "Carried",
-           "Child", "Node", "Tree", "Turn", "admit", "cancel", "carry", "children",
+           "Child", "Node", "Tree", "Turn", "admit", "cancel", "cancel_among", "carry", "children",
            "hold_carrier", "outbox_size", "parse_ref", "roll_back", "tree", "turn", "waiting"]

@@ -4,7 +4,7 @@ uncommitted root: the writes that shape a tree. The theory of operation is the p
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,5 +278,21 @@ def roll_back(queue: str, root_id: str) -> Verb[Outcome]:
         outcome = yield from cancel.steps(queue, root_id)
         yield Command(("ZREM", keyspace.queue_key(queue, "flows:open"), root_id))
         return outcome
+
+    return calls()
+
+
+@verb
+def cancel_among(queues: Sequence[str], job_id: str) -> Verb[Outcome]:
+    """``cancel`` on each of ``queues`` in turn until one knows ``job_id``: its outcome,
+    or ``"absent"`` when none does (an app's cancel by id, which queue unknown)."""
+    guard.string("job_id", job_id)
+
+    def calls() -> Verb[Outcome]:
+        for q in queues:
+            outcome = yield from cancel.steps(q, job_id)
+            if outcome != Outcome.ABSENT:
+                return outcome
+        return Outcome.ABSENT
 
     return calls()

@@ -339,9 +339,9 @@ def chain(*steps: Signature | Flow | Fanout) -> Flow:
     out = _step(steps[0])
     for step in steps[1:]:
         if isinstance(step, Fanout):
-            out = Fanout(tuple(_fed(_member(m), out) for m in step.members))
+            out = Fanout(_fed(step.members, out))
         else:
-            out = _fed(_member(step), out)
+            (out,) = _fed((_member(step),), out)
     if isinstance(out, Fanout):
         raise ValueError("a chain ends in a step, not a bare group: give the group a "
                          "callback (group(...).then(cb.s())) or a step after it")
@@ -367,15 +367,22 @@ def _leaves(value: Signature | Flow | Shared, seen: set[int]) -> int:
     return 1
 
 
-def _fed(step: Signature | Flow, before: Flow | Fanout) -> Flow:
-    """``step`` run after ``before``: each of its first steps gets ``before``'s result (a
-    group before it: the list of its members' results), shared, so ``before`` runs once."""
-    uses = _leaves(step, set())
+def _fed(steps: tuple[Signature | Flow, ...], before: Flow | Fanout) -> tuple[Flow, ...]:
+    """``steps`` (one step, or a group's members) run after ``before``: each of their
+    first steps gets ``before``'s result (a group before them: the list of its members'
+    results), shared, so ``before`` runs once."""
+    seen: set[int] = set()
+    uses = sum(_leaves(s, seen) for s in steps)
     sources = before.members if isinstance(before, Fanout) else (before,)
     feed = "all" if isinstance(before, Fanout) else "one"
-    out = _attach(step, tuple(Shared(s, uses) for s in sources), feed, {})
-    assert isinstance(out, Flow)
-    return out
+    shared = tuple(Shared(s, uses) for s in sources)
+    memo: dict[int, Shared] = {}
+    out: list[Flow] = []
+    for step in steps:
+        fed = _attach(step, shared, feed, memo)
+        assert isinstance(fed, Flow)  # only a Shared comes back as one
+        out.append(fed)
+    return tuple(out)
 
 
 def _attach(step: Signature | Flow | Shared, sources: tuple[Shared, ...], feed: str,
@@ -385,8 +392,9 @@ def _attach(step: Signature | Flow | Shared, sources: tuple[Shared, ...], feed: 
     if isinstance(step, Shared):
         new = memo.get(id(step))
         if new is None:
-            new = memo[id(step)] = Shared(_attach(step.source, sources, feed, memo),
-                                          step.uses)
+            source = _attach(step.source, sources, feed, memo)
+            assert isinstance(source, Flow)  # only a Shared comes back as one
+            new = memo[id(step)] = Shared(source, step.uses)
         return new
     if isinstance(step, Flow) and step.children:
         kids = tuple(_attach(c, sources, feed, memo) for c in step.children)

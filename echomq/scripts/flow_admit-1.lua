@@ -16,8 +16,8 @@
 -- as to the owner of its unique key; a chain step feeding a group's members feeds one
 -- member as a job and the others through such links, written after the job).
 -- Reply: an array with one entry per node: 1 admitted, 0 duplicate (the id has a row:
--- nothing written for it), or the id of the live job that owns the node's unique key: the
--- node is then linked to that job (a stub row, state = linked, on the owner's watch list;
+-- nothing written for it), or the id of the live job that owns the node's unique key (for
+-- a same node: the job it shares): the node is then linked to that job (a stub row, state = linked, on the owner's watch list;
 -- see flow_watched in includes/flow.lua): the owner's end counts as the node's, and a
 -- linked parent's children are not admitted (the caller leaves them out).
 -- A leaf is admitted as @enqueue / @schedule admit it ('in'/'at' put it on the schedule).

@@ -13,7 +13,14 @@ runs once, after its last child):
 In the parent's handler, ``current_job().children()`` lists its children with their state
 and JSON result. ``chain`` and ``group(...).then`` also hand the results in as the first
 argument: a chain step gets the previous step's result, a group's callback the list of its
-members' results in order.
+members' results in order, and a group inside a chain is a chord (each member gets the
+previous step's result, the next step the list of theirs). ``.si`` (an immutable
+signature) runs after the step before it without its result. The step before a group runs
+once: it is a job under one member and a link to that job (``flows.Node.same``) under the
+others (``Shared``). Every node's arguments are checked against its task's function when
+the tree is made (``Task.check``: one more positional argument, first, for a fed node),
+so a wrong call raises ``TypeError`` before anything is written; a ``unique`` key on the
+root that a live job owns makes ``enqueue`` answer that job's id, writing nothing.
 
 Each node has its own options: ``fetch.s(p).options(priority=1, delay=5_000, unique=f"page-{p}",
 max_attempts=3)`` (``Signature.options``, spelled as the task API spells them; ``set`` in

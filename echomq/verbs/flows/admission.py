@@ -193,9 +193,10 @@ def admit(root: Node, grace_ms: int = ADMIT_GRACE_MS) -> Verb[Admitted]:
 
     A leaf's outcome is ``"enqueued"`` / ``"scheduled"``, a parent's ``"waiting"``
     (``Outcome.WAITING``), ``"duplicate"`` for an id that already had a row (nothing
-    written for it) and ``"linked"`` for a node whose unique key a live job owns. One round
-    trip per level of the tree (parents first, see the module docstring), each a pipeline
-    of one script call per queue per 500 nodes, then the commit (one more). Every node is
+    written for it) and ``"linked"`` for a node whose unique key a live job owns, or that
+    shares another node's end (``Node.same``). One round trip per level of the tree
+    (parents first, see the module docstring), each a pipeline of one script call per
+    queue per 500 nodes, one more for the ``same`` links, then the commit (one more). Every node is
     checked before anything is sent. ``grace_ms``: the commit deadline (SERVER clock); a
     flow still uncommitted then is rolled back by the carry leg, and a client that
     commits after that gets ``StateError`` (its tree was cancelled).

@@ -74,6 +74,20 @@ def shop(server: Any) -> tuple[App, str, Calls, dict[str, Any]]:
     return app, q, calls, tasks
 
 
+def admitted(app: App, canvas: Any, how: str) -> Any:
+    """``canvas.enqueue()`` on the sync connector, or awaited on the async one."""
+    if how == "sync":
+        return canvas.enqueue()
+
+    async def main() -> Any:
+        try:
+            return await canvas.aenqueue()
+        finally:
+            await app.aclose()
+
+    return asyncio.run(main())
+
+
 def test_a_group_in_a_chain_is_a_chord(server):
     app, q, calls, t = shop(server)
     bare = chain(t["fetch"].s(7), group(t["tax"].s(0.2), t["ship"].s()), t["total"].s())
@@ -129,16 +143,7 @@ def test_a_unique_key_on_a_chain_answers_the_owner(server, raw, how):
     app, q, calls, t = shop(server)
 
     def enqueue(canvas: Any) -> str:
-        if how == "sync":
-            return str(canvas.enqueue())
-
-        async def main() -> str:
-            try:
-                return str(await canvas.aenqueue())
-            finally:
-                await app.aclose()
-
-        return asyncio.run(main())
+        return str(admitted(app, canvas, how))
 
     keyed = chain(t["fetch"].s(1), t["total"].s()).options(unique="order-1")
     first = enqueue(keyed)
@@ -166,16 +171,7 @@ def test_flow_arguments_are_checked_at_admission(server, raw, how):
     app, q, _, t = shop(server)
 
     def enqueue(canvas: Any) -> Any:
-        if how == "sync":
-            return canvas.enqueue()
-
-        async def main() -> Any:
-            try:
-                return await canvas.aenqueue()
-            finally:
-                await app.aclose()
-
-        return asyncio.run(main())
+        return admitted(app, canvas, how)
 
     tax = t["tax"]
     wrong = [

@@ -215,23 +215,21 @@ class Shared:
     uses: int
 
 
-_Memo = dict[int, list[Any]]  # id(Shared) -> [its job's Node, places seen so far]
+_Memo = dict[int, tuple[Node, int]]  # id(Shared) -> (its job's Node, places seen so far)
 
 
 def _tree(value: Signature | Flow | Shared, memo: _Memo, is_child: bool = True) -> Node:
     """``value`` as a ``flows.Node`` with fresh ids (a ``Shared`` step's job once, links
     to it in its other places)."""
     if isinstance(value, Shared):
-        got = memo.get(id(value))
-        if got is None:
-            got = memo[id(value)] = [_tree(value.source, memo), 0]
-        job, seen = got[0], got[1] + 1
-        got[1] = seen
+        job, seen = memo.get(id(value)) or (_tree(value.source, memo), 0)
+        seen += 1
         if seen == value.uses:  # a reused canvas value gets a fresh job next time
-            del memo[id(value)]
+            memo.pop(id(value), None)
+        else:
+            memo[id(value)] = (job, seen)
         if seen == 1:
-            node: Node = job
-            return node
+            return job
         return Node(job.queue, ids.mint(), job.payload, policy=job.policy, same=job.id)
     if isinstance(value, Flow):
         kids = tuple(_tree(c, memo) for c in value.children)

@@ -15,6 +15,7 @@ import pytest
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
 from tests.support.native import snapshot
+from tests.support.polling import wait_for
 from tests.support.workers import serving
 
 
@@ -199,4 +200,21 @@ def test_a_chain_ending_in_a_bare_group_is_refused(server):
     app, _, _, t = shop(server)
     with pytest.raises(ValueError, match="bare group"):
         chain(t["fetch"].s(1), group(t["tax"].s(0.1), t["ship"].s()))
+    app.close()
+
+
+def test_a_chord_in_the_middle_and_a_canvas_used_twice(server):
+    app, q, calls, t = shop(server)
+    # .then in the middle of a chain, then one more step fed its callback's result
+    mid = chain(t["fetch"].s(5), group(t["tax"].s(0.2), t["ship"].s()).then(t["total"].s()),
+                t["label"].s())
+    # the same chord value twice in one tree: two runs of everything, fetch included
+    chord = chain(t["fetch"].s(6), group(t["tax"].s(0.1), t["ship"].s()), t["total"].s())
+    twice = group(chord, chord).then(t["total"].s())
+    roots = [mid.enqueue(), twice.enqueue()]
+    with serving(app, [q], concurrency=4):
+        assert app.result(roots[1], timeout=30) == [[125, 499], [125, 499]]
+        wait_for(lambda: calls.of("label"), 30, "the step after the chord")
+    assert calls.of("label") == [([250, 499],)]
+    assert sorted(calls.of("fetch")) == [(5,), (6,), (6,)]
     app.close()

@@ -6,15 +6,18 @@
 -- then put on <base>flows:open scored by SERVER now + grace until the admitting client
 -- commits (ZREM) after its last level; a root still there (and still waiting for its
 -- children) past that instant is rolled back by the carry leg (@flow_turn),
--- ARGV[3..] = per node 12 values: id, payload, mode ('now', 'in' or 'at'), value (the
+-- ARGV[3..] = per node 13 values: id, payload, mode ('now', 'in' or 'at'), value (the
 -- delay or run-at ms), priority ('' = 0), group ('' = none), parent (the parent's row key
 -- emq:{pq}:job:<pid>, '' for the root), policy ('fail', 'ignore', 'drop'; '' = fail: what
 -- the parent does when this node dies or is cancelled), kids (the child row keys joined by
 -- newlines, '' for a leaf), notify (ms to keep the done token its end leaves for waiters;
--- '' = none), unique (a unique key, '' = none), unique_for (ms, '' = none).
+-- '' = none), unique (a unique key, '' = none), unique_for (ms, '' = none), same (the id
+-- of a job of this queue whose end this leaf shares, '' = none: the node is linked to it,
+-- as to the owner of its unique key; a chain step feeding a group's members feeds one
+-- member as a job and the others through such links, written after the job).
 -- Reply: an array with one entry per node: 1 admitted, 0 duplicate (the id has a row:
--- nothing written for it), or the id of the live job that owns the node's unique key: the
--- node is then linked to that job (a stub row, state = linked, on the owner's watch list;
+-- nothing written for it), or the id of the live job that owns the node's unique key (for
+-- a same node: the job it shares): the node is then linked to that job (a stub row, state = linked, on the owner's watch list;
 -- see flow_watched in includes/flow.lua): the owner's end counts as the node's, and a
 -- linked parent's children are not admitted (the caller leaves them out).
 -- A leaf is admitted as @enqueue / @schedule admit it ('in'/'at' put it on the schedule).
@@ -32,7 +35,7 @@
 --@include chunks
 --@include bound
 local p = ARGV[1]
-local N = 12
+local N = 13
 if not all_jobs(3, N) then
   return redis.error_reply(KIND_ERROR)
 end
@@ -81,6 +84,8 @@ for i = 3, #ARGV, N do
   local r
   if redis.call('EXISTS', jk) == 1 then
     r = 0
+  elseif ARGV[i + 12] ~= '' then
+    r = ARGV[i + 12]
   elseif kids == '' then
     r = admit(p, id, payload, mode, ARGV[i + 3],
       {priority = ARGV[i + 4], group = ARGV[i + 5], notify = ARGV[i + 9], unique = unique,

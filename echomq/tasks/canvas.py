@@ -13,7 +13,14 @@ runs once, after its last child):
 In the parent's handler, ``current_job().children()`` lists its children with their state
 and JSON result. ``chain`` and ``group(...).then`` also hand the results in as the first
 argument: a chain step gets the previous step's result, a group's callback the list of its
-members' results in order.
+members' results in order, and a group inside a chain is a chord (each member gets the
+previous step's result, the next step the list of theirs). ``.si`` (an immutable
+signature) runs after the step before it without its result. The step before a group runs
+once: it is a job under one member and a link to that job (``flows.Node.same``) under the
+others (``Shared``). Every node's arguments are checked against its task's function when
+the tree is made (``Task.check``: one more positional argument, first, for a fed node),
+so a wrong call raises ``TypeError`` before anything is written; a ``unique`` key on the
+root that a live job owns makes ``enqueue`` answer that job's id, writing nothing.
 
 Each node has its own options: ``fetch.s(p).options(priority=1, delay=5_000, unique=f"page-{p}",
 max_attempts=3)`` (``Signature.options``, spelled as the task API spells them; ``set`` in
@@ -66,6 +73,16 @@ class Signature:
     mode: str = "now"
     value: int = 0
     retry: dict[str, Any] = field(default_factory=dict)
+    #: ``si``: the call ignores the result of what runs before it (Celery's meaning)
+    immutable: bool = False
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """This call, immutable: in a chain (or as a group's callback) it runs after the
+        step before it but is not handed its result. Arguments given replace the
+        signature's; none keeps them. ``task.si(...)`` is ``task.s(...).si()``."""
+        if args or kwargs:
+            return replace(self, args=args, kwargs=kwargs, immutable=True)
+        return replace(self, immutable=True)
 
     def on_failure(self, policy: str) -> Signature:
         """What this node's parent does when it dies or is cancelled: ``"fail"`` (the
@@ -133,7 +150,7 @@ class Signature:
 
     def __repr__(self) -> str:
         call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())])
-        return f"{self.task.name}.s({call})"
+        return f"{self.task.name}.{'si' if self.immutable else 's'}({call})"
 
 
 def _payload(sig: Signature, marks: dict[str, Any]) -> bytes:
@@ -159,6 +176,10 @@ def _group(sig: Signature) -> str | None:
 
 
 def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool) -> Node:
+    # the worker calls a fed node with the fed value first: checked as it will be called
+    check = getattr(sig.task, "check", None)
+    if callable(check):
+        check((None, *sig.args) if feed else sig.args, sig.kwargs)
     marks: dict[str, Any] = {}
     if is_child:
         marks["keep"] = max(CHILD_KEEP_MS, getattr(sig.task, "keep_result_ms", None) or 0)
@@ -182,9 +203,44 @@ def _node(sig: Signature, children: tuple[Node, ...], feed: str, is_child: bool)
     )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Shared:
+    """One step whose end feeds ``uses`` nodes of a tree (a chain step before a group: each
+    member is fed its result). The step runs once: the first place it appears in the tree
+    is its job, the others are linked to that job (``flows.Node.same``) and settle with
+    its end, result or error. Made by ``chain``; compared by identity, so the same
+    signature written twice is still two runs."""
+
+    source: Signature | Flow
+    uses: int
+
+
+_Memo = dict[int, tuple[Node, int]]  # id(Shared) -> (its job's Node, places seen so far)
+
+
+def _tree(value: Signature | Flow | Shared, memo: _Memo, is_child: bool = True) -> Node:
+    """``value`` as a ``flows.Node`` with fresh ids (a ``Shared`` step's job once, links
+    to it in its other places)."""
+    if isinstance(value, Shared):
+        job, seen = memo.get(id(value)) or (_tree(value.source, memo), 0)
+        seen += 1
+        if seen == value.uses:  # a reused canvas value gets a fresh job next time
+            memo.pop(id(value), None)
+        else:
+            memo[id(value)] = (job, seen)
+        if seen == 1:
+            return job
+        return Node(job.queue, ids.mint(), job.payload, policy=job.policy, same=job.id)
+    if isinstance(value, Flow):
+        kids = tuple(_tree(c, memo) for c in value.children)
+        return _node(value.parent, kids, value.feed, is_child)
+    return _node(value, (), "", is_child)
+
+
 @dataclass(frozen=True, slots=True)
 class Flow:
-    """A parent signature and its children (signatures or flows), not yet admitted.
+    """A parent signature and its children (signatures, flows, or steps shared with other
+    nodes), not yet admitted.
 
     ``feed``: ``""`` (the parent reads ``current_job().children()``), ``"one"`` (its one
     child's result is its first argument: a chain step) or ``"all"`` (the list of its
@@ -192,15 +248,13 @@ class Flow:
     """
 
     parent: Signature
-    children: tuple[Signature | Flow, ...] = ()
+    children: tuple[Signature | Flow | Shared, ...] = ()
     feed: str = ""
 
     def node(self, *, is_child: bool = False) -> Node:
-        """The tree as ``flows.Node``s, with fresh ids."""
-        kids = tuple(c.node(is_child=True) if isinstance(c, Flow)
-                     else _node(c, (), "", True) for c in self.children)
-        node = _node(self.parent, kids, self.feed, is_child)
-        return node
+        """The tree as ``flows.Node``s, with fresh ids; every node's arguments checked
+        against its task's function (``TypeError`` naming the task)."""
+        return _tree(self, {}, is_child)
 
     def on_failure(self, policy: str) -> Flow:
         """As ``Signature.on_failure``, for this flow's root as someone's child."""
@@ -208,19 +262,22 @@ class Flow:
 
     def options(self, **options: Any) -> Flow:
         """As ``Signature.options``, for this flow's root (e.g. ``at=`` holds a group's
-        callback until then, however early its members finish)."""
+        callback until then, however early its members finish). A ``unique`` key a live
+        job owns makes ``enqueue`` write nothing and return that job's id."""
         return replace(self, parent=self.parent.options(**options))
 
     set = options
 
     def plan(self) -> Plan[str]:
         """The tree's admission (one round trip per level), every node checked here,
-        before any I/O: its plan, answering the root job's id."""
+        before any I/O: its plan, answering the root job's id (or, when a live job owns
+        the root's unique key, that job's id: nothing was written)."""
         root = self.node()
         steps = flows.admit.steps(root)
         _sized(root, self._producer().max_payload_bytes)
         queues = tuple(dict.fromkeys(n.queue for n in root.walk()))
-        return Plan(queues, steps, lambda _: root.id, durable=False)
+        return Plan(queues, steps, lambda got: str(got.links.get(root.id, root.id)),
+                    durable=False)
 
     def _producer(self) -> Producer:
         producer: Producer = self.parent.task.app
@@ -249,33 +306,19 @@ def flow(parent: Signature, children: Sequence[Signature | Flow] = ()) -> Flow:
     return Flow(_sig(parent), tuple(_member(c) for c in children))
 
 
-def chain(*steps: Signature | Flow) -> Flow:
-    """``a`` then ``b`` then ``c``, each called with the previous one's result as its first
-    argument: ``chain(a.s(1), b.s(), c.s())`` runs ``c(b(a(1)))``. A failed step stops
-    the chain (the later ones are dead-lettered, naming it)."""
-    if not steps:
-        raise ValueError("a chain needs at least one step")
-    first = steps[0]
-    out = first if isinstance(first, Flow) else Flow(_sig(first))
-    for step in steps[1:]:
-        if isinstance(step, Flow):
-            out = replace(step, children=(*step.children, out), feed=step.feed or "one")
-        else:
-            out = Flow(_sig(step), (out,), feed="one")
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Fanout:
     """Signatures (or flows) run in parallel; ``.then(callback)`` is called with the list
-    of their results once every one has ended."""
+    of their results once every one has ended. In a chain, a group is a chord: each
+    member gets the previous step's result, the next step the list of theirs."""
 
     members: tuple[Signature | Flow, ...]
 
     def then(self, callback: Signature) -> Flow:
         """The callback runs after every member, with their results (in order) as its
-        first argument."""
-        return Flow(_sig(callback), self.members, feed="all")
+        first argument (not for an immutable one, ``.si``: it only runs after them)."""
+        cb = _sig(callback)
+        return Flow(cb, self.members, feed="" if cb.immutable else "all")
 
 
 def group(*members: Signature | Flow) -> Fanout:
@@ -285,6 +328,84 @@ def group(*members: Signature | Flow) -> Fanout:
     if not members:
         raise ValueError("a group needs at least one member")
     return Fanout(tuple(_member(m) for m in members))
+
+
+def chain(*steps: Signature | Flow | Fanout) -> Flow:
+    """``a`` then ``b`` then ``c``, each called with the previous one's result as its first
+    argument: ``chain(a.s(1), b.s(), c.s())`` runs ``c(b(a(1)))`` (an immutable step,
+    ``.si``, runs after the previous one without its result). A group in a chain is a
+    chord: ``chain(a.s(), group(b.s(), c.s()), d.s())`` gives each member ``a``'s result
+    and ``d`` the list ``[b's, c's]``; ``group(...).then(cb.s())`` as a step is the same
+    chord with ``cb`` after it. A step that is a flow or a chain starts with its first
+    steps (its leaves), fed the same way. A failed step stops the chain (the later ones
+    are dead-lettered, naming it). The answer is the last step's job (the tree's root)."""
+    if not steps:
+        raise ValueError("a chain needs at least one step")
+    out = _step(steps[0])
+    for step in steps[1:]:
+        if isinstance(step, Fanout):
+            out = Fanout(_fed(step.members, out))
+        else:
+            (out,) = _fed((_member(step),), out)
+    if isinstance(out, Fanout):
+        raise ValueError("a chain ends in a step, not a bare group: give the group a "
+                         "callback (group(...).then(cb.s())) or a step after it")
+    return out
+
+
+def _step(value: Any) -> Flow | Fanout:
+    if isinstance(value, (Flow, Fanout)):
+        return value
+    return Flow(_sig(value))
+
+
+def _leaves(value: Signature | Flow | Shared, seen: set[int]) -> int:
+    """How many first steps ``value`` has (its nodes without children; a shared step's
+    counted once)."""
+    if isinstance(value, Shared):
+        if id(value) in seen:
+            return 0
+        seen.add(id(value))
+        return _leaves(value.source, seen)
+    if isinstance(value, Flow) and value.children:
+        return sum(_leaves(c, seen) for c in value.children)
+    return 1
+
+
+def _fed(steps: tuple[Signature | Flow, ...], before: Flow | Fanout) -> tuple[Flow, ...]:
+    """``steps`` (one step, or a group's members) run after ``before``: each of their
+    first steps gets ``before``'s result (a group before them: the list of its members'
+    results), shared, so ``before`` runs once."""
+    seen: set[int] = set()
+    uses = sum(_leaves(s, seen) for s in steps)
+    sources = before.members if isinstance(before, Fanout) else (before,)
+    feed = "all" if isinstance(before, Fanout) else "one"
+    shared = tuple(Shared(s, uses) for s in sources)
+    memo: dict[int, Shared] = {}
+    out: list[Flow] = []
+    for step in steps:
+        fed = _attach(step, shared, feed, memo)
+        assert isinstance(fed, Flow)  # only a Shared comes back as one
+        out.append(fed)
+    return tuple(out)
+
+
+def _attach(step: Signature | Flow | Shared, sources: tuple[Shared, ...], feed: str,
+            memo: dict[int, Shared]) -> Flow | Shared:
+    """``step`` with ``sources`` under each of its first steps; a shared step inside it
+    (an inner chord's) is fed once and stays shared (``memo``: old to new)."""
+    if isinstance(step, Shared):
+        new = memo.get(id(step))
+        if new is None:
+            source = _attach(step.source, sources, feed, memo)
+            assert isinstance(source, Flow)  # only a Shared comes back as one
+            new = memo[id(step)] = Shared(source, step.uses)
+        return new
+    if isinstance(step, Flow) and step.children:
+        kids = tuple(_attach(c, sources, feed, memo) for c in step.children)
+        return replace(step, children=kids)
+    sig = step.parent if isinstance(step, Flow) else step
+    return Flow(sig, sources, "" if sig.immutable else feed)
 
 
 def _sig(value: Any) -> Signature:

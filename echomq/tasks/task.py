@@ -117,6 +117,11 @@ class Task(Generic[P, R]):
         unique=, unique_for=, delay=, at=, max_attempts=, backoff=, retry_delay_ms=)``."""
         return Signature(self, args, kwargs)
 
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """``s``, immutable: in a chain, or as a group's callback, the call runs after the
+        step before it without being handed its result (Celery's ``si``)."""
+        return Signature(self, args, kwargs, immutable=True)
+
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""
         return encode(self.name, args, kwargs)

@@ -35,6 +35,9 @@ it, the node is *linked* to that job instead of admitted: a stub row (state ``li
 that settles when the owner ends, with the owner's end, result or error (BullMQ's answer
 to a child whose id exists): its parent waits for the owner, and a linked parent's own
 children are not admitted. A linked root admits nothing; ``admit`` names the owner.
+A node may also be linked to another node of its own tree (``Node.same``: one job feeding
+several parents, a chain step before a group's members); such links are written after
+every level, so the job they share exists (and is admitted even under a linked parent).
 
 Failure policies, per child (``Node.policy``): ``"fail"`` (default): the child's death or
 cancel dead-letters the parent (``error`` names the child); if the child is revived and

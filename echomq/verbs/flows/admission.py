@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from echomq.core import errors, keyspace
@@ -21,7 +21,6 @@ POLICIES = ("fail", "ignore", "drop")
 ADMIT_CHUNK = 500
 #: how long (SERVER ms) an admission may take before the carry leg rolls it back
 ADMIT_GRACE_MS = 60_000
-_FIELDS = 12  # values per node in @flow_admit's ARGV
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +34,10 @@ class Node:
     ``notify_ms``: keep a done token that long when it ends (``jobs.wait_done``).
     ``unique``/``unique_for_ms``: a unique key, as ``jobs.admit``'s (a node whose key a
     live job owns is linked to that job; see the module docstring).
+    ``same``: the id of another node of the tree, in the same queue, whose end this leaf
+    shares: it is written as a link to that node's job (after every level, so that job
+    exists), and settles with its end, result or error. One job then feeds several
+    parents: a chain step before a group feeds each of the group's members.
     """
 
     queue: str
@@ -49,6 +52,7 @@ class Node:
     notify_ms: int | None = None
     unique: str | None = None
     unique_for_ms: int | None = None
+    same: str | None = None
 
     @property
     def key(self) -> str:
@@ -87,6 +91,21 @@ def _check_node(node: Node, seen: set[str], queues: set[str]) -> None:
         guard.span("unique_for_ms", node.unique_for_ms, minimum=1)
     if node.policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {node.policy!r}")
+    if node.same is not None and (node.children or node.unique is not None):
+        raise ValueError(f"flow node {node.id} shares the end of {node.same}: it has no "
+                         "children and no unique key of its own")
+
+
+def _check_same(levels: list[list[tuple[Node, str]]]) -> None:
+    """Every ``same`` names a node of the tree, in the node's queue, that is a job."""
+    nodes = {n.id: n for lvl in levels for n, _ in lvl}
+    for node in nodes.values():
+        if node.same is None:
+            continue
+        target = nodes.get(node.same)
+        if target is None or target.same is not None or target.queue != node.queue:
+            raise ValueError(f"flow node {node.id} shares the end of {node.same}, which is "
+                             f"no job of the tree in queue {node.queue}")
 
 
 def _check(root: Node) -> list[list[tuple[Node, str]]]:
@@ -118,6 +137,7 @@ def _check(root: Node) -> list[list[tuple[Node, str]]]:
                     above[c.id] = keys
                     nxt.append((c, pk))
         level = nxt
+    _check_same(levels)
     return levels
 
 
@@ -138,7 +158,8 @@ def _admit_steps(level: list[tuple[Node, str]], grace_ms: int
                          "\n".join(c.key for c in node.children),
                          "" if node.notify_ms is None else str(node.notify_ms),
                          node.unique or "",
-                         "" if node.unique_for_ms is None else str(node.unique_for_ms))
+                         "" if node.unique_for_ms is None else str(node.unique_for_ms),
+                         node.same or "")
             # the commit deadline rides with the root (a root is alone on its level)
             grace = str(grace_ms) if not chunk[0][1] and chunk[0][0].children else ""
             step = Eval("flow_admit", (keyspace.queue_key(queue, "waiting-children"),),
@@ -172,9 +193,10 @@ def admit(root: Node, grace_ms: int = ADMIT_GRACE_MS) -> Verb[Admitted]:
 
     A leaf's outcome is ``"enqueued"`` / ``"scheduled"``, a parent's ``"waiting"``
     (``Outcome.WAITING``), ``"duplicate"`` for an id that already had a row (nothing
-    written for it) and ``"linked"`` for a node whose unique key a live job owns. One round
-    trip per level of the tree (parents first, see the module docstring), each a pipeline
-    of one script call per queue per 500 nodes, then the commit (one more). Every node is
+    written for it) and ``"linked"`` for a node whose unique key a live job owns, or that
+    shares another node's end (``Node.same``). One round trip per level of the tree
+    (parents first, see the module docstring), each a pipeline of one script call per
+    queue per 500 nodes, one more for the ``same`` links, then the commit (one more). Every node is
     checked before anything is sent. ``grace_ms``: the commit deadline (SERVER clock); a
     flow still uncommitted then is rolled back by the carry leg, and a client that
     commits after that gets ``StateError`` (its tree was cancelled).
@@ -185,17 +207,13 @@ def admit(root: Node, grace_ms: int = ADMIT_GRACE_MS) -> Verb[Admitted]:
     def calls() -> Verb[Admitted]:
         out = Admitted()
         nodes = {n.id: n for lvl in levels for n, _ in lvl}
+        # nodes that others share the end of: admitted even under a linked parent, since
+        # the nodes sharing it wait for it
+        targets = {n.same for n in nodes.values() if n.same is not None}
         cut: set[str] = set()  # row keys of linked nodes: their subtrees are not admitted
-        for level in levels:
-            kept = []
-            for n, pk in level:
-                if pk in cut:
-                    cut.add(n.key)
-                else:
-                    kept.append((n, pk))
-            if not kept:
-                break
-            level = kept
+        shared: list[tuple[Node, str]] = []  # written after every level: their jobs exist
+
+        def write(level: list[tuple[Node, str]]) -> Verb[None]:
             planned = _admit_steps(level, grace_ms)
             replies = yield Batch(tuple(step for _, step in planned))
             for (ids, _), reply in zip(planned, replies, strict=True):
@@ -208,6 +226,22 @@ def admit(root: Node, grace_ms: int = ADMIT_GRACE_MS) -> Verb[Admitted]:
                         out[job_id] = Outcome.LINKED
                         out.links[job_id] = text(r)
                         cut.add(nodes[job_id].key)
+
+        for level in levels:
+            kept = []
+            for n, pk in level:
+                if pk in cut and n.id not in targets:
+                    cut.add(n.key)
+                elif n.same is not None:
+                    shared.append((n, pk))
+                else:
+                    kept.append((n, pk))
+            if kept:
+                yield from write(kept)
+        if shared:
+            # a node linked to a unique key's owner passes that owner on
+            yield from write([(replace(n, same=out.links.get(n.same or "", n.same)), pk)
+                              for n, pk in shared])
         if root.children and out.get(root.id) in (Outcome.WAITING, Outcome.DUPLICATE):
             # the commit (a re-admission of the same ids commits what the first one began)
             committed = yield Command(("ZREM", keyspace.queue_key(root.queue, "flows:open"),

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import sys
+import traceback
 from typing import Any
 
 from echomq.runtime import handler
@@ -42,7 +43,9 @@ def _main() -> None:
         reply = ["retry", again.delay_ms, again.error_text()]
     except BaseException as exc:  # everything crosses back as a failure
         # with its classes' names, so retry_on / dont_retry_on match subclasses here too
-        reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc))]
+        # and its formatted traceback, which the job's failure history keeps
+        reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc)),
+                 "".join(traceback.format_exception(exc))]
     else:
         reply = ["ok", value]
     try:

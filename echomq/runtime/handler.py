@@ -55,8 +55,8 @@ _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_jo
 FIRST_RUN = Tally()
 #: the worker process's context (``App(on_startup=...)``): set by the worker before its
 #: consumers start, so every job task (and the threads they run in) reads it
-worker_context: contextvars.ContextVar[SimpleNamespace] = contextvars.ContextVar(
-    "echomq_worker_context", default=SimpleNamespace())
+worker_context: contextvars.ContextVar[SimpleNamespace | None] = contextvars.ContextVar(
+    "echomq_worker_context", default=None)
 
 
 class Delay(Exception):
@@ -182,9 +182,9 @@ class Job:
         return self._task
 
     @property
-    def context(self) -> SimpleNamespace:
+    def context(self) -> SimpleNamespace | None:
         """The worker process's context: what its ``App(on_startup=...)`` hook put there
-        (an empty namespace in a worker without hooks, or outside a worker)."""
+        (an empty namespace in a worker without hooks; ``None`` outside a worker)."""
         return worker_context.get()
 
     async def counted(self) -> None:

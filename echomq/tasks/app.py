@@ -35,8 +35,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from dataclasses import replace
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.connectors.plan import (

@@ -190,3 +190,33 @@ def test_per_call_timeout_is_checked() -> None:
         f.options(timeout=0)
     with pytest.raises(TypeError):
         f.options(timeout="5s")  # type: ignore[arg-type]
+
+
+def test_echomq_job_prints_the_traceback_and_json_has_the_history(url: str, queue: str
+                                                                  ) -> None:
+    import json
+
+    from tests.support.cli import echomq
+
+    app = App(url)
+
+    @app.task(queue=queue, max_attempts=2, retry_delay_ms=10)
+    def price(items: list[str]) -> int:
+        return total(items)
+
+    jid = price.enqueue(["nope"])
+    with serving(app, [queue]):
+        state_of(app, jid, queue, "dead")
+    app.close()
+    shown = echomq("job", jid, url=url)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "failures  the last 2 kept" in out
+    tail = out.split("traceback (the last failure's):\n", 1)[1]
+    assert "in lookup" in tail and tail.rstrip().endswith("KeyError: 'nope'")
+    got = json.loads(echomq("job", jid, "--json", url=url).stdout)
+    assert got["traceback"].rstrip().endswith("KeyError: 'nope'")
+    assert [(e["run"], e["error"]) for e in got["errors"]] == [(1, "KeyError: 'nope'"),
+                                                              (2, "KeyError: 'nope'")]
+    assert all(isinstance(e["at_ms"], int) and "in lookup" in e["traceback"]
+               for e in got["errors"])

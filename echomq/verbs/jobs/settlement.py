@@ -222,7 +222,7 @@ def retry(
     guard.positive("max_attempts", max_attempts)
     guard.string("error", error)
     guard.non_negative("keep_errors", keep_errors)
-    args = (job_id, str(token), str(delay_ms), str(max_attempts), error)
+    args: tuple[str, ...] = (job_id, str(token), str(delay_ms), str(max_attempts), error)
     if traceback is not None or keep_errors:
         args += (traceback or "", str(keep_errors))
     step = Eval(

@@ -10,12 +10,12 @@ import base64
 import json
 import os
 import sys
-import traceback
 from typing import Any
 
 from echomq.runtime import handler
 from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry
 from echomq.runtime.isolation import resolve
+from echomq.runtime.verdict import formatted
 
 
 def lineage(cls: type) -> list[str]:
@@ -45,7 +45,7 @@ def _main() -> None:
         # with its classes' names, so retry_on / dont_retry_on match subclasses here too
         # and its formatted traceback, which the job's failure history keeps
         reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc)),
-                 "".join(traceback.format_exception(exc))]
+                 formatted(exc)]
     else:
         reply = ["ok", value]
     try:

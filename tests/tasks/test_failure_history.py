@@ -220,3 +220,22 @@ def test_echomq_job_prints_the_traceback_and_json_has_the_history(url: str, queu
                                                               (2, "KeyError: 'nope'")]
     assert all(isinstance(e["at_ms"], int) and "in lookup" in e["traceback"]
                for e in got["errors"])
+
+
+def child_price(item: str) -> int:
+    return total([item])  # run in a child process: its frames cross back as text
+
+
+@pytest.mark.slow
+def test_a_child_process_failure_keeps_the_childs_traceback(url: str, queue: str) -> None:
+    app = App(url)
+    task = app.task(queue=queue, max_attempts=1, isolation="process")(child_price)
+    jid = task.enqueue("plum")
+    with serving(app, [queue]):
+        info = state_of(app, jid, queue, "dead")
+    assert info.error == "KeyError: 'plum'"
+    tb = info.traceback
+    assert tb is not None and "in child_price" in tb and "in lookup" in tb
+    assert tb.splitlines()[1].strip().endswith("in child_price")  # the child's runtime left out
+    assert tb.rstrip().endswith("KeyError: 'plum'")
+    app.close()

@@ -111,8 +111,8 @@ class App(Client):
     the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
     the zone), so a Pump host whose clock is off fires on the server's time.
     ``keep_errors``: how many failures each job keeps in its history (``app.job(id).errors``,
-    each with its traceback; 10 by default, 0 keeps none; the last one's traceback is kept
-    either way). ``on_startup`` / ``on_shutdown``: called (sync or ``async``) once per worker
+    each with its traceback; by default the retention's ``keep_errors``, 10; 0 keeps none;
+    the last one's traceback is kept either way). ``on_startup`` / ``on_shutdown``: called (sync or ``async``) once per worker
     process with its context, a ``types.SimpleNamespace`` the hook fills and handlers read
     as ``current_job().context`` (``echomq.tasks.lifecycle``).
     """
@@ -139,7 +139,7 @@ class App(Client):
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
         recurrence_clock: str = "host",
-        keep_errors: int = 10,
+        keep_errors: int | None = None,
         on_startup: Hook | None = None,
         on_shutdown: Hook | None = None,
     ) -> None:
@@ -159,9 +159,10 @@ class App(Client):
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
         self.recurrence_clock = recurrence_clock
         self.default_queue = default_queue
-        self.retention = replace(
-            resolve_retention(retention, keep_completed, keep_completed_for),
-            keep_errors=guard.non_negative("keep_errors", keep_errors))
+        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        if keep_errors is not None:  # else the retention's own (10 by default)
+            self.retention = replace(self.retention, keep_errors=guard.non_negative(
+                "keep_errors", keep_errors))
         #: run once per worker process, before its first claim and after its drain
         #: (``echomq.tasks.lifecycle``)
         self.on_startup, self.on_shutdown = on_startup, on_shutdown

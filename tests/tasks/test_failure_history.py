@@ -239,3 +239,14 @@ def test_a_child_process_failure_keeps_the_childs_traceback(url: str, queue: str
     assert tb.splitlines()[1].strip().endswith("in child_price")  # the child's runtime left out
     assert tb.rstrip().endswith("KeyError: 'plum'")
     app.close()
+
+
+def test_keep_errors_is_the_retentions() -> None:
+    from echomq.verbs.retention import Retention
+
+    assert App("valkey://127.0.0.1:1").retention.keep_errors == 10
+    assert App("valkey://127.0.0.1:1", keep_errors=2).retention.keep_errors == 2
+    own = App("valkey://127.0.0.1:1", retention=Retention(keep_errors=4))
+    assert own.retention.keep_errors == 4
+    with pytest.raises(ValueError):
+        App("valkey://127.0.0.1:1", keep_errors=-1)

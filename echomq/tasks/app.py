@@ -112,9 +112,10 @@ class App(Client):
     the zone), so a Pump host whose clock is off fires on the server's time.
     ``keep_errors``: how many failures each job keeps in its history (``app.job(id).errors``,
     each with its traceback; by default the retention's ``keep_errors``, 10; 0 keeps none;
-    the last one's traceback is kept either way). ``on_startup`` / ``on_shutdown``: called (sync or ``async``) once per worker
-    process with its context, a ``types.SimpleNamespace`` the hook fills and handlers read
-    as ``current_job().context`` (``echomq.tasks.lifecycle``).
+    the last one's traceback is kept either way). ``on_startup`` / ``on_shutdown``: called
+    (sync or ``async``) once per worker process with its context, a
+    ``types.SimpleNamespace`` the hook fills and handlers read as ``current_job().context``
+    (``echomq.tasks.lifecycle``).
     """
 
     def __init__(

@@ -1,4 +1,5 @@
-"""``echomq job ID``: a job's status, found on any queue (``--json`` for tools).
+"""``echomq job ID``: a job's status, found on any queue (``--json`` for tools), with the
+last failure's traceback (``--json``: ``traceback`` and ``errors``, the last failures).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ def register(sub: Any) -> None:
     p.add_argument("id")
     p.add_argument("--queue", default=None, help="only look on this queue")
     p.add_argument("--json", action="store_true",
-                   help="print JSON: state, task, args, kwargs, result, error, attempts")
+                   help="print JSON: state, task, args, kwargs, result, error, attempts, "
+                        "traceback, errors (the last failures)")
     url_flag(p)
     p.set_defaults(func=run_job)
 
@@ -57,7 +59,18 @@ def run_job(args: argparse.Namespace) -> int:
         print(line)
     for note in info.notes:  # what another client left in the row, shown, not raised
         print(f"note      {note}")
+    print_failures(info)
     return 0
+
+
+def print_failures(info: Any) -> None:
+    """The failure history's size and the last failure's traceback, indented below."""
+    if info.errors:
+        print(f"failures  the last {len(info.errors)} kept, with their tracebacks (--json)")
+    if info.traceback:
+        print("traceback (the last failure's):")
+        for line in info.traceback.splitlines():
+            print(f"  {line}")
 
 
 def job_json(info: Any) -> dict[str, Any]:
@@ -80,6 +93,7 @@ def job_json(info: Any) -> dict[str, Any]:
         "group": info.group, "progress": info.progress, "run_at_ms": info.run_at_ms,
         "cancel_requested": info.cancel_requested,
         "expires_ms": info.expires_ms, "expired_at_ms": info.expired_at_ms,
+        "traceback": info.traceback, "errors": info.errors,
         "history": {
             "claims": info.attempts, "failures": info.failures, "delays": info.delays,
             "stalled": info.stalled, "last_error": info.error,

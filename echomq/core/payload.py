@@ -27,9 +27,11 @@ except (AttributeError, TypeError):  # pragma: no cover - no C accelerator, or a
 
 
 def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
-           trace: dict[str, str] | None = None) -> bytes:
+           trace: dict[str, str] | None = None, timeout_ms: int | None = None) -> bytes:
     """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes
-    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``runtime.tracing``).
+    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``runtime.tracing``;
+    with ``timeout_ms``, this call's handler timeout under ``"timeout"``, which the worker
+    applies over the task's: ``task.options(timeout=...)``).
 
     Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
     """
@@ -39,6 +41,8 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
     body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
     if trace:
         body["trace"] = trace
+    if timeout_ms is not None:
+        body["timeout"] = timeout_ms
     try:
         # one encode for the common case: the per-argument diagnosis below runs only when
         # this fails, so a good call pays for its JSON once

@@ -21,6 +21,7 @@ from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
 from echomq.dashboard.backoff_pages import backoff_link, task_policy
 from echomq.dashboard.charts import NONE, duration
+from echomq.dashboard.failure_pages import FIELDS, failure_section
 from echomq.dashboard.layout import (
     PAGE,
     SCORE_MEANING,
@@ -277,7 +278,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
              "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
-             "waiting_on"}
+             "waiting_on"} | FIELDS
     for k in sorted(set(row) - known):
         facts.append((k, f"<code>{e(row[k])}</code>"))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
@@ -294,7 +295,6 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         if state not in ("active", "waiting-children"):
             actions.append(post_form(req, f"/q/{qq}/job/{jj}/delete", "delete", "danger",
                                  "Delete this job for good?"))
-    err = row.get("error")
     policy_note = ""
     if task and tasks and task in tasks:
         policy, attempts = task_policy(tasks[task])
@@ -309,7 +309,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         f"<div class='cols'><div><h2>Facts</h2><table class='facts'>{table}</table></div>"
         f"<div><h2>Payload{' · ' + e(task) if task else ''}</h2>"
         f"<pre class='payload'>{e(_pretty(row.get('payload')))}</pre>"
-        + (f"<h2>Last error</h2><pre class='error'>{e(err)}</pre>" if err else "")
+        + failure_section(row, now)  # the last error, its traceback, the history
         + (f"<h2>Result</h2><pre>{e(_pretty(row['result']))}</pre>"
            if row.get("result") is not None else "")
         + "</div></div>" + flow_section(req, row, tree, queue)

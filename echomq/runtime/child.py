@@ -15,6 +15,7 @@ from typing import Any
 from echomq.runtime import handler
 from echomq.runtime.handler import Delay, Fail, Job, RateLimited, Retry
 from echomq.runtime.isolation import resolve
+from echomq.runtime.verdict import formatted
 
 
 def lineage(cls: type) -> list[str]:
@@ -42,7 +43,9 @@ def _main() -> None:
         reply = ["retry", again.delay_ms, again.error_text()]
     except BaseException as exc:  # everything crosses back as a failure
         # with its classes' names, so retry_on / dont_retry_on match subclasses here too
-        reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc))]
+        # and its formatted traceback, which the job's failure history keeps
+        reply = ["fail", type(exc).__name__, str(exc), lineage(type(exc)),
+                 formatted(exc)]
     else:
         reply = ["ok", value]
     try:

@@ -293,6 +293,10 @@ class Consumer:
             except Exception as exc:
                 outcome = Failed(exc)
             name = route.name if route is not None else task_name(job.payload)
+            if route is not None:  # what current_job() says of its job (a rerun's counts)
+                job._task, job._max_attempts = name, route.max_attempts
+                if job.token > 1:
+                    await job.counted()
             if self.on_event is not None:
                 emit(self.on_event, "started", job.queue, job.id, job.token, {"task": name})
             # the claim priced the lease at self.lease_ms; the first checkpoint comes a

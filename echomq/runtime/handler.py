@@ -31,14 +31,17 @@ when the consumer hands the job back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import json
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, NoReturn, TypeVar
 
 from echomq.core import guards as guard
+from echomq.core.tally import Tally
 from echomq.core.times import to_epoch_ms, to_ms
 from echomq.verbs import flows, jobs
 
@@ -48,6 +51,12 @@ T = TypeVar("T")
 BLOCKING_CALL_S = 30.0
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("echomq_job", default=None)
+#: a first run's counts: nothing before it
+FIRST_RUN = Tally()
+#: the worker process's context (``App(on_startup=...)``): set by the worker before its
+#: consumers start, so every job task (and the threads they run in) reads it
+worker_context: contextvars.ContextVar[SimpleNamespace | None] = contextvars.ContextVar(
+    "echomq_worker_context", default=None)
 
 
 class Delay(Exception):
@@ -138,6 +147,52 @@ class Job:
     _conn: Any = field(default=None, repr=False, compare=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
     _cancelled: bool = field(default=False, repr=False, compare=False)
+    # -- what the run knows of its job (issue 32): its counts before this run (read once
+    # at the claim of a job run before: a first run's are all 0), its route's task and
+    # budget; ``context``: the worker's (``App(on_startup=...)``)
+    _tally: Tally = field(default=FIRST_RUN, repr=False, compare=False)
+    _task: str | None = field(default=None, repr=False, compare=False)
+    _max_attempts: int | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def runs(self) -> int:
+        """How many times a worker started this job, this run included (the token)."""
+        return self.token
+
+    @property
+    def failures(self) -> int:
+        """The runs of this job that ended in an error before this one (Celery's
+        ``self.request.retries``)."""
+        return self._tally.failures
+
+    @property
+    def delays(self) -> int:
+        """The runs of this job that ended in a ``Delay`` before this one."""
+        return self._tally.delays
+
+    @property
+    def max_attempts(self) -> int | None:
+        """The runs (delays not counted) this job may spend before it is dead (``None``
+        outside a task's route)."""
+        return self._max_attempts
+
+    @property
+    def task(self) -> str | None:
+        """The name of the task this job runs (``None`` for a payload that is no task's)."""
+        return self._task
+
+    @property
+    def context(self) -> SimpleNamespace | None:
+        """The worker process's context: what its ``App(on_startup=...)`` hook put there
+        (an empty namespace in a worker without hooks; ``None`` outside a worker)."""
+        return worker_context.get()
+
+    async def counted(self) -> None:
+        """Read this job's counts from its row (a job claimed before: ``token`` > 1), for
+        ``failures`` and ``delays``; a read that fails leaves them 0."""
+        if self.token > 1 and self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._tally = await jobs.tally(self._conn, self.queue, self.id)
 
     @property
     def attempts(self) -> int:

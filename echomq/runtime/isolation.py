@@ -38,6 +38,7 @@ class IsolatedFailure(Exception):
     ``lineage``: the qualified names of its class and the classes it derives from."""
 
     lineage: tuple[str, ...] = ()
+    formatted: str | None = None  # the child's formatted traceback, for the job's history
 
 
 class Unencodable:
@@ -106,6 +107,7 @@ def isolated(ref: tuple[str, str], args: list[Any], kwargs: dict[str, Any]
             raise again
         # named as the child's exception, so the error text reads "ValueError: ..."
         raise type(reply[1], (IsolatedFailure,),
-                   {"lineage": tuple(reply[3] if len(reply) > 3 else ())})(reply[2])
+                   {"lineage": tuple(reply[3] if len(reply) > 3 else ()),
+                    "formatted": reply[4] if len(reply) > 4 else None})(reply[2])
 
     return run

@@ -23,7 +23,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.leases import Held
 from echomq.runtime.route import Route, task_name
 from echomq.runtime.taskstats import CANCELLED, DEAD
-from echomq.runtime.verdict import describe
+from echomq.runtime.verdict import describe, formatted
 from echomq.verbs import jobs
 
 log = logging.getLogger("echomq.consumer")
@@ -45,6 +45,8 @@ class Retrying:
         self.tally = Tally()  # the row's counts with this failure, once read
         self.tried = 0  # the runs that count against max_attempts
         self.delay_ms = 0
+        #: the run's formatted traceback (bounded): kept on the row and logged whole
+        self.traceback = formatted(error)
 
     async def verb(self) -> Any:
         job, route, verdict, conn = self.job, self.route, self.verdict, self.ctx.conn
@@ -56,7 +58,8 @@ class Retrying:
         budget = 1 if verdict.final else route.max_attempts + tally.delays
         self.tally = tally._replace(runs=job.token, failures=tally.failures + 1)
         return await jobs.retry(conn, job.queue, job.id, job.token, self.delay_ms, budget,
-                                verdict.error[:MAX_ERROR_CHARS])
+                                verdict.error[:MAX_ERROR_CHARS], self.traceback,
+                                self.ctx.retention.keep_errors)
 
     async def report(self, reply: Any) -> None:
         ctx, job, route, verdict = self.ctx, self.job, self.route, self.verdict
@@ -69,9 +72,9 @@ class Retrying:
             reason = verdict.reason if verdict.final else "exhausted"
             # one line per failure: the task, the counts, why, and the run time last (as
             # every job line ends)
-            log.error("job %s %s: dead after %s%s: %s (%.1f ms)", job.id,
+            log.error("job %s %s: dead after %s%s: %s (%.1f ms)\n%s", job.id,
                       task_of(route, deadline), tally.text(), describe(reason), verdict.error,
-                      deadline.ran_ms())
+                      deadline.ran_ms(), self.traceback)
             ctx.emit("dead", job, tried=self.tried, error=verdict.error, reason=reason,
                      **tally.info())
             await after(job, route, "dead", error=self.error, error_text=verdict.error,
@@ -79,10 +82,10 @@ class Retrying:
         else:
             ctx.stats.retried += 1
             ctx.count(job, route.name, self.code, self.ran_s)
-            log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)",
+            log.warning("job %s %s: failed on run %d %s, retry in %d ms%s: %s (%.1f ms)\n%s",
                         job.id, task_of(route, deadline), tally.runs, tally.detail(),
                         self.delay_ms, " (Retry)" if verdict.reason == "retry" else "",
-                        verdict.error, deadline.ran_ms())
+                        verdict.error, deadline.ran_ms(), self.traceback)
             ctx.emit("retrying", job, delay_ms=self.delay_ms, tried=self.tried,
                      error=verdict.error, reason=verdict.reason, **tally.info())
             await after(job, route, "retrying", error=self.error, error_text=verdict.error,

@@ -19,8 +19,12 @@ process (``isolation="process"``) matches by its classes' qualified names. Pure:
 
 from __future__ import annotations
 
+import os
+import traceback as tb
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from echomq.runtime.handler import Fail, Retry
@@ -50,6 +54,42 @@ def error_text(error: BaseException) -> str:
     if isinstance(error, Retry):
         return error.error_text()
     return f"{type(error).__name__}: {error}"
+
+
+#: the longest traceback a row keeps (its tail: the innermost frames and the exception line)
+MAX_TRACEBACK_CHARS = 8_192
+
+
+def formatted(error: BaseException, limit: int = MAX_TRACEBACK_CHARS) -> str:
+    """``error``'s formatted traceback (its causes included; a child process's as the
+    child formatted it), at most ``limit`` characters: past that, its first line, a
+    marker, and the tail, so the innermost frames and the exception line are kept."""
+    text = getattr(error, "formatted", None)
+    if not isinstance(text, str) or not text:
+        text = "".join(tb.format_exception(type(error), error, _from_handler(error)))
+    text = text.rstrip("\n")
+    if len(text) <= limit:
+        return text
+    head = text.split("\n", 1)[0]
+    mark = f"\n  ... ({len(text) - limit} characters cut) ...\n"
+    return head + mark + text[len(text) - (limit - len(head) - len(mark)):]
+
+
+#: where the frames that call a handler live (this package, the thread pool's): left out of
+#: the top of a kept traceback, which starts at the handler's own frame
+_CALLERS = (str(Path(__file__).resolve().parents[1]) + os.sep,
+            os.sep + os.path.join("concurrent", "futures") + os.sep)
+
+
+def _from_handler(error: BaseException) -> TracebackType | None:
+    """``error``'s traceback from the first frame that is not the runtime calling the
+    handler (the whole of it when every frame is: an error raised by the runtime)."""
+    first = error.__traceback__
+    frame = first
+    while frame is not None and any(c in frame.tb_frame.f_code.co_filename
+                                    for c in _CALLERS):
+        frame = frame.tb_next
+    return frame if frame is not None else first
 
 
 def judge(error: BaseException, retry_on: Classes | None = None,

@@ -36,6 +36,7 @@ import datetime as dt
 import logging
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.connectors.plan import (
@@ -54,6 +55,7 @@ from echomq.tasks import canvas, routing
 from echomq.tasks.client import Client
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
+from echomq.tasks.lifecycle import Hook
 from echomq.tasks.task import Task
 from echomq.verbs import flows, results, status
 from echomq.verbs.durability import Wait
@@ -108,6 +110,12 @@ class App(Client):
     registry: keep Pump hosts on NTP) or ``"server"``: a worker's Pump plans and upserts
     the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
     the zone), so a Pump host whose clock is off fires on the server's time.
+    ``keep_errors``: how many failures each job keeps in its history (``app.job(id).errors``,
+    each with its traceback; by default the retention's ``keep_errors``, 10; 0 keeps none;
+    the last one's traceback is kept either way). ``on_startup`` / ``on_shutdown``: called
+    (sync or ``async``) once per worker process with its context, a
+    ``types.SimpleNamespace`` the hook fills and handlers read as ``current_job().context``
+    (``echomq.tasks.lifecycle``).
     """
 
     def __init__(
@@ -132,6 +140,9 @@ class App(Client):
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
         recurrence_clock: str = "host",
+        keep_errors: int | None = None,
+        on_startup: Hook | None = None,
+        on_shutdown: Hook | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -150,6 +161,12 @@ class App(Client):
         self.recurrence_clock = recurrence_clock
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
+        if keep_errors is not None:  # else the retention's own (10 by default)
+            self.retention = replace(self.retention, keep_errors=guard.non_negative(
+                "keep_errors", keep_errors))
+        #: run once per worker process, before its first claim and after its drain
+        #: (``echomq.tasks.lifecycle``)
+        self.on_startup, self.on_shutdown = on_startup, on_shutdown
         self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
         #: the app's tasks by name and its recurrences (``echomq.tasks.declare``)
         self.registry = Registry(self, default_queue)

@@ -79,9 +79,23 @@ def router(tasks: Mapping[str, Handled]) -> Callable[[Job], Route]:
                                     f"that name (its tasks: {known})")
         # a flow node keeps its result for its parent; a fed parent gets its children's
         run = route(task, args, kwargs, tracing.carrier_of(job.payload))
+        if b'"timeout":' in job.payload:  # a per-call timeout (task.options(timeout=))
+            run = timed(run, job.payload)
         return adapt(run, job.payload, task, args, kwargs)
 
     return routed
+
+
+def timed(run: Route, payload: bytes) -> Route:
+    """``run`` with the handler timeout its payload carries (``"timeout"``, ms), if any."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return run
+    ms = body.get("timeout") if isinstance(body, dict) else None
+    if isinstance(ms, int) and not isinstance(ms, bool) and ms > 0:
+        return replace(run, timeout_ms=ms)
+    return run
 
 
 def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]

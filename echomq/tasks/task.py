@@ -86,6 +86,9 @@ class Task(Generic[P, R]):
             group=defaults.group, expires=defaults.expires,
             keep_result_ms=defaults.keep_result_ms)
         self.binder = Binder(name, fn) if defaults.check_args else None
+        #: this bound task's handler timeout (``options(timeout=)``), carried in each
+        #: payload; ``None``: the task's (``@app.task(timeout=)``)
+        self.call_timeout_ms: int | None = None
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
@@ -124,15 +127,18 @@ class Task(Generic[P, R]):
 
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""
-        return encode(self.name, args, kwargs)
+        return encode(self.name, args, kwargs, timeout_ms=self.call_timeout_ms)
 
     def _sent(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload of one enqueue: with OpenTelemetry installed, built inside an
         ``echomq enqueue`` span whose context it carries (``echomq.runtime.tracing``)."""
         if tracing.quiet():
+            if self.call_timeout_ms is not None:
+                return self.payload(*args, **kwargs)
             return encode_call(self.name, args, kwargs)
         with tracing.enqueue_span(self.name, self.admission.queue) as carrier:
-            return encode(self.name, args, kwargs, trace=carrier)
+            return encode(self.name, args, kwargs, trace=carrier,
+                          timeout_ms=self.call_timeout_ms)
 
     def check(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """``TypeError`` when ``args``/``kwargs`` do not fit the function's signature (off
@@ -154,6 +160,7 @@ class Task(Generic[P, R]):
         debounce: str | None = None,
         debounce_ms: int | dt.timedelta | None = None,
         debounce_max_ms: int | dt.timedelta | None = None,
+        timeout: float | dt.timedelta | None = None,
     ) -> Task[P, R]:
         """This task bound to admission options (unset ones keep their current value),
         checked here, before any I/O:
@@ -175,6 +182,9 @@ class Task(Generic[P, R]):
           one job that waits for it (last payload wins), run ``debounce_ms`` after the
           last call and never later than ``debounce_max_ms`` after the first; every call
           returns that job's id.
+        - ``timeout``: this call's handler timeout (SECONDS as a bare number, or a
+          ``timedelta``, as ``@app.task(timeout=)``), over the task's: it travels in the
+          payload and the worker applies it.
         """
         changes: dict[str, Any] = {}
         if partition_key is not None:
@@ -204,6 +214,8 @@ class Task(Generic[P, R]):
         bound = object.__new__(type(self))
         bound.__dict__.update(self.__dict__)
         bound.admission = self.admission.bound(self.app.partitions_of, **changes)
+        if timeout is not None:
+            bound.call_timeout_ms = seconds_to_ms("timeout", timeout)
         return bound
 
     def target_queue(self) -> str:

@@ -52,7 +52,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
 from echomq.runtime.presence import Presence
 from echomq.runtime.weather import Weather
-from echomq.tasks import catalog, ratecaps
+from echomq.tasks import catalog, lifecycle, ratecaps
 from echomq.tasks.joblog import JobLog
 from echomq.tasks.recurring import start_pump
 from echomq.verbs import backlog, declarations, groups, registry, workers
@@ -157,7 +157,8 @@ class Worker:
                                             client_name=f"echomq-worker-{os.getpid()}",
                                             **getattr(self.app, "tls", {}))
         try:
-            return await self._serve(conn, stop)
+            async with lifecycle.hooks(self.app):  # on_startup before, on_shutdown after
+                return await self._serve(conn, stop)
         finally:
             await conn.close()
 

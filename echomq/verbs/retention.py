@@ -33,6 +33,7 @@ class Retention:
     completed rows, trimmed to these bounds. Both ``None`` (the default): the ack deletes
     the row. ``keep_dead`` / ``keep_dead_for`` bound the dead-letter set the same way;
     dead rows are kept 30 days by default and never deleted by count unless asked.
+    ``keep_errors``: how many failures a row's history keeps (``JobInfo.errors``; 0: none).
     """
 
     keep_completed: int | None = None
@@ -40,6 +41,7 @@ class Retention:
     keep_dead: int | None = None
     keep_dead_for: int | None = DEAD_DEFAULT_MS
     batch: int = TRIM_BATCH
+    keep_errors: int = 10
 
     @classmethod
     def of(

@@ -73,6 +73,12 @@ class JobInfo:
     #: ("scheduled for 12:00:03 UTC (in 4.1 s)", "group tenant-7 at its limit (2 of 2
     #: running)", ...: ``jobs.why``); ``None`` for a running or ended job
     waiting_on: str | None = None
+    #: the last failure's formatted traceback (bounded to its tail: 8 KiB), ``None`` when
+    #: it never failed
+    traceback: str | None = None
+    #: the last failures (``App(keep_errors=10)``), oldest first: each ``{"at_ms"`` (SERVER
+    #: ms), ``"run"``, ``"error"``, ``"traceback"}``
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def run_at(self) -> dt.datetime | None:
@@ -123,7 +129,24 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         notes=tuple(n for n in found if n),
         expires_ms=ms("expires"), expired_at_ms=ms("expired_at"),
         waiting_on=waiting_on,
+        traceback=row.get("traceback") or None, errors=history(row.get("errors")),
     )
+
+
+def history(text: str | None) -> list[dict[str, Any]]:
+    """The row's failure history (``errors``: the retry transition's JSON list), each entry
+    with its four keys; what another client wrote that is no such list reads ``[]``."""
+    if not text:
+        return []
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(got, list):  # Lua's cjson writes no entry as {}
+        return []
+    return [{"at_ms": readings.whole(e.get("at_ms")), "run": readings.whole(e.get("run")),
+             "error": e.get("error"), "traceback": e.get("traceback") or None}
+            for e in got if isinstance(e, dict)]
 
 
 def _json_or_text(value: str | None) -> Any:

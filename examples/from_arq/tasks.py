@@ -2,23 +2,20 @@
 (``echomq worker tasks:app`` runs them; arq's ``arq tasks.WorkerSettings``).
 
 The arq original is in docs/migrating.md; ``run.py`` makes the arq docs' calls the EchoMQ
-way. arq passes ``ctx`` (a dict made by ``on_startup``) to every function; here what
-startup made is a module global, and the job's own facts (``ctx["job_try"]``,
-``ctx["job_id"]``) are ``current_job()``.
+way. arq passes ``ctx`` (a dict made by ``on_startup``) to every function; here the
+app's ``on_startup`` fills the worker's context (``current_job().context``) once per worker
+process and ``on_shutdown`` closes it, and the job's own facts (``ctx["job_try"]``,
+``ctx["job_id"]``) are ``current_job()`` (``.runs``, ``.id``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 
 from echomq import App, Retry, current_job
 
 KEEP = 3_600  # arq keeps a result (with the job's tries) an hour: keep_result
-
-# finished jobs are kept as long, so app.job(id) still reads their runs (arq's job.info())
-app = App(keep_completed_for=dt.timedelta(seconds=KEEP))
-
-Q = "arq-port"
 
 # what the session would download (no network in an example), and the status it answers
 PAGES = {
@@ -33,25 +30,45 @@ class Session:
     answers 503 to the first two requests for it."""
 
     def __init__(self) -> None:
-        self.asked: dict[str, int] = {}
+        self.asked: dict[str, int] | None = {}
 
     async def get(self, url: str) -> tuple[int, str]:
+        if self.asked is None:
+            raise RuntimeError("the session is closed")
         self.asked[url] = self.asked.get(url, 0) + 1
-        if url == "https://github.com" and current_job().attempts <= 2:
+        if url == "https://github.com" and current_job().failures < 2:
             return 503, ""
         return 200, PAGES[url]
 
+    async def aclose(self) -> None:
+        self.asked = None
 
-session = Session()  # arq: async def startup(ctx): ctx["session"] = AsyncClient()
+
+# arq: async def startup(ctx): ctx["session"] = AsyncClient()
+async def startup(ctx: SimpleNamespace) -> None:
+    ctx.session = Session()
+
+
+# arq: async def shutdown(ctx): await ctx["session"].aclose()
+async def shutdown(ctx: SimpleNamespace) -> None:
+    await ctx.session.aclose()
+
+
+# finished jobs are kept as long, so app.job(id) still reads their runs (arq's job.info())
+app = App(keep_completed_for=dt.timedelta(seconds=KEEP), on_startup=startup,
+          on_shutdown=shutdown)
+
+Q = "arq-port"
 
 
 # arq: max_tries=5 (its default); an async function, as arq's are
 @app.task(queue=Q, name="download_content", max_attempts=5, keep_result=KEEP)
 async def download_content(url: str) -> int:
-    status, text = await session.get(url)
+    job = current_job()  # arq: the ctx argument
+    status, text = await job.context.session.get(url)
     if status != 200:
         # arq: raise Retry(defer=ctx["job_try"] * 5): back-off 5 s, 10 s, ... (here 0.1 s)
-        raise Retry(current_job().attempts * 100, error=f"HTTP {status} from {url}")
+        raise Retry(job.runs * 100, error=f"HTTP {status} from {url}")
     return len(text)
 
 

@@ -45,20 +45,21 @@ class LoginError(Exception):
 @app.task(queue=Q, name="refresh_timeline", retry_on=(FailWhaleError,),
           backoff=("exponential", 100, 1_600), max_attempts=6, keep_result=HOUR)
 def refresh_timeline(user: str) -> str:
-    runs = current_job().attempts
-    if runs < 3:  # the upstream is busy for the first two runs
+    job = current_job()
+    # Celery: self.request.retries is the failures spent so far: current_job().failures
+    if job.failures < 2:  # the upstream is busy for the first two runs
         raise FailWhaleError("fail whale")
-    return f"timeline of {user} refreshed after {runs} runs"
+    return f"timeline of {user} refreshed after {job.runs} runs"
 
 
 # Celery: @app.task(bind=True, max_retries=3) ... raise self.retry(exc=exc, countdown=...)
 @app.task(queue=Q, name="send_twitter_status", max_attempts=4, keep_result=HOUR)
 def send_twitter_status(oauth: str, tweet: str) -> str:
     try:
-        if current_job().attempts == 1:  # the first try meets a fail whale
+        if current_job().failures == 0:  # the first try meets a fail whale
             raise FailWhaleError("over capacity")
         if oauth != "token":
             raise LoginError("bad token")
     except (FailWhaleError, LoginError) as exc:
         raise Retry(200, error=exc) from exc  # raise self.retry(exc=exc, countdown=0.2)
-    return f"sent {tweet!r} after {current_job().attempts} runs"
+    return f"sent {tweet!r} after {current_job().runs} runs"

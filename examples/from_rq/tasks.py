@@ -39,8 +39,9 @@ def count_words_at_url(url: str) -> int:
 @app.task(queue=Q, name="say_hello", max_attempts=4, backoff=[100, 300, 600],
           keep_result=RESULT_TTL)
 def say_hello(name: str, fail_runs: int = 0) -> str:
-    if current_job().attempts <= fail_runs:
-        raise ConnectionError(f"run {current_job().attempts} failed")
+    # RQ: job.retries_left; here the failures spent so far (current_job().failures)
+    if current_job().failures < fail_runs:
+        raise ConnectionError(f"run {current_job().runs} failed")
     return f"Hello {name}!"
 
 

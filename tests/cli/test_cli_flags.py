@@ -68,12 +68,16 @@ def test_burst_drains_what_is_due_logs_each_job_and_exits_zero(tmp_path, url, ra
     for jid in ids[:2]:
         (mine,) = [m for m in messages if m.startswith(f"job {jid} ") and m.endswith(" ms)")]
         assert "ok: completed (" in mine
-    # a failure is one line, naming the task, its runs and the run time
+    # a failure is one record: a line naming the task, its runs and the run time, then
+    # its traceback (issue 32), kept whole in the one JSON object
     (dead,) = [r for r in records if r["message"].startswith(f"job {ids[2]} ")]
     assert dead["level"] == "ERROR"
-    assert dead["message"].startswith(
+    first, traceback = dead["message"].split("\n", 1)
+    assert first.startswith(
         f"job {ids[2]} bad: dead after 1 run (1 failure): ValueError: bad input 42 (")
-    assert dead["message"].endswith(" ms)")
+    assert first.endswith(" ms)")
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert "in bad" in traceback and traceback.endswith("ValueError: bad input 42")
     assert any(m.startswith("burst: nothing left to run") for m in messages)
     assert raw.zscore(keyspace.queue_key(f"{queue}-a", "schedule"), later) is not None
     assert raw.zcard(keyspace.queue_key(f"{queue}-a", "pending")) == 0

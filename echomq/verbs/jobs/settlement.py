@@ -205,21 +205,30 @@ def retry(
     delay_ms: int,
     max_attempts: int,
     error: str,
+    traceback: str | None = None,
+    keep_errors: int = 0,
 ) -> Verb[Outcome]:
     """Fail a job in hand, fenced on ``token``: ``"retrying"`` or ``"dead"``.
 
     Parks it at SERVER now + ``delay_ms`` as scheduled, or dead-letters it once its attempts
-    reach ``max_attempts``. The error text is kept on the row either way. A job whose
+    reach ``max_attempts``. The error text is kept on the row either way, and ``traceback``
+    (the run's formatted traceback) with it. ``keep_errors`` > 0: the failure joins the
+    row's history (``errors``: ``at_ms`` on the SERVER clock, ``run``, ``error``,
+    ``traceback``), the last ``keep_errors`` kept, in the same transition. A job whose
     cancel was requested while it ran ends ``"cancelled"`` instead (never retried).
     """
     row, active = held_keys(queue, job_id, token)
     guard.span("delay_ms", delay_ms)
     guard.positive("max_attempts", max_attempts)
     guard.string("error", error)
+    guard.non_negative("keep_errors", keep_errors)
+    args: tuple[str, ...] = (job_id, str(token), str(delay_ms), str(max_attempts), error)
+    if traceback is not None or keep_errors:
+        args += (traceback or "", str(keep_errors))
     step = Eval(
         "retry",
         (row, active, keyspace.queue_key(queue, "schedule"), keyspace.queue_key(queue, "dead")),
-        (job_id, str(token), str(delay_ms), str(max_attempts), error),
+        args,
     )
     return single(step, lambda r: _RETRY_OUTCOMES[int(r)])
 

@@ -33,6 +33,7 @@ converted with its own zone, naive = local time).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -46,7 +47,7 @@ from echomq.core import keyspace
 from echomq.core.cron import CronError
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.times import to_ms
+from echomq.core.times import seconds_to_ms, to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
@@ -55,8 +56,9 @@ from echomq.tasks.client import Client
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.task import Task
-from echomq.verbs import flows, results, status
+from echomq.verbs import durable, flows, results, status
 from echomq.verbs.durability import Wait
+from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.repeat import Definition
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
@@ -108,6 +110,8 @@ class App(Client):
     registry: keep Pump hosts on NTP) or ``"server"``: a worker's Pump plans and upserts
     the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
     the zone), so a Pump host whose clock is off fires on the server's time.
+    ``signal_ttl`` (SECONDS, or a ``timedelta``; default a day): how long ``app.signal``
+    keeps a signal for the durable waits that begin after it (SERVER clock).
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class App(Client):
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
         recurrence_clock: str = "host",
+        signal_ttl: float | dt.timedelta = DEFAULT_SIGNAL_TTL_MS / 1000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -148,6 +153,8 @@ class App(Client):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
         self.recurrence_clock = recurrence_clock
+        #: how long (ms) ``signal`` keeps a signal for the waits that begin after it
+        self.signal_ttl_ms = seconds_to_ms("signal_ttl", signal_ttl) or 0
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
@@ -333,6 +340,20 @@ class App(Client):
         guard.string("job_id", job_id)
         return await status.read(await self.aconnector(), self._lookup(queue), job_id)
 
+    # -- durable signals (echomq.verbs.durable) ------------------------------------------
+
+    def signal(self, key: str, payload: Any = None) -> int:
+        """Send signal ``key``: every job waiting for it (``current_job().wait_for(key)``),
+        on any queue, resumes with ``payload`` (JSON) as that step's result; the count
+        resumed. The signal is kept ``signal_ttl`` (SERVER clock) for the waits that begin
+        later, which take it at once, so none is lost to a race."""
+        return durable.signal(self.connector(), key, _signal_text(payload), self.signal_ttl_ms)
+
+    async def asignal(self, key: str, payload: Any = None) -> int:
+        """``signal``, awaited."""
+        return await durable.signal(await self.aconnector(), key, _signal_text(payload),
+                                    self.signal_ttl_ms)
+
     # -- results and cancel --------------------------------------------------------------
 
     def result(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
@@ -376,3 +397,10 @@ class App(Client):
             if outcome != Outcome.ABSENT:
                 return outcome
         return Outcome.ABSENT
+
+
+def _signal_text(payload: Any) -> str:
+    try:
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a signal's payload must be JSON-serializable: {exc}") from None

@@ -80,7 +80,15 @@ TTL, every ``at_ms``. Nothing here reads the host clock.
 
 from __future__ import annotations
 
-from echomq.verbs.durable.journal import Recorded, Step, StepState, record, step_name, steps
+from echomq.verbs.durable.journal import (
+    Recorded,
+    Step,
+    StepState,
+    from_row,
+    record,
+    step_name,
+    steps,
+)
 from echomq.verbs.durable.signals import DEFAULT_SIGNAL_TTL_MS, signal, stored, wait_for
 from echomq.verbs.durable.sleeps import sleep
 
@@ -89,6 +97,7 @@ __all__ = [
     "Recorded",
     "Step",
     "StepState",
+    "from_row",
     "record",
     "signal",
     "sleep",

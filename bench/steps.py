@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +131,8 @@ def wake_lateness(url: str, trials: int, ms: int, kind: str) -> list[int]:
         if kind == "sleep":
             job.sleep("nap", ms)
         else:
-            try:
+            with suppress(errors.SignalTimeout):
                 job.wait_for(f"never:{job.id}", timeout=ms / 1000, name="nap")
-            except errors.SignalTimeout:
-                pass
         now = jobs.server_now_ms(conn)
         step = next(s for s in durable.steps(conn, queue, job.id) if s.name == "nap")
         wake = step.until_ms if step.until_ms is not None else step.at_ms
@@ -170,8 +168,8 @@ def main() -> None:
         url = server.url
     conn = Connector.connect(url)
     print(f"{'step cost (n=' + str(args.n) + ')':<28} {'client µs':>10} {'server µs':>10}")
-    for name, (client, server) in step_cost(conn, args.n).items():
-        print(f"  {name:<26} {client:>10.1f} {server:>10.1f}")
+    for name, (client_us, server_us) in step_cost(conn, args.n).items():
+        print(f"  {name:<26} {client_us:>10.1f} {server_us:>10.1f}")
     conn.close()
     sig = signal_latency(url, args.trials)
     print(f"signal → resumed (ms, n={len(sig)}): p50 {statistics.median(sig):.2f}  "

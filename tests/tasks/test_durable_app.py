@@ -192,3 +192,37 @@ def test_a_workflow_is_a_flow_child(app: App, queue: str) -> None:
         # sent before or after the child parks: kept either way, so the child resumes
         assert app.signal(key, "go") in (0, 1)
         assert app.result(pid, timeout=10) == ["go"]
+
+
+def test_cancel_stops_a_sleeping_job(app: App, queue: str) -> None:
+    @app.task(queue=queue)
+    async def work() -> None:
+        await current_job().sleep("long", dt.timedelta(hours=1))
+
+    jid = work.enqueue()
+    with serving(app, [queue]):
+        wait_for(lambda: (i := app.job(jid)) is not None and bool(i.steps), 10)
+        assert str(app.cancel(jid)) == "cancelled"
+    info = app.job(jid)
+    assert info is not None and info.state == "cancelled"
+    assert info.steps == [{"name": "long", "state": "cancelled", "at_ms": info.steps[0]["at_ms"]}]
+
+
+def test_a_workflow_is_a_flow_parent(app: App, queue: str) -> None:
+    calls = Calls()
+
+    @app.task(queue=queue, keep_result=60)
+    def child(n: int) -> int:
+        return n
+
+    @app.task(queue=queue, keep_result=60)
+    def parent() -> int:
+        job = current_job()
+        total: int = job.step("sum", calls, "sum", sum(c.value for c in job.children()))
+        job.sleep("settle", 50)
+        return total
+
+    pid = app.flow(parent.s(), children=[child.s(n) for n in (1, 2, 3)])
+    with serving(app, [queue]):
+        assert app.result(pid, timeout=10) == 6
+    assert calls.n == Counter({"sum": 1})

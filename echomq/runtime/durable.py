@@ -78,6 +78,15 @@ class Journal:
         return self.known
 
 
+def journal(job: Any) -> Journal:
+    """``job``'s journal for this run, made at its first durable call (most jobs never
+    make one)."""
+    if job._journal is None:
+        job._journal = Journal()
+    found: Journal = job._journal
+    return found
+
+
 def _decoded(raw: bytes | str | None) -> Any:
     return None if raw is None else json.loads(raw)
 
@@ -93,7 +102,9 @@ def _settled(job: Any, key: str | None, got: Recorded, wake: int | None = None) 
     """A sleep's or a wait's answer: the value the handler goes on with, or the end of the
     run (``Suspend``; ``SignalTimeout`` for a wait that timed out)."""
     step = got.step
-    job._journal.known[step.name] = step
+    known = journal(job).known
+    assert known is not None  # loaded before any script answers
+    known[step.name] = step
     match step.state:
         case StepState.DONE:
             return _decoded(step.result)
@@ -121,12 +132,14 @@ def _replay(job: Any, name: str, known: dict[str, Step], key: str | None = None)
 
 async def _record(job: Any, name: str, text: str) -> Any:
     got = await durable.record(job._conn, job.queue, job.id, job.token, name, text)
-    job._journal.known[name] = got.step
+    known = journal(job).known
+    assert known is not None
+    known[name] = got.step
     return _decoded(got.step.result)
 
 
 async def _sleep(job: Any, name: str, mode: str, ms: int) -> Any:
-    found, value = _replay(job, name, await job._journal.load(job))
+    found, value = _replay(job, name, await journal(job).load(job))
     if found:
         return value
     got = await durable.sleep(job._conn, job.queue, job.id, job.token, name, ms, mode)
@@ -134,7 +147,7 @@ async def _sleep(job: Any, name: str, mode: str, ms: int) -> Any:
 
 
 async def _wait(job: Any, name: str, key: str, timeout_ms: int | None) -> Any:
-    found, value = _replay(job, name, await job._journal.load(job), key)
+    found, value = _replay(job, name, await journal(job).load(job), key)
     if found:
         return value
     got = await durable.wait_for(job._conn, job.queue, job.id, job.token, name, key,
@@ -176,11 +189,11 @@ def step(job: Any, name: object, fn: Callable[..., Any], args: tuple[Any, ...],
          kwargs: dict[str, Any]) -> Any:
     """``job.step``: the recorded result of step ``name``, or ``fn(*args, **kwargs)``'s,
     recorded (see the module's docstring)."""
-    checked = job._journal.use(name)
+    checked = journal(job).use(name)
     if not callable(fn):
         raise TypeError(f"step {checked!r}: fn must be callable, not {type(fn).__name__}")
     if _running() is None:
-        found, value = _replay(job, checked, _blocking(job, job._journal.load(job)))
+        found, value = _replay(job, checked, _blocking(job, journal(job).load(job)))
         if found:
             return value
         result = fn(*args, **kwargs)
@@ -190,7 +203,7 @@ def step(job: Any, name: object, fn: Callable[..., Any], args: tuple[Any, ...],
 
 async def _astep(job: Any, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
-    found, value = _replay(job, name, await _hopped(job, job._journal.load(job)))
+    found, value = _replay(job, name, await _hopped(job, journal(job).load(job)))
     if found:
         return value
     result = fn(*args, **kwargs)
@@ -202,7 +215,7 @@ async def _astep(job: Any, name: str, fn: Callable[..., Any], args: tuple[Any, .
 def sleep(job: Any, name: object, duration: int | dt.timedelta | dt.datetime) -> Any:
     """``job.sleep``: ``duration`` ms (or a ``timedelta``) from SERVER now, or until an
     aware ``datetime`` (its epoch ms)."""
-    checked = job._journal.use(name)
+    checked = journal(job).use(name)
     if isinstance(duration, dt.datetime):
         mode, ms = "at", to_epoch_ms(duration)
     else:
@@ -215,7 +228,7 @@ def wait_for(job: Any, key: str, timeout: float | dt.timedelta | None,
     """``job.wait_for``: the payload of signal ``key`` (the step is named ``name``, by
     default the key), or ``errors.SignalTimeout`` after ``timeout`` (SECONDS, as every wait
     in EchoMQ, or a ``timedelta``; SERVER clock; ``None``: none)."""
-    checked = job._journal.use(key if name is None else name)
+    checked = journal(job).use(key if name is None else name)
     timeout_ms = seconds_to_ms("timeout", timeout)
     return _either(job, lambda: _wait(job, checked, key, timeout_ms))
 

@@ -142,9 +142,8 @@ class Job:
     _conn: Any = field(default=None, repr=False, compare=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
     _cancelled: bool = field(default=False, repr=False, compare=False)
-    # durable steps (issue 35): this run's journal, read at its first durable call
-    _journal: durable.Journal = field(default_factory=durable.Journal, repr=False,
-                                      compare=False)
+    # durable steps (issue 35): this run's journal, made at its first durable call
+    _journal: durable.Journal | None = field(default=None, repr=False, compare=False)
 
     @property
     def attempts(self) -> int:

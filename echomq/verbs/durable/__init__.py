@@ -32,8 +32,10 @@ step added to the code shifts nothing); a name is unique within a job.
   is taken at once instead (the step is done, nothing parked). At the timeout the beat's
   deadline sweep (``jobs.expire``, which the beat already runs when ``deadlines`` has a
   passed entry) records the step ``timed_out`` and sends the job back to pending: the
-  re-run raises ``errors.SignalTimeout``. The sweep runs on a beat, so a timeout lands up
-  to one beat late (a sleep's wake is a run-at, woken like any scheduled job).
+  re-run raises ``errors.SignalTimeout``. The legs wake for it as for a run-at (the
+  earliest deadline counts in ``jobs.next_due``, and a timeout ahead of the heads leaves a
+  ``due`` token), so a timeout lands within ms, not a beat, late (a sleep's wake is a
+  run-at, woken like any scheduled job).
   ``cancel`` ends a waiting (or sleeping) job ``cancelled``, its step ``cancelled``.
   ``expires`` never meets a waiting job: a job drops its deadline when it is first
   claimed, and only a claimed job can wait.

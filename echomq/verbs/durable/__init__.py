@@ -19,6 +19,8 @@ step added to the code shifts nothing); a name is unique within a job.
   ``EMQSTALE step token mismatch``), written once (a second record of a name keeps the
   first and says so: ``Recorded.fresh`` False). ``steps`` (script ``journal``) reads the
   whole journal in order in one round trip, for a run's replay and ``app.job(id).steps``.
+  A recorded step is progress: the reaper counts a durable job's stalls since its last
+  recorded step (``stall_base`` on the row), not since it was admitted.
 - ``sleep`` (script ``sleep``): token-fenced; records the step ``sleeping`` with its wake
   (SERVER now + ms, or an absolute ms) and sends the job to the schedule at the wake, as
   ``delay`` does: attempts untouched and ``delays + 1`` in the same script, so the retry

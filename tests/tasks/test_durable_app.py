@@ -6,6 +6,7 @@ cancel stops a waiting job; a workflow as a flow's child."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 from collections import Counter
@@ -16,6 +17,7 @@ import pytest
 from echomq import errors
 from echomq.runtime.handler import current_job
 from echomq.tasks.app import App
+from echomq.verbs import durable, jobs
 from tests.support.polling import wait_for
 from tests.support.workers import Recorder, serving
 
@@ -226,3 +228,30 @@ def test_a_workflow_is_a_flow_parent(app: App, queue: str) -> None:
     with serving(app, [queue]):
         assert app.result(pid, timeout=10) == 6
     assert calls.n == Counter({"sum": 1})
+
+
+def test_a_wait_timeout_and_a_sleep_wake_without_waiting_for_a_beat(
+        app: App, queue: str) -> None:
+    # a 2 s beat: a wake left to the next beat would land ~2 s late; measured on the SERVER
+    # clock from the step's own wake instant to the re-run passing it
+    late: dict[str, int] = {}
+
+    @app.task(queue=queue)
+    def nap(kind: str) -> None:
+        job = current_job()
+        if kind == "sleep":
+            job.sleep("nap", 300)
+        else:
+            with contextlib.suppress(errors.SignalTimeout):
+                job.wait_for(f"never:{job.id}", timeout=0.3, name="nap")
+        conn = app.connector()
+        step = next(s for s in durable.steps(conn, queue, job.id) if s.name == "nap")
+        wake = step.until_ms if step.until_ms is not None else step.at_ms
+        assert wake is not None
+        late[kind] = jobs.server_now_ms(conn) - wake
+
+    with serving(app, [queue], beat_ms=2_000):
+        nap.enqueue("sleep")
+        nap.enqueue("wait")
+        wait_for(lambda: len(late) == 2, 15)
+    assert late["sleep"] < 600 and late["wait"] < 600, late

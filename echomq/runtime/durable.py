@@ -105,6 +105,8 @@ def _settled(job: Any, key: str | None, got: Recorded, wake: int | None = None) 
     known = journal(job).known
     assert known is not None  # loaded before any script answers
     known[step.name] = step
+    # a sleep, a wait or a cancel let go of the job: its lease is no longer this run's
+    job._parked = step.state in (StepState.SLEEPING, StepState.WAITING, StepState.CANCELLED)
     match step.state:
         case StepState.DONE:
             return _decoded(step.result)

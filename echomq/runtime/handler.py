@@ -144,6 +144,7 @@ class Job:
     _cancelled: bool = field(default=False, repr=False, compare=False)
     # durable steps (issue 35): this run's journal, made at its first durable call
     _journal: durable.Journal | None = field(default=None, repr=False, compare=False)
+    _parked: bool = field(default=False, repr=False, compare=False)  # a step let it go
 
     @property
     def attempts(self) -> int:

@@ -57,6 +57,9 @@ def run_job(args: argparse.Namespace) -> int:
             print(f"{label:<9} {value}")
     for line in flow:
         print(line)
+    for i, step in enumerate(info.steps, 1):  # a durable job's steps, in order
+        print(f"{'steps' if i == 1 else '':<9} {i}. {step['name']}  {step['state']}  "
+              f"{_instant(step['at_ms']) or '-'}")
     for note in info.notes:  # what another client left in the row, shown, not raised
         print(f"note      {note}")
     print_failures(info)
@@ -94,6 +97,7 @@ def job_json(info: Any) -> dict[str, Any]:
         "cancel_requested": info.cancel_requested,
         "expires_ms": info.expires_ms, "expired_at_ms": info.expired_at_ms,
         "traceback": info.traceback, "errors": info.errors,
+        "steps": info.steps,
         "history": {
             "claims": info.attempts, "failures": info.failures, "delays": info.delays,
             "stalled": info.stalled, "last_error": info.error,

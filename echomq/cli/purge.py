@@ -1,4 +1,4 @@
-"""``echomq purge QUEUE --state dead|pending|scheduled --yes``: delete every job of the
+"""``echomq purge QUEUE --state dead|pending|scheduled|waiting --yes``: delete every job of the
 queue in that state; without ``--yes`` it refuses (exit 2) before connecting.
 """
 
@@ -15,7 +15,7 @@ from echomq.core import keyspace
 def register(sub: Any) -> None:
     p = sub.add_parser("purge", help="delete every job of a queue in one state (needs --yes)")
     p.add_argument("queue")
-    p.add_argument("--state", required=True, choices=("dead", "pending", "scheduled"),
+    p.add_argument("--state", required=True, choices=("dead", "pending", "scheduled", "waiting"),
                    help="which jobs to delete")
     p.add_argument("--yes", action="store_true", help="really delete them")
     url_flag(p)

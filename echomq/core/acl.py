@@ -7,11 +7,13 @@ Three roles, each limited to the queues it names:
   add to the queue registry (``emq:queues``), run the scripts (``EVALSHA``, and ``EVAL`` /
   ``SCRIPT LOAD`` on a server that lost its script cache), the native admission commands
   at wire 6 (``wire=6``), ``WAIT``/``WAITAOF`` for durable enqueues, and ``BLMOVE`` to wait for a
-  result. No other blocking command.
+  result. No other blocking command. Every durable signal's rendezvous
+  (``emq:{sig:*}:*``): a producer sends signals (``app.signal``).
 - ``worker``: claims, runs and settles jobs, promotes, reaps, carries flows, fires
   recurrences. What a producer may, plus the blocking pop its claim loop sleeps in
   (``BLPOP`` on the wake and due lists) and every native command; ``emq:{workers}:*``, the
-  live-worker registry. A worker whose queues hold flow children needs their parents'
+  live-worker registry, and the signals' rendezvous (a durable wait registers there). A
+  worker whose queues hold flow children needs their parents'
   queues too (the carry writes the parent).
 - ``dashboard``: reads only. Read on its queues' keys and the registries, the plain read
   commands (``+@read``), ``TIME``; no script, no write: a dashboard user cannot change a
@@ -54,6 +56,11 @@ NATIVE_ALL = (*NATIVE_ADMIT, "+emq.promote", "+emq.delay", "+emq.reschedule", "+
               "+emq.ack", "+emq.ackmany")
 
 
+#: every durable signal's rendezvous (``keyspace.signal_key``): a signal key spans queues,
+#: so a producer or worker reaches every signal, whatever queues it names
+SIGNALS = f"{keyspace.PREFIX}:{{sig:*}}:*"
+
+
 def _glob(literal: str) -> str:
     return _GLOB.sub(r"\\\1", literal)
 
@@ -85,7 +92,7 @@ def rules(role: str, queues: Sequence[str], wire: int = 4) -> list[str]:
     if role == "dashboard":
         keys = [f"%R~{p}" for p in (*patterns, registry, "emq:{workers}:*")]
         return [*head, *keys, "+@read", "-@dangerous", "-@blocking", *CONNECTION, "+scan"]
-    keys = [f"~{p}" for p in (*patterns, registry)]
+    keys = [f"~{p}" for p in (*patterns, registry, SIGNALS)]
     # FUNCTION FLUSH / LOAD are @write and not @dangerous: EchoMQ runs scripts, no function
     writes = ["+@read", "+@write", "-@dangerous", "-@blocking", "-function", *SCRIPTS, "+wait",
               "+waitaof", "+blmove"]

@@ -14,11 +14,12 @@ STATE_LABELS = {
     "pending": "Pending", "scheduled": "Scheduled", "active": "Active",
     "completed": "Completed", "dead": "Dead", "cancelled": "Cancelled",
     "expired": "Expired", "waiting-children": "Waiting children",
+    "waiting": "Waiting (signal)",
 }
 SCORE_MEANING = {
     "pending": "priority", "scheduled": "run at", "active": "lease until",
     "completed": "completed", "dead": "died", "cancelled": "cancelled",
-    "expired": "expired", "waiting-children": "waiting since",
+    "expired": "expired", "waiting-children": "waiting since", "waiting": "waiting since",
 }
 
 

@@ -278,7 +278,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
              "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
-             "waiting_on"} | FIELDS
+             "waiting_on", "steps"} | FIELDS
     for k in sorted(set(row) - known):
         facts.append((k, f"<code>{e(row[k])}</code>"))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
@@ -289,7 +289,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
             actions.append(post_form(req, f"/q/{qq}/job/{jj}/retry", "retry"))
         if state == "scheduled":
             actions.append(post_form(req, f"/q/{qq}/job/{jj}/run", "run now"))
-        if state in ("pending", "scheduled", "active", "waiting-children"):
+        if state in ("pending", "scheduled", "active", "waiting-children", "waiting"):
             actions.append(post_form(req, f"/q/{qq}/job/{jj}/cancel", "cancel", "warn",
                                  "Cancel this job?"))
         if state not in ("active", "waiting-children"):
@@ -312,9 +312,24 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         + failure_section(row, now)  # the last error, its traceback, the history
         + (f"<h2>Result</h2><pre>{e(_pretty(row['result']))}</pre>"
            if row.get("result") is not None else "")
-        + "</div></div>" + flow_section(req, row, tree, queue)
+        + "</div></div>" + steps_section(row) + flow_section(req, row, tree, queue)
     )
     return shell(req, f"Job {job_id}", body, crumbs(req, queue, job_id), now)
+
+
+def steps_section(row: dict[str, Any]) -> str:
+    """A durable job's steps (``insight.job``'s ``steps``), in order: name, state, when."""
+    steps = row.get("steps") or []
+    if not steps:
+        return ""
+    now = row["now_ms"]
+    body = "".join(
+        f"<tr><td class='n'>{i}</td><td>{e(s['name'])}</td>"
+        f"<td><span class='badge {e(s['state'])}'>{e(s['state'])}</span></td>"
+        f"<td>{when(s['at_ms'], now) if s['at_ms'] is not None else NONE}</td></tr>"
+        for i, s in enumerate(steps, 1))
+    return ("<h2>Steps</h2><table class='steps'><tr><th class='n'>#</th><th>step</th>"
+            f"<th>state</th><th>at</th></tr>{body}</table>")
 
 
 # -- groups -------------------------------------------------------------------------------

@@ -111,6 +111,8 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
             out.expired += n
             if n < legs.promote_batch:
                 break
+        # the next due instant once the sweep moved its deadlines (a wait timed out)
+        out.next_due_ms = (await jobs.next_due(conn, queue)).ms
     return out
 
 

@@ -4,9 +4,10 @@ A consumer emits an ``Event`` for each step of a job it holds (``started``, ``co
 ``retrying``, ``dead``, ``delayed``, ``rate_limited`` (info: ``ms``),
 ``cancelled``, ``timed_out``, ``lost``, ``settled``: an outcome an earlier try had already
 recorded, ``handed_back``: a job of a task its app does not declare, sent back for the live
-worker whose app does (info: ``ms``, ``task``)) and for its own weather (``degraded``,
-``recovered``). ``Event.attempts`` is the
-job's runs so far (the claim's token). ``retrying`` and ``dead`` say why and count in the
+worker whose app does (info: ``ms``, ``task``), ``suspended``: a durable sleep or wait
+parked the job (info: ``step``, ``state``, ``wake_ms``, ``signal``)) and for its own
+weather (``degraded``, ``recovered``). ``Event.attempts`` is the job's runs so far (the
+claim's token). ``retrying`` and ``dead`` say why and count in the
 one vocabulary of ``echomq.core.tally``: info ``error`` (``Type: text``), ``reason``
 (``retrying``: ``"backoff"`` or ``"retry"``, a ``Retry`` raised; ``dead``: ``"exhausted"``,
 ``"fail"``, ``"dont_retry_on"`` or ``"retry_on"``: ``echomq.runtime.verdict``), ``runs``,
@@ -31,7 +32,7 @@ from echomq.runtime.imports import import_from_cwd
 log = logging.getLogger("echomq.events")
 
 KINDS = ("started", "completed", "retrying", "dead", "delayed", "rate_limited", "cancelled",
-         "timed_out", "lost", "settled", "handed_back", "degraded", "recovered")
+         "timed_out", "lost", "settled", "handed_back", "degraded", "recovered", "suspended")
 
 
 @dataclass(frozen=True, slots=True)

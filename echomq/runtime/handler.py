@@ -17,6 +17,9 @@ offers while it runs:
   with Retry-After). The job goes back to the front of its lane (or of pending) without
   spending an attempt, and its group (or, for a job without a group, the whole queue)
   claims nothing for ``ms``; idle consumers wake when that span ends.
+- ``job.step(name, fn, ...)``, ``job.sleep(name, duration)``, ``job.wait_for(key)``:
+  durable steps (``echomq.runtime.durable``), recorded on the job and replayed by every
+  later run of it.
 - ``raise Fail("reason")``: the error is final: the job is dead now, whatever attempts are
   left (the error text ``Fail: reason`` is kept on the row).
 - ``raise Retry(delay, error=...)``: a failure retried after ``delay`` (ms or
@@ -35,7 +38,7 @@ import contextlib
 import contextvars
 import datetime as dt
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NoReturn, TypeVar
@@ -43,6 +46,7 @@ from typing import Any, NoReturn, TypeVar
 from echomq.core import guards as guard
 from echomq.core.tally import Tally
 from echomq.core.times import to_epoch_ms, to_ms
+from echomq.runtime import durable
 from echomq.verbs import flows, jobs
 
 T = TypeVar("T")
@@ -147,6 +151,9 @@ class Job:
     _conn: Any = field(default=None, repr=False, compare=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
     _cancelled: bool = field(default=False, repr=False, compare=False)
+    # durable steps (issue 35): this run's journal, made at its first durable call
+    _journal: durable.Journal | None = field(default=None, repr=False, compare=False)
+    _parked: bool = field(default=False, repr=False, compare=False)  # a step let it go
     # -- what the run knows of its job (issue 32): its counts before this run (read once
     # at the claim of a job run before: a first run's are all 0), its route's task and
     # budget; ``context``: the worker's (``App(on_startup=...)``)
@@ -265,6 +272,30 @@ class Job:
             return await read
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
             _awaited(read), loop))
+
+    # -- durable steps (issue 35; echomq.runtime.durable): a plain-function handler calls
+    # -- these and gets the value; an async handler awaits them
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Step ``name``: ``fn(*args, **kwargs)``'s result, recorded on the job (JSON) the
+        first time; every later run of the job returns the recorded result without calling
+        ``fn``. A name is unique within a job (a repeat raises ``ValueError``)."""
+        return durable.step(self, name, fn, args, kwargs)
+
+    def sleep(self, name: str, duration: int | dt.timedelta | dt.datetime) -> Any:
+        """Sleep step ``name``: the job leaves its slot for ``duration`` (ms or a
+        ``timedelta`` from SERVER now; an aware ``datetime``: until then) and the handler
+        re-runs from the top after it, passing this step; no attempt is spent."""
+        return durable.sleep(self, name, duration)
+
+    def wait_for(self, key: str, timeout: float | dt.timedelta | None = None, *,
+                 name: str | None = None) -> Any:
+        """Wait for signal ``key`` (``app.signal``): the job parks (state ``waiting``)
+        and re-runs when it comes; the signal's payload is this step's result. After
+        ``timeout`` (SECONDS or a ``timedelta``, SERVER clock) it raises
+        ``errors.SignalTimeout``.
+        The step is named ``name`` (default: the key)."""
+        return durable.wait_for(self, key, timeout, name)
 
     async def _write_progress(self, text: str) -> None:
         await jobs.progress(self._conn, self.queue, self.id, self.token, text)

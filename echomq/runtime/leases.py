@@ -127,7 +127,8 @@ class Checkpoints:
             return
         except errors.ServerError as exc:
             held.extend_at = float("inf")
-            if self.held.get(job.id) is held:  # not a race with its own ack
+            # not a race with its own ack, nor with a durable step that parked the job
+            if self.held.get(job.id) is held and not job._parked:
                 log.warning("job %s lost its lease while running: %s", job.id, exc)
             return
         # act only while the handler still runs: once it returned, its outcome is settled

@@ -4,9 +4,9 @@ One variant per way a run ends, each carrying what its settlement needs: ``Compl
 JSON text the ack keeps (``None`` when the route keeps no result), ``Failed`` and
 ``TimedOut`` the error whose text the retry records, ``Delayed`` the run-at of the delay
 transition, ``Limited`` the span its group (or queue) claims nothing, ``Cancelled``
-nothing. ``Suspended`` is the job that parks itself at a durable step (a sleep, or a wait
-for a signal): coming with durable steps (issue 35); nothing returns it yet, and the
-settler records it as a failure until a transition parks a job.
+nothing. ``Suspended`` is the job that parked itself at a durable step (a sleep, or a wait
+for a signal; ``echomq.runtime.durable``): the step's script already made the transition,
+so the settler only reports it.
 
 ``kind`` is the outcome's name in the ``lost`` and ``settled`` events (``ok``, ``fail``,
 ``timeout``, ``delay``, ``rate_limited``, ``cancelled``, ``suspended``). The settler
@@ -75,13 +75,16 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Suspended:
-    """Coming with durable steps (issue 35): the job parks itself at step ``step``, for a
-    sleep until ``wake_ms`` from SERVER now, or waiting for ``signal`` (its timeout
-    ``wake_ms``, ``None``: none), and leaves its slot without spending an attempt."""
+    """The job parked itself at durable step ``step`` and left its slot without spending an
+    attempt: ``state`` ``sleeping`` (until ``wake_ms``, SERVER epoch ms) or ``waiting``
+    for ``signal`` (its timeout ``wake_ms``, ``None``: none), or ``cancelled`` (a cancel
+    was requested while it ran: the step's script ended it cancelled instead). The
+    step's script made the transition (and counted the delay): nothing is left to record."""
 
     step: str
     wake_ms: int | None = None
     signal: str | None = None
+    state: str = "sleeping"
     kind: ClassVar[str] = "suspended"
 
 

@@ -7,7 +7,8 @@ checkpoint loop's table (``echomq.runtime.leases``), and leaves it the moment th
 
 Outcomes (``echomq.runtime.outcome``): ``Completed`` (the JSON text of the return value
 when the route keeps results, else none), ``Delayed`` (a ``Delay`` raised), ``Limited`` (a
-``RateLimited`` raised), ``Failed`` (the exception), ``TimedOut`` or ``Cancelled``.
+``RateLimited`` raised), ``Suspended`` (a durable sleep or wait parked the job),
+``Failed`` (the exception), ``TimedOut`` or ``Cancelled``.
 
 - Timeout: ``asyncio.timeout`` around the call. An ``async`` handler is cancelled at the
   deadline; a plain function cannot be stopped, so it is abandoned: the await on its thread
@@ -32,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from echomq.runtime import handler
+from echomq.runtime.durable import Suspend
 from echomq.runtime.handler import Delay, Job, RateLimited
 from echomq.runtime.leases import Held
 from echomq.runtime.outcome import (
@@ -87,6 +89,8 @@ class Runner:
             else:
                 async with asyncio.timeout(timeout_ms / 1000) as clock:
                     value = await self.call(fn, job, is_async)
+        except Suspend as parked:  # a durable step parked the job (its script moved it)
+            return parked.outcome
         except Delay as d:
             return Delayed(d.mode, d.value)
         except RateLimited as limited:

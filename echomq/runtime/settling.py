@@ -56,6 +56,10 @@ from echomq.verbs import jobs
 log = logging.getLogger("echomq.consumer")
 
 
+async def _nothing() -> None:
+    """A transition already made (a durable step's script parked the job)."""
+
+
 class Ack(NamedTuple):
     """A success waiting in the ack batch. ``waiter``: the patient caller's future for the
     reply; ``None`` on the hot path, whose entry carries what the patient fallback needs
@@ -285,14 +289,24 @@ class Settler:
             case Cancelled():
                 return Plan(lambda: jobs.finish_cancelled(conn, queue, job.id, job.token),
                             lambda _reply: cancelled(ctx, job, route, ran_s))
-            case Suspended(step=step):
-                # coming with durable steps (issue 35): until a transition parks a job, a
-                # suspension is a failure the route's policy retries
-                error = NotImplementedError(f"step {step!r} suspends its job: durable steps "
-                                            "are not available yet")
-                return self._retry(job, route, error, deadline, ran_s, RETRIED)
+            case Suspended():
+                # the step's script parked the job (and counted its delay): nothing to
+                # record, only the report
+                parked = outcome
+                return Plan(_nothing, lambda _reply: self._suspended(job, route, parked,
+                                                                     ran_s))
             case _:
                 assert_never(outcome)
+
+    async def _suspended(self, job: Job, route: Route, parked: Suspended, ran_s: float
+                         ) -> None:
+        ctx = self.ctx
+        if parked.state == "cancelled":  # a cancel came first: the script ended it so
+            await cancelled(ctx, job, route, ran_s)
+            return
+        ctx.stats.suspended += 1
+        ctx.emit("suspended", job, step=parked.step, state=parked.state,
+                 wake_ms=parked.wake_ms, signal=parked.signal)
 
     def _retry(self, job: Job, route: Route, error: BaseException, deadline: Held,
                ran_s: float, code: int) -> Plan:

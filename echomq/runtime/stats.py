@@ -15,6 +15,7 @@ class ConsumerStats:
     handed_back: int = 0  # jobs of another app's task sent back to their queue
     rate_limited: int = 0
     cancelled: int = 0
+    suspended: int = 0  # runs a durable sleep or wait parked (issue 35)
     timed_out: int = 0
     abandoned: int = 0  # plain-function handlers left running in their thread at a timeout
     lost: int = 0

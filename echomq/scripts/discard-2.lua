@@ -10,7 +10,8 @@
 -- 'discarded'), so its parent follows its policy instead of waiting for ever (so is a
 -- linked flow node's stub, and the nodes linked to a deleted waiting job); a deleted
 -- flow parent's bookkeeping starts its expiry.
--- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1].
+-- Derived (same slot): the state's set, the group's lane and the unique key, from ARGV[1];
+-- for a waiting job (a durable wait) its deadline and its signal's waiters too.
 --@include kind
 --@include ring
 --@include flow
@@ -31,6 +32,12 @@ if st == 'pending' and group then
   ring_sync(p, group)
 elseif st == 'scheduled' then
   redis.call('ZREM', p .. 'schedule', ARGV[2])
+elseif st == 'waiting' then
+  -- a durable wait: off every wait index too (its signal's waiters, its timeout)
+  redis.call('ZREM', p .. 'waiting', ARGV[2])
+  redis.call('ZREM', p .. 'deadlines', ARGV[2])
+  local key = redis.call('HGET', KEYS[1], 'wait_key')
+  if key then redis.call('SREM', p .. 'signal:' .. key, ARGV[2]) end
 else
   redis.call('ZREM', p .. st, ARGV[2])
 end

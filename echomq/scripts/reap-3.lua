@@ -2,7 +2,8 @@
 -- KEYS[1] = active, KEYS[2] = pending, KEYS[3] = dead
 -- ARGV[1] = the queue base, ARGV[2] = the batch, ARGV[3] = max stalls before dead-lettering
 -- Reply: the count of expired leases handled (returned or dead-lettered), at most the batch.
--- Each expired job gets stalled + 1. Past the threshold it is dead-lettered (state = dead,
+-- Each expired job gets stalled + 1. Past the threshold (for a durable job: the stalls since
+-- its last recorded step, stalled - stall_base) it is dead-lettered (state = dead,
 -- error 'stalled', on the dead set at now); otherwise it rejoins pending (or its lane) with
 -- state = pending and its attempts kept, so the next claim's token fences the old holder;
 -- it waits at its row's priority.
@@ -24,7 +25,8 @@ for _, id in ipairs(expired) do
     cancel_row(p, jk, id, now)
   elseif redis.call('EXISTS', jk) == 1 then
     local stalled = redis.call('HINCRBY', jk, 'stalled', 1)
-    if stalled > limit then
+    -- a durable job counts the stalls since its last recorded step (includes/journal.lua)
+    if stalled - tonumber(redis.call('HGET', jk, 'stall_base') or '0') > limit then
       redis.call('HSET', jk, 'state', 'dead', 'error', 'stalled', 'died_at', now)
       redis.call('ZADD', KEYS[3], now, id)
       count(p, 'failed')

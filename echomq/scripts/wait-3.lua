@@ -26,11 +26,14 @@
 -- EMQSTATE wait not active, a timeout that is not a finite number or lies past year 9999
 -- (includes/bound.lua: ERR EMQ.WAIT due ...).
 -- Derived (same slot): the queue base (KEYS[2] minus 'active'), its deadlines set,
--- <base>signal:<key> and <base>signalled:<key>.
+-- <base>signal:<key> and <base>signalled:<key>; a timeout ahead of the deadlines' and the
+-- schedule's heads leaves a token on <base>due (includes/lead.lua), so the legs re-plan
+-- their wake to it.
 --@include fence
 --@include bound
 --@include waits
 --@include suspend
+--@include lead
 local jk, id, name, key = KEYS[1], ARGV[1], ARGV[3], ARGV[4]
 local now = now_ms()
 local refused = fence(jk, id, ARGV[2], 'wait', KEYS[2])
@@ -65,5 +68,8 @@ redis.call('HSET', jk, 'state', 'waiting', 'wait_key', key, 'wait_step', name,
   'wait_until', till or '')
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('SADD', p .. 'signal:' .. key, id)
-if till then redis.call('ZADD', p .. 'deadlines', till, id) end
+if till then
+  lead_deadline(p, till)  -- the legs wake at the timeout, not at their next beat
+  redis.call('ZADD', p .. 'deadlines', till, id)
+end
 return {s and 0 or 1, 'waiting', s and s.at or now, till or '', false}

@@ -33,6 +33,7 @@ converted with its own zone, naive = local time).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -47,7 +48,7 @@ from echomq.core import keyspace
 from echomq.core.cron import CronError
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.times import to_ms
+from echomq.core.times import seconds_to_ms, to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
@@ -57,8 +58,9 @@ from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
 from echomq.tasks.task import Task
-from echomq.verbs import flows, results, status
+from echomq.verbs import durable, flows, results, status
 from echomq.verbs.durability import Wait
+from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.repeat import Definition
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
@@ -116,6 +118,8 @@ class App(Client):
     (sync or ``async``) once per worker process with its context, a
     ``types.SimpleNamespace`` the hook fills and handlers read as ``current_job().context``
     (``echomq.tasks.lifecycle``).
+    ``signal_ttl`` (SECONDS, or a ``timedelta``; default a day): how long ``app.signal``
+    keeps a signal for the durable waits that begin after it (SERVER clock).
     """
 
     def __init__(
@@ -143,6 +147,7 @@ class App(Client):
         keep_errors: int | None = None,
         on_startup: Hook | None = None,
         on_shutdown: Hook | None = None,
+        signal_ttl: float | dt.timedelta = DEFAULT_SIGNAL_TTL_MS / 1000,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -159,6 +164,8 @@ class App(Client):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
         self.recurrence_clock = recurrence_clock
+        #: how long (ms) ``signal`` keeps a signal for the waits that begin after it
+        self.signal_ttl_ms = seconds_to_ms("signal_ttl", signal_ttl) or 0
         self.default_queue = default_queue
         self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
         if keep_errors is not None:  # else the retention's own (10 by default)
@@ -350,6 +357,20 @@ class App(Client):
         guard.string("job_id", job_id)
         return await status.read(await self.aconnector(), self._lookup(queue), job_id)
 
+    # -- durable signals (echomq.verbs.durable) ------------------------------------------
+
+    def signal(self, key: str, payload: Any = None) -> int:
+        """Send signal ``key``: every job waiting for it (``current_job().wait_for(key)``),
+        on any queue, resumes with ``payload`` (JSON) as that step's result; the count
+        resumed. The signal is kept ``signal_ttl`` (SERVER clock) for the waits that begin
+        later, which take it at once, so none is lost to a race."""
+        return durable.signal(self.connector(), key, _signal_text(payload), self.signal_ttl_ms)
+
+    async def asignal(self, key: str, payload: Any = None) -> int:
+        """``signal``, awaited."""
+        return await durable.signal(await self.aconnector(), key, _signal_text(payload),
+                                    self.signal_ttl_ms)
+
     # -- results and cancel --------------------------------------------------------------
 
     def result(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
@@ -383,3 +404,10 @@ class App(Client):
         """``cancel``, awaited."""
         guard.string("job_id", job_id)
         return await flows.cancel_among(await self.aconnector(), self._lookup(queue), job_id)
+
+
+def _signal_text(payload: Any) -> str:
+    try:
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a signal's payload must be JSON-serializable: {exc}") from None

@@ -16,7 +16,7 @@ from echomq.core import errors, keyspace
 from echomq.core.steps import Batch, Command, Eval, Verb, text, verb
 
 #: the states a purge empties, and the set each lives on
-STATES = {"dead": "dead", "pending": "pending", "scheduled": "schedule"}
+STATES = {"dead": "dead", "pending": "pending", "scheduled": "schedule", "waiting": "waiting"}
 BATCH = 500
 
 
@@ -29,7 +29,8 @@ def _discard(queue: str, job_id: str) -> Eval:
 @verb
 def purge(queue: str, state: str, batch: int = BATCH) -> Verb[int]:
     """Delete every job of ``queue`` in ``state`` (``dead``, ``pending``: flat and in the
-    groups' lanes, or ``scheduled``); how many were deleted."""
+    groups' lanes, ``scheduled``, or ``waiting``: parked on a durable signal); how many
+    were deleted."""
     if state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:

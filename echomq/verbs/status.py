@@ -16,14 +16,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from echomq.core import errors, keyspace, readings
 from echomq.core.payload import decode
 from echomq.core.steps import Command, Verb, verb
 from echomq.core.tally import Tally
-from echomq.verbs import jobs, results
+from echomq.verbs import durable, jobs, results
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,9 @@ class JobInfo:
     #: the last failures (``App(keep_errors=10)``), oldest first: each ``{"at_ms"`` (SERVER
     #: ms), ``"run"``, ``"error"``, ``"traceback"}``
     errors: list[dict[str, Any]] = field(default_factory=list)
+    #: a durable job's steps in order, each ``{"name", "state", "at_ms"}`` (SERVER ms;
+    #: ``echomq.verbs.durable``); ``[]`` for a job without steps
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def run_at(self) -> dt.datetime | None:
@@ -193,7 +196,11 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
                     row = (yield from jobs.get.steps(queue, job_id)) or row
                 else:
                     waiting_on = hold.words
-            return info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
+            info = info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
+            if row and row.get("steps"):  # a durable job: its journal, in order
+                listed = yield from durable.steps.steps(queue, job_id)
+                info = replace(info, steps=[s.as_dict() for s in listed])
+            return info
     return None
 
 

@@ -99,6 +99,7 @@ def test_a_producer_admits_and_reads_its_queue_only(make_user, raw, queue):
         with pytest.raises(TimeoutError):
             app.result(jid, timeout=0.2)  # waiting on a result is a producer's (BLMOVE)
         assert app.cancel(jid) == "cancelled"
+        assert app.signal(f"acl:{queue}", {"ok": 1}) == 0  # a producer sends signals
     finally:
         app.close()
     assert raw.sismember(keyspace.registry_key(), queue)
@@ -135,18 +136,24 @@ def test_a_worker_runs_its_queue_and_nothing_else(make_user, tmp_path, conn, raw
         f"@app.task(queue='{queue}', max_attempts=2, backoff=('fixed', 10))\n"
         "def work(n):\n    if n == 3:\n        raise ValueError('three')\n    return n\n"
         f"@app.every(3_600_000, name='tick')\n@app.task(queue='{queue}')\ndef tick():\n"
-        "    pass\n")
+        "    pass\n"
+        "from echomq import current_job\n"
+        f"@app.task(queue='{queue}')\ndef wait(key):\n"
+        "    return current_job().wait_for(key)\n")
     app = App(producer)
     send = app.task(name="acl_app.work", queue=queue)(lambda n: n)
+    wait = app.task(name="acl_app.wait", queue=queue)(lambda key: key)
     try:
         for n in range(10):
             send.enqueue(n)
         send.enqueue_in(300, 11)  # promoted by the worker's beat
+        wait.enqueue(f"acl:{queue}")  # a durable wait: the worker registers on the signal
+        app.signal(f"acl:{queue}", "go")  # kept for the wait, whichever comes first
     finally:
         app.close()
     proc = popen("worker", "acl_app:app", url=worker, cwd=tmp_path)
     try:
-        wait_for(lambda: jobs.stats(conn, queue)["completed"] >= 11
+        wait_for(lambda: jobs.stats(conn, queue)["completed"] >= 12
                  and jobs.stats(conn, queue)["dead"] == 1, 30, "the worker ran every job")
     finally:
         proc.terminate()
@@ -197,6 +204,9 @@ def test_the_rules_name_only_what_the_roles_need() -> None:
         assert rules[r][:3] == ["resetkeys", "resetchannels", "-@all"]
         assert "-@dangerous" in rules[r]
     assert "+emq.promote" in acl.rules("worker", ["q"], wire=6)
+    # the signals' rendezvous (durable waits): producers and workers, not the dashboard
+    assert "~emq:{sig:*}:*" in rules["producer"] and "~emq:{sig:*}:*" in rules["worker"]
+    assert not any("sig:" in r for r in rules["dashboard"])
     assert not any(x.startswith("+emq.") for x in rules["worker"])
 
 

@@ -11,7 +11,7 @@ from echomq.verbs import metrics
 
 #: the job states a surface lists, each with the sorted set that holds it
 STATES = ("pending", "scheduled", "active", "completed", "dead", "cancelled", "expired",
-          "waiting-children")
+          "waiting-children", "waiting")
 SET_OF = states.SET_OF
 #: states listed newest first (scored by the SERVER ms they ended)
 NEWEST_FIRST = frozenset({"completed", "dead", "cancelled", "expired"})

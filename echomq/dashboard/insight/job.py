@@ -10,7 +10,7 @@ from echomq.core import errors, keyspace, readings
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
 from echomq.dashboard.insight.common import STATES, as_fields, score_of, set_key, time_reply_ms
-from echomq.verbs import jobs
+from echomq.verbs import durable, jobs
 
 
 @verb
@@ -18,7 +18,9 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     """A job's row (``payload`` as bytes, the rest as str) with ``result`` (the kept return
     value, bytes or ``None``), ``has_children`` (a flow parent), ``score`` (its score on its
     state's set: run-at, lease expiry, or the SERVER ms it ended; ``None`` when not on it)
-    ``now_ms`` (SERVER) and, for a waiting job, ``waiting_on`` (``jobs.why``'s words);
+    ``now_ms`` (SERVER), for a durable job ``steps`` (``{"name", "state", "at_ms"}`` in
+    order, its ``step:``/``out:`` fields taken off the row), and for a waiting job
+    ``waiting_on`` (``jobs.why``'s words);
     ``None`` when there is no row. Two round trips (three for a waiting job)."""
     guard.string("job_id", job_id)
     row_key = keyspace.job_key(queue, job_id)
@@ -52,7 +54,11 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
         out["has_children"] = bool(int(kids))
         out["score"] = score
         out["now_ms"] = time_reply_ms(now)
-        if state in ("pending", "scheduled", "waiting-children"):
+        if "steps" in out:  # a durable job: its journal, in order, off the facts
+            out["steps"] = [s.as_dict() for s in durable.from_row(out, out["now_ms"])]
+            for k in [k for k in out if k.startswith(("step:", "out:"))]:
+                del out[k]
+        if state in ("pending", "scheduled", "waiting-children", "waiting"):
             # what holds it, in the words `echomq why` prints; a read-only ACL user runs no
             # script (echomq acl --role dashboard), and the page goes without the line
             with contextlib.suppress(errors.ServerError):

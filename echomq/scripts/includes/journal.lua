@@ -6,6 +6,8 @@
 --                  done, sleeping, waiting, timed_out, cancelled; at_ms and until_ms are
 --                  SERVER ms
 --   out:<name>     the step's result (a recorded value or a signal's payload), bytes
+--   stall_base     the job's stalls when its last step was recorded (@reap counts the
+--                  stalls since: a durable job that records steps is no poison pill)
 -- step_of(jk, name): the step recorded under name as {ord, state, at, till}, or nil.
 local function step_of(jk, name)
   local m = redis.call('HGET', jk, 'step:' .. name)
@@ -17,6 +19,10 @@ end
 -- new_step(jk, name, state, at, till, out): record a step as the journal's next one.
 local function new_step(jk, name, state, at, till, out)
   local ord = redis.call('HINCRBY', jk, 'steps', 1)
+  -- a recorded step is progress: the reaper's poison-pill count starts again from here
+  -- (stall_base: the stalls before it; @reap dead-letters past max stalls since then)
+  local stalled = redis.call('HGET', jk, 'stalled')
+  if stalled then redis.call('HSET', jk, 'stall_base', stalled) end
   redis.call('HSET', jk, 'step:' .. name, ord .. ':' .. state .. ':' .. at .. ':' .. (till or ''))
   if out then redis.call('HSET', jk, 'out:' .. name, out) end
 end

@@ -20,3 +20,10 @@ local function lead_many(p, list)
   end
   if low ~= nil then lead(p, low) end
 end
+-- lead_deadline(p, till): call BEFORE putting a deadline of till on <p>deadlines (a durable
+-- wait's timeout): the legs also wake at the earliest deadline (jobs.next_due), so one
+-- ahead of both heads (the deadlines' and the schedule's) leaves the same token as lead().
+local function lead_deadline(p, till)
+  local head = redis.call('ZRANGE', p .. 'deadlines', 0, 0, 'WITHSCORES')
+  if head[2] == nil or till < tonumber(head[2]) then lead(p, till) end
+end

@@ -19,6 +19,8 @@ step added to the code shifts nothing); a name is unique within a job.
   ``EMQSTALE step token mismatch``), written once (a second record of a name keeps the
   first and says so: ``Recorded.fresh`` False). ``steps`` (script ``journal``) reads the
   whole journal in order in one round trip, for a run's replay and ``app.job(id).steps``.
+  A recorded step is progress: the reaper counts a durable job's stalls since its last
+  recorded step (``stall_base`` on the row), not since it was admitted.
 - ``sleep`` (script ``sleep``): token-fenced; records the step ``sleeping`` with its wake
   (SERVER now + ms, or an absolute ms) and sends the job to the schedule at the wake, as
   ``delay`` does: attempts untouched and ``delays + 1`` in the same script, so the retry
@@ -32,8 +34,10 @@ step added to the code shifts nothing); a name is unique within a job.
   is taken at once instead (the step is done, nothing parked). At the timeout the beat's
   deadline sweep (``jobs.expire``, which the beat already runs when ``deadlines`` has a
   passed entry) records the step ``timed_out`` and sends the job back to pending: the
-  re-run raises ``errors.SignalTimeout``. The sweep runs on a beat, so a timeout lands up
-  to one beat late (a sleep's wake is a run-at, woken like any scheduled job).
+  re-run raises ``errors.SignalTimeout``. The legs wake for it as for a run-at (the
+  earliest deadline counts in ``jobs.next_due``, and a timeout ahead of the heads leaves a
+  ``due`` token), so a timeout lands within ms, not a beat, late (a sleep's wake is a
+  run-at, woken like any scheduled job).
   ``cancel`` ends a waiting (or sleeping) job ``cancelled``, its step ``cancelled``.
   ``expires`` never meets a waiting job: a job drops its deadline when it is first
   claimed, and only a claimed job can wait.
@@ -80,7 +84,15 @@ TTL, every ``at_ms``. Nothing here reads the host clock.
 
 from __future__ import annotations
 
-from echomq.verbs.durable.journal import Recorded, Step, StepState, record, step_name, steps
+from echomq.verbs.durable.journal import (
+    Recorded,
+    Step,
+    StepState,
+    from_row,
+    record,
+    step_name,
+    steps,
+)
 from echomq.verbs.durable.signals import DEFAULT_SIGNAL_TTL_MS, signal, stored, wait_for
 from echomq.verbs.durable.sleeps import sleep
 
@@ -89,6 +101,7 @@ __all__ = [
     "Recorded",
     "Step",
     "StepState",
+    "from_row",
     "record",
     "signal",
     "sleep",

@@ -101,20 +101,34 @@ def record(queue: str, job_id: str, token: int, name: str, result: bytes | str
     return single(step, lambda r: recorded(name, r))
 
 
+def _entry(name: str, meta: str, result: Any, now: int) -> Step:
+    _ord, state, at, until = [*meta.split(":"), "", "", ""][:4]
+    step = Step(name, StepState(state), _ms(at), _ms(until), result)
+    if step.state is StepState.SLEEPING and step.until_ms is not None \
+            and step.until_ms <= now:
+        # a sleep is done once the SERVER clock passes its wake; the re-run's sleep
+        # call writes it so, and the listing says so already
+        step = step._replace(state=StepState.DONE, at_ms=step.until_ms)
+    return step
+
+
 def _listed(reply: Any) -> list[Step]:
     now = int(reply[0])
-    out = []
-    for i in range(1, len(reply), 3):
-        name, meta, result = text(reply[i]), text(reply[i + 1]), reply[i + 2]
-        _ord, state, at, until = [*meta.split(":"), "", "", ""][:4]
-        step = Step(name, StepState(state), _ms(at), _ms(until), result)
-        if step.state is StepState.SLEEPING and step.until_ms is not None \
-                and step.until_ms <= now:
-            # a sleep is done once the SERVER clock passes its wake; the re-run's sleep
-            # call writes it so, and the listing says so already
-            step = step._replace(state=StepState.DONE, at_ms=step.until_ms)
-        out.append(step)
-    return out
+    return [_entry(text(reply[i]), text(reply[i + 1]), reply[i + 2], now)
+            for i in range(1, len(reply), 3)]
+
+
+def from_row(row: dict[str, Any], now_ms: int) -> list[Step]:
+    """The steps recorded on a job row already read (``HGETALL``, fields as text), in
+    order, as ``steps`` lists them at SERVER ``now_ms``: for a reader that runs no script
+    (the dashboard's read-only user)."""
+    found = []
+    for field, meta in row.items():
+        if field.startswith("step:"):
+            ordinal = text(meta).split(":", 1)[0]
+            found.append((int(ordinal) if ordinal.isdigit() else 0, field[5:], text(meta)))
+    return [_entry(name, meta, row.get(f"out:{name}"), now_ms)
+            for _ord, name, meta in sorted(found)]
 
 
 @verb

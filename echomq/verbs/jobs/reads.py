@@ -206,9 +206,10 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
 
 class Due(NamedTuple):
     """What a beat reads after promote: ``ms`` until the next instant something becomes
-    claimable by time alone (``next_due_ms``), and ``deadline_ms`` until the earliest
-    deadline of a job admitted with one (``<= 0``: the deadline sweep has work), each
-    ``None`` when there is none. SERVER clock."""
+    claimable by time alone (``next_due_ms``; the earliest deadline counts, so the legs
+    wake for the sweep at a durable wait's timeout), and ``deadline_ms`` until the
+    earliest deadline (of a job admitted with one, or a wait's timeout; ``<= 0``: the
+    deadline sweep has work), each ``None`` when there is none. SERVER clock."""
 
     ms: int | None
     deadline_ms: int | None
@@ -245,8 +246,10 @@ def next_due(queue: str) -> Verb[Due]:
         if cap is not None and oldest and (readings.whole(size) or 0) >= cap:
             due.append(readings.score_ms(oldest[0][1]) + (readings.whole(rate[1]) or 0) - now)
         head = scored(deadlines)
-        return Due(min(due) if due else None,
-                   readings.score_ms(head[0][1]) - now if head else None)
+        deadline = readings.score_ms(head[0][1]) - now if head else None
+        if deadline is not None:  # the sweep's work: a durable wait's timeout resumes a job
+            due.append(deadline)
+        return Due(min(due) if due else None, deadline)
 
     return calls()
 
@@ -258,8 +261,9 @@ def next_due_ms(queue: str) -> Verb[int | None]:
 
     The earliest of: the schedule's first run-at, the first group blocked on ``gwait``
     reopening (a rate window, a ``rate_limited``, a group pause with an end), a
-    queue-level ``rate_limited`` block ending, a queue pause with an end ending, and a
-    full queue rate window reopening. One round trip (the reads and ``TIME`` pipelined):
+    queue-level ``rate_limited`` block ending, a queue pause with an end ending, a full
+    queue rate window reopening, and the first deadline (the sweep's: a durable wait's
+    timeout puts its job back to pending). One round trip (the reads and ``TIME`` pipelined):
     what a beat loop reads to wake at the next due instant instead of polling.
     """
     steps = next_due.steps(queue)

@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from echomq.core import serial
 from echomq.runtime import handler
 from echomq.runtime.handler import Delay, Job, RateLimited
 from echomq.runtime.leases import Held
@@ -113,7 +113,7 @@ class Runner:
         if not keep_result:
             return DONE
         try:
-            return Completed(json.dumps(value, separators=(",", ":"), allow_nan=False))
+            return Completed(serial.dumps(value))
         except (TypeError, ValueError) as exc:
             return Failed(TypeError(f"return value is not JSON-serializable (the task "
                                     f"keeps its result): {exc}"))

@@ -41,11 +41,12 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from echomq.connectors.plan import (
     MAX_PAYLOAD_BYTES,
 )
+from echomq.core import codecs, keyspace
 from echomq.core import guards as guard
-from echomq.core import keyspace
 from echomq.core.cron import CronError
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
+from echomq.core.payload import PLAIN, Format, Serializer
 from echomq.core.times import to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
@@ -108,6 +109,11 @@ class App(Client):
     registry: keep Pump hosts on NTP) or ``"server"``: a worker's Pump plans and upserts
     the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
     the zone), so a Pump host whose clock is off fires on the server's time.
+    ``codec``: ``echomq.codecs.Zlib()``, ``Fernet(keys=[new, old])`` or a list/``chain`` of
+    them, wrapping every payload this app writes (``echomq.core.codecs``).
+    ``serializer``: what turns arguments and kept results into text (``dumps``/``loads``);
+    the default is JSON plus tagged datetime, date, UUID, Decimal, Enum, dataclasses and
+    pydantic models (``echomq.core.serial``).
     """
 
     def __init__(
@@ -132,6 +138,8 @@ class App(Client):
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
         recurrence_clock: str = "host",
+        codec: Any = None,
+        serializer: Serializer | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -153,6 +161,9 @@ class App(Client):
         self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
         #: the app's tasks by name and its recurrences (``echomq.tasks.declare``)
         self.registry = Registry(self, default_queue)
+        #: how this app's payloads and kept results are written (``serializer=``, ``codec=``)
+        self.format = (PLAIN if codec is None and serializer is None
+                       else Format(serializer, codecs.of(codec)))
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:
@@ -293,7 +304,7 @@ class App(Client):
     def router(self, queue: str) -> Callable[[Job], Route]:
         """The consumer router for ``queue``: payload -> task -> ``Route``
         (``echomq.tasks.routing``)."""
-        return routing.router(self.registry.tasks)
+        return routing.router(self.registry.tasks, self.format)
 
     # -- flows ---------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from echomq.core.payload import decode
+from echomq.core import serial
+from echomq.core.payload import PLAIN, Format, decode
 from echomq.runtime import tracing
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
@@ -66,12 +67,12 @@ def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
                  dont_retry_on=d.dont_retry_on, after=after)
 
 
-def router(tasks: Mapping[str, Handled]) -> Callable[[Job], Route]:
+def router(tasks: Mapping[str, Handled], fmt: Format = PLAIN) -> Callable[[Job], Route]:
     """The consumer router over ``tasks`` (by name): payload -> task -> ``Route``;
     ``UnknownTask`` for a name none of them has."""
 
     def routed(job: Job) -> Route:
-        name, args, kwargs = decode(job.payload)
+        name, args, kwargs = decode(job.payload, fmt)
         task = tasks.get(name)
         if task is None:
             known = ", ".join(sorted(tasks)) or "none"
@@ -121,7 +122,7 @@ def boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]
 def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
     """The arguments a fed parent gets before its own: for ``"one"`` its child's result,
     for ``"all"`` the list of its children's results (``None`` where none was kept)."""
-    values = [json.loads(c.result) if c.result is not None else None for c in children]
+    values = [serial.loads(c.result) if c.result is not None else None for c in children]
     if feed == "one":
         return [values[0] if values else None]
     if feed == "all":

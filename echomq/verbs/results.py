@@ -21,12 +21,12 @@ The waiting logic is written once, as a verb (``wait``) made of other verbs' ste
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from echomq.core import errors
+from echomq.core.payload import PLAIN, Format
 from echomq.core.steps import Verb, verb
 from echomq.verbs import jobs
 
@@ -67,8 +67,9 @@ def locate(queues: Sequence[str], job_id: str) -> Verb[Found | None]:
     return None
 
 
-def value_of(result: bytes | None) -> Any:
-    return None if result is None else json.loads(result)
+def value_of(result: bytes | None, fmt: Format = PLAIN) -> Any:
+    """A kept result's value (read through ``fmt``'s codec and serializer)."""
+    return None if result is None else fmt.loads(result)
 
 
 @verb

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.core import errors, keyspace, readings
-from echomq.core.payload import decode
+from echomq.core import codecs, errors, keyspace, readings
+from echomq.core.payload import PLAIN, Format, decode
 from echomq.core.steps import Command, Verb, verb
 from echomq.core.tally import Tally
 from echomq.verbs import jobs, results
@@ -88,14 +88,17 @@ _TIMES = ("died_at", "completed_at")
 
 def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
             result: bytes | None = None, notes: tuple[str, ...] = (),
-            waiting_on: str | None = None) -> JobInfo:
+            waiting_on: str | None = None, fmt: Format = PLAIN) -> JobInfo:
     if not row and not notes:  # the row was deleted on ack; the kept result says it completed
         row = {"state": "completed"}
+    found = [*notes]
     try:
-        task, args, kwargs = decode(row.get("payload", b""))
+        task, args, kwargs = decode(row.get("payload", b""), fmt)
+    except codecs.Sealed as sealed:  # no key here: the task name is in clear, the rest not
+        task, args, kwargs = sealed.task, [], {}
+        found.append("encrypted: arguments and result (ECHOMQ_KEYS decodes them)")
     except ValueError:
         task, args, kwargs = None, [], {}
-    found = [*notes]
     for name in _COUNTS:
         found.append(readings.note_field(name, row.get(name)) or "")
     for name in _TIMES:
@@ -118,12 +121,19 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=ms("died_at"),
         completed_at_ms=ms("completed_at"), row=row, priority=num("priority") or 0,
         group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
-        result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
+        result=_result(result, fmt), cancel_requested=row.get("cancel") == "1",
         runs=num("attempts") or 0,
         notes=tuple(n for n in found if n),
         expires_ms=ms("expires"), expired_at_ms=ms("expired_at"),
         waiting_on=waiting_on,
     )
+
+
+def _result(result: bytes | None, fmt: Format) -> Any:
+    try:
+        return results.value_of(result, fmt)
+    except codecs.Sealed:
+        return "encrypted"
 
 
 def _json_or_text(value: str | None) -> Any:

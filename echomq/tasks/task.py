@@ -88,10 +88,10 @@ class Task(Generic[P, R]):
             group=defaults.group, expires=defaults.expires,
             keep_result_ms=defaults.keep_result_ms)
         self.binder = Binder(name, fn) if defaults.check_args else None
-        try:  # its worker decodes the classes its annotations name without encoding one
+        # its worker decodes the classes its annotations name without encoding one (an
+        # unresolvable annotation only skips this)
+        with contextlib.suppress(Exception):
             serial.annotated(typing.get_type_hints(fn))
-        except Exception:
-            pass
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn

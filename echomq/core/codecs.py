@@ -193,3 +193,13 @@ def unseal(data: bytes, codec: Chain | None = None) -> bytes:
             raise Sealed(task, f"no key for {step} (give it in ECHOMQ_KEYS)")
         body = opener.open(step, body)
     return body
+
+
+def shown(data: bytes) -> tuple[str, bytes | None]:
+    """For a reader (the CLI, the dashboard): an envelope's task name and its opened bytes
+    (keys from ``$ECHOMQ_KEYS``), or ``None`` when this process has no key for it."""
+    _, task, _ = header(data)
+    try:
+        return task, unseal(data)
+    except Sealed:
+        return task, None

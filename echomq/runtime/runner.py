@@ -28,7 +28,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from echomq.core import serial
 from echomq.runtime import handler
@@ -47,6 +47,13 @@ from echomq.runtime.outcome import (
 
 log = logging.getLogger("echomq.consumer")
 
+
+
+class Encoded(NamedTuple):
+    """A return value its route already encoded (an app's serializer and codec): kept as
+    these bytes."""
+
+    data: bytes
 
 class Runner:
     """Runs the handlers of one consumer; ``held`` is the checkpoint loop's table."""
@@ -112,6 +119,8 @@ class Runner:
             return CANCELLED
         if not keep_result:
             return DONE
+        if isinstance(value, Encoded):
+            return Completed(value.data)
         try:
             return Completed(serial.dumps(value))
         except (TypeError, ValueError) as exc:

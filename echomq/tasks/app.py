@@ -337,12 +337,13 @@ class App(Client):
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
         guard.string("job_id", job_id)
-        return status.read(self.connector(), self._lookup(queue), job_id)
+        return status.read(self.connector(), self._lookup(queue), job_id, self.format)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        return await status.read(await self.aconnector(), self._lookup(queue), job_id)
+        return await status.read(await self.aconnector(), self._lookup(queue), job_id,
+                                 self.format)
 
     # -- results and cancel --------------------------------------------------------------
 
@@ -355,14 +356,14 @@ class App(Client):
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
         return results.wait(self.connector(), self._lookup(queue), job_id,
-                            results.timeout_s(timeout))
+                            results.timeout_s(timeout), self.format)
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
         return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
-                                  results.timeout_s(timeout))
+                                  results.timeout_s(timeout), self.format)
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is

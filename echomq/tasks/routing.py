@@ -23,6 +23,7 @@ from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
 from echomq.runtime.isolation import isolated
 from echomq.runtime.route import Route, UnknownTask
+from echomq.runtime.runner import Encoded
 from echomq.tasks.defaults import TaskDefaults
 from echomq.verbs import flows
 
@@ -45,7 +46,7 @@ class Handled(Protocol):
 
 
 def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
-          trace: dict[str, str] | None = None) -> Route:
+          trace: dict[str, str] | None = None, fmt: Format = PLAIN) -> Route:
     """How a consumer runs one job of ``task`` with these decoded arguments (inside an
     ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
     d = task.defaults
@@ -62,6 +63,8 @@ def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
         if d.on_success is not None:
             handler = boxed(handler, after.box)
     handler = tracing.traced(handler, task.name, trace)
+    if fmt is not PLAIN and d.keep_result_ms:  # the kept value written the app's way
+        handler = encoded(handler, fmt)
     return Route(handler, d.max_attempts, d.backoff, d.retry_delay_ms, d.lease_ms,
                  d.timeout_ms, d.keep_result_ms, name=task.name, retry_on=d.retry_on,
                  dont_retry_on=d.dont_retry_on, after=after)
@@ -79,7 +82,7 @@ def router(tasks: Mapping[str, Handled], fmt: Format = PLAIN) -> Callable[[Job],
             raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
                                     f"that name (its tasks: {known})")
         # a flow node keeps its result for its parent; a fed parent gets its children's
-        run = route(task, args, kwargs, tracing.carrier_of(job.payload))
+        run = route(task, args, kwargs, tracing.carrier_of(job.payload), fmt)
         return adapt(run, job.payload, task, args, kwargs)
 
     return routed
@@ -99,6 +102,20 @@ def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
         return fn(*args, **kwargs)
 
     return handler
+
+
+def encoded(handler: Callable[[Job], Any], fmt: Format) -> Callable[[Job], Any]:
+    """``handler`` whose return value comes back encoded by ``fmt`` (``Encoded``)."""
+    if inspect.iscoroutinefunction(handler):
+        async def encoded_async(job: Job) -> Any:
+            return Encoded(fmt.dumps(await handler(job)))
+
+        return encoded_async
+
+    def encoded_sync(job: Job) -> Any:
+        return Encoded(fmt.dumps(handler(job)))
+
+    return encoded_sync
 
 
 def boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]:

@@ -73,7 +73,8 @@ def value_of(result: bytes | None, fmt: Format = PLAIN) -> Any:
 
 
 @verb
-def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]:
+def wait(queues: Sequence[str], job_id: str, timeout: float | None,
+         fmt: Format = PLAIN) -> Verb[Any]:
     """Wait for ``job_id`` to end; its kept value, or the error of its end (see above)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     known: str | None = None
@@ -86,7 +87,7 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]
                                      f"queued, or finished and no longer kept)")
         known = found.queue
         if found.result is not None:
-            return value_of(found.result)
+            return value_of(found.result, fmt)
         row = found.row or {}
         state = row.get("state")
         # a deadline: end it if it has passed (the sweep the workers' beat runs), so a

@@ -146,7 +146,7 @@ def _json_or_text(value: str | None) -> Any:
 
 
 @verb
-def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
+def read(queues: Sequence[str], job_id: str, fmt: Format = PLAIN) -> Verb[JobInfo | None]:
     """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
     ``None`` when none does. Reads the row, the kept result, the schedule score, and for a
     waiting job what holds it (``jobs.why``); a waiting job found past its deadline is
@@ -180,7 +180,7 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
                     row = (yield from jobs.get.steps(queue, job_id)) or row
                 else:
                     waiting_on = hold.words
-            return info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
+            return info_of(queue, job_id, row or {}, score, result, notes, waiting_on, fmt)
     return None
 
 

@@ -52,7 +52,7 @@ def django_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_django_sends_on_commit_and_never_on_rollback(pair, conn, queue, django_db) -> None:
     from django.db import transaction
 
-    app, notify = pair
+    _, notify = pair
     with transaction.atomic():
         with django_db.cursor() as cur:
             cur.execute("INSERT INTO orders (user) VALUES (1)")

@@ -48,7 +48,7 @@ RICH: list[Any] = [
     Color.BLUE,
     Point(3, dt.date(2025, 12, 31)),
     Order(id=uuid.UUID(int=7), total=decimal.Decimal("9.99"),
-          when=dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)),
+          when=dt.datetime(2026, 5, 1, tzinfo=dt.UTC)),
     {1, 2, 3},
     frozenset({"a"}),
     b"\x00\xffbytes",

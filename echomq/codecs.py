@@ -15,10 +15,11 @@ from echomq.core.codecs import (
     key_id,
     of,
     sealed,
+    shown,
     unseal,
 )
 
 __all__ = [
     "MAGIC", "Chain", "Codec", "Fernet", "Sealed", "Zlib", "chain", "header", "key_id", "of",
-    "sealed", "unseal",
+    "sealed", "shown", "unseal",
 ]

@@ -66,9 +66,11 @@ except (AttributeError, TypeError):  # pragma: no cover - no C accelerator, or a
 
 
 def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None,
-           trace: dict[str, str] | None = None, fmt: Format = PLAIN) -> bytes:
+           trace: dict[str, str] | None = None, fmt: Format = PLAIN,
+           flow: dict[str, Any] | None = None) -> bytes:
     """The job payload for calling ``task(*args, **kwargs)``: compact, sorted JSON bytes
-    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``runtime.tracing``).
+    (with ``trace``, an OpenTelemetry context under the ``"trace"`` key: ``runtime.tracing``;
+    with ``flow``, a flow node's marks), written the ``fmt`` way.
 
     Raises ``TypeError`` naming the argument JSON cannot carry (nothing is written).
     """
@@ -78,6 +80,8 @@ def encode(task: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = 
     body: dict[str, Any] = {"task": task, "args": args, "kwargs": kwargs}
     if trace:
         body["trace"] = trace
+    if flow:  # a flow node's marks (``tasks.canvas``), read by the worker only
+        body["flow"] = flow
     if fmt is not PLAIN:
         return _formatted(task, body, fmt)
     try:

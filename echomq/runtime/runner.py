@@ -50,10 +50,11 @@ log = logging.getLogger("echomq.consumer")
 
 
 class Encoded(NamedTuple):
-    """A return value its route already encoded (an app's serializer and codec): kept as
-    these bytes."""
+    """A return value with the encoder its route chose (an app's serializer and codec),
+    run only when the value is kept."""
 
-    data: bytes
+    value: Any
+    dumps: Callable[[Any], bytes]
 
 class Runner:
     """Runs the handlers of one consumer; ``held`` is the checkpoint loop's table."""
@@ -119,9 +120,9 @@ class Runner:
             return CANCELLED
         if not keep_result:
             return DONE
-        if isinstance(value, Encoded):
-            return Completed(value.data)
         try:
+            if isinstance(value, Encoded):
+                return Completed(value.dumps(value.value))
             return Completed(serial.dumps(value))
         except (TypeError, ValueError) as exc:
             return Failed(TypeError(f"return value is not JSON-serializable (the task "

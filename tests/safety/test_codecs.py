@@ -91,3 +91,28 @@ def test_a_worker_runs_coded_jobs_and_keeps_coded_results(url, queue, raw, tmp_p
     keyed = echomq("job", job, "--json", url=url, env={"ECHOMQ_KEYS": NEW.decode()})
     assert keyed.returncode == 0, keyed.stderr
     assert '"charged": "4242"' in keyed.stdout
+
+
+def test_a_chain_under_a_codec_feeds_results_and_keeps_them_coded(url, queue, raw) -> None:
+    from echomq.tasks.canvas import chain
+
+    app = App(url, codec=codecs.Fernet(keys=[NEW]))
+
+    @app.task(queue=queue)
+    def first(n: int) -> dict[str, Any]:
+        return {"n": n, "on": dt.date(2026, 3, 4)}
+
+    @app.task(queue=queue, keep_result=60)
+    def second(prev: dict[str, Any]) -> str:
+        return f"{prev['n'] + 1} {prev['on'].isoformat()}"
+
+    job = chain(first.s(41), second.s()).enqueue()
+    for key in raw.scan_iter(f"emq:{{{queue}}}:job:*"):
+        payload = raw.hget(key, "payload")
+        assert payload.startswith(codecs.MAGIC) and b"flow" not in payload
+    try:
+        with serving(app, [queue]):
+            last = job if isinstance(job, str) else job.id
+            assert app.result(last, timeout=20) == "42 2026-03-04"
+    finally:
+        app.close()

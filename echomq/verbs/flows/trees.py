@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace, serial
+from echomq.core import keyspace
+from echomq.core.payload import PLAIN
 from echomq.core.steps import Batch, Command, Verb, pairs, single, text, verb
 
 
@@ -50,7 +51,7 @@ class Child:
     @property
     def value(self) -> Any:
         """The result decoded from JSON (``None`` when none was kept)."""
-        return serial.loads(self.result) if self.result is not None else None
+        return PLAIN.loads(self.result) if self.result is not None else None
 
 
 @verb

@@ -120,3 +120,33 @@ def test_rich_arguments_and_results_through_a_worker(url: str, queue: str) -> No
     assert got == {"total": decimal.Decimal("10.00"), "id": order.id, "p": RICH[8],
                    "c": Color.RED}
     assert type(got["total"]) is decimal.Decimal
+
+
+class Spaced:
+    """Another serializer: plain JSON, written with spaces (its mark on the bytes)."""
+
+    def dumps(self, value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+    def loads(self, data: bytes | str) -> Any:
+        return json.loads(data)
+
+
+def test_app_serializer_writes_payloads_and_results(url: str, queue: str, raw) -> None:
+    app = App(url, serializer=Spaced())
+    seen: list[Any] = []
+
+    @app.task(queue=queue, keep_result=60)
+    def add(a: int, b: int) -> dict[str, int]:
+        seen.append((a, b))
+        return {"sum": a + b}
+
+    job = add.enqueue(2, b=3)
+    assert b'"args": [2], ' in raw.hget(f"emq:{{{queue}}}:job:{job}", "payload")
+    try:
+        with serving(app, [queue]):
+            assert app.result(job, timeout=20) == {"sum": 5}
+    finally:
+        app.close()
+    assert seen == [(2, 3)]
+    assert raw.get(f"emq:{{{queue}}}:result:{job}") == b'{"sum": 5}'

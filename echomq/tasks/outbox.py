@@ -63,8 +63,13 @@ def of(db: Any) -> Db:
     if isinstance(db, sqlite3.Connection):
         return Db("sqlite", db.execute)
     module = type(db).__module__
-    if module.startswith("psycopg"):
-        return Db("postgresql", db.execute)
+    if module.startswith("psycopg"):  # psycopg 3 or psycopg2: through a cursor, as both do
+        def execute(sql: str, params: tuple[Any, ...]) -> Any:
+            cur = db.cursor()
+            cur.execute(sql, params)
+            return cur
+
+        return Db("postgresql", execute)
     if module.startswith("sqlalchemy"):
         conn = db.connection() if hasattr(db, "get_bind") else db
         name = conn.dialect.name

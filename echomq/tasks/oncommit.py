@@ -8,7 +8,8 @@ Which transaction:
 
 - an SQLAlchemy ``Session`` given as the ``session=`` keyword (consumed, not passed to
   the task) or bound with ``with on_commit.session(s):``: sent from the session's
-  ``after_commit`` event; its ``after_rollback`` drops what is pending;
+  ``after_commit`` event; a rollback drops what was asked inside the transaction or
+  savepoint it rolls back (``after_soft_rollback``);
 - otherwise, with Django configured: ``django.db.transaction.on_commit`` (dropped on the
   rollback of the atomic block or its savepoint; at once outside one). Django's
   ``TestCase`` never commits: use ``captureOnCommitCallbacks(execute=True)``;
@@ -78,18 +79,32 @@ def _django_ready() -> bool:
 def _after_commit(sqla: Any, send: Callable[[], Any]) -> None:
     from sqlalchemy import event
 
-    pending: list[Callable[[], Any]] | None = sqla.info.get(_PENDING)
+    # (the transaction it was asked in, the send): a rolled-back savepoint drops its own
+    pending: list[tuple[Any, Callable[[], Any]]] | None = sqla.info.get(_PENDING)
     if pending is None:
         pending = sqla.info[_PENDING] = []
 
         def committed(s: Any) -> None:
+            if s.get_nested_transaction() is not None:  # a savepoint released: not yet
+                return
             todo, s.info[_PENDING] = list(s.info[_PENDING]), []
-            for fn in todo:
+            for _, fn in todo:
                 fn()
 
-        def rolled_back(s: Any) -> None:
-            s.info[_PENDING] = []
+        def rolled_back(s: Any, previous: Any) -> None:
+            s.info[_PENDING] = [(t, fn) for t, fn in s.info[_PENDING]
+                                if not _within(t, previous)]
 
         event.listen(sqla, "after_commit", committed)
-        event.listen(sqla, "after_rollback", rolled_back)
-    pending.append(send)
+        event.listen(sqla, "after_soft_rollback", rolled_back)
+    txn = sqla.get_nested_transaction() or sqla.get_transaction()
+    pending.append((txn, send))
+
+
+def _within(txn: Any, ended: Any) -> bool:
+    """Whether ``txn`` is ``ended`` or nested in it (a savepoint of it)."""
+    while txn is not None:
+        if txn is ended:
+            return True
+        txn = txn.parent
+    return False

@@ -151,3 +151,19 @@ def test_sqlalchemy_bound_session_and_a_session_argument_of_the_task(url, conn, 
         assert b'"session":"web"' in row["payload"]
     finally:
         app.close()
+
+
+def test_sqlalchemy_a_rolled_back_savepoint_drops_only_its_own(pair, conn, queue,
+                                                               engine) -> None:
+    _, notify = pair
+    with orm.Session(engine) as s:
+        outer = notify.enqueue_on_commit(1, session=s)
+        with pytest.raises(RuntimeError), s.begin_nested():
+            notify.enqueue_on_commit(2, session=s)
+            raise RuntimeError("the savepoint fails")
+        with s.begin_nested():
+            inner = notify.enqueue_on_commit(3, session=s)
+        assert pending(conn, queue) == 0
+        s.commit()
+    assert pending(conn, queue) == 2
+    assert jobs.get(conn, queue, outer) and jobs.get(conn, queue, inner)

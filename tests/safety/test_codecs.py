@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet as RawFernet
 
-from echomq import codecs
+from echomq import codecs, errors
 from echomq.core.payload import Format, decode, encode
 from echomq.dashboard.insight.listing import preview
 from echomq.tasks.app import App
@@ -116,3 +116,25 @@ def test_a_chain_under_a_codec_feeds_results_and_keeps_them_coded(url, queue, ra
             assert app.result(last, timeout=20) == "42 2026-03-04"
     finally:
         app.close()
+
+
+def test_a_worker_without_the_key_fails_the_job_naming_the_key(url, queue, monkeypatch
+                                                                ) -> None:
+    monkeypatch.delenv("ECHOMQ_KEYS", raising=False)
+    producer = App(url, codec=codecs.Fernet(keys=[NEW]))
+    keyless = App(url)
+
+    def secret(x: str) -> None: ...
+
+    sent = producer.task(queue=queue, name="secret")(secret)
+    keyless.task(queue=queue, name="secret", max_attempts=1)(secret)
+    job = sent.enqueue("hidden")
+    try:
+        with serving(keyless, [queue]), pytest.raises(errors.JobFailed) as ended:
+            keyless.result(job, timeout=20)
+        info = keyless.job(job, queue)
+    finally:
+        producer.close()
+        keyless.close()
+    assert info is not None and info.state == "dead" and info.task == "secret"
+    assert f"no key for fernet:{codecs.key_id(NEW)}" in (info.error or ""), ended.value

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from echomq import (
     backoff,
+    codecs,
     dead,
     doctor,
     errors,
@@ -27,6 +28,7 @@ from echomq import (
     payload,
     repeat,
     scripts,
+    serializers,
     taskmetrics,
     workers,
 )
@@ -69,6 +71,7 @@ __all__ = [
     "Worker",
     "backoff",
     "chain",
+    "codecs",
     "current_job",
     "dead",
     "doctor",
@@ -85,6 +88,7 @@ __all__ = [
     "repeat",
     "run_worker",
     "scripts",
+    "serializers",
     "taskmetrics",
     "workers",
 ]

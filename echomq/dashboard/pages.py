@@ -15,7 +15,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from echomq.core import ids, partitions, readings, tally
+from echomq.core import codecs, ids, partitions, readings, tally
 from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
@@ -197,6 +197,11 @@ def _pretty(raw: Any) -> str:
     if raw is None:
         return NONE
     data = raw if isinstance(raw, bytes) else str(raw).encode()
+    if codecs.sealed(data):  # coded: opened with $ECHOMQ_KEYS, else only named
+        opened = codecs.shown(data)[1]
+        if opened is None:
+            return "encrypted (set ECHOMQ_KEYS to read it)"
+        data = opened
     try:
         return json.dumps(json.loads(data), indent=2, ensure_ascii=False, sort_keys=True)
     except (ValueError, UnicodeDecodeError):

@@ -24,7 +24,7 @@ class Completed:
     """The handler returned: acked (with ``result``, the JSON text of its return value,
     kept when the route keeps results)."""
 
-    result: str | None = None
+    result: str | bytes | None = None  # bytes: coded by the app's codec (``Encoded``)
     kind: ClassVar[str] = "ok"
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.core import backoff
-from echomq.core.payload import decode
+from echomq.core.payload import task_of
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
 from echomq.runtime.verdict import Classes, Verdict, judge
@@ -66,7 +66,7 @@ def task_name(payload: bytes) -> str:
     """The task a payload names, for logs and events (read without a route: an unknown
     task's job names it all the same); ``?`` for a payload that is no task's."""
     try:
-        return decode(payload)[0]
+        return task_of(payload)  # an encrypted payload's header names it: no key needed
     except (ValueError, TypeError, IndexError):
         return "?"
 

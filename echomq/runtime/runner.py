@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
+from echomq.core import serial
 from echomq.runtime import handler
 from echomq.runtime.durable import Suspend
 from echomq.runtime.handler import Delay, Job, RateLimited
@@ -49,6 +49,14 @@ from echomq.runtime.outcome import (
 
 log = logging.getLogger("echomq.consumer")
 
+
+
+class Encoded(NamedTuple):
+    """A return value with the encoder its route chose (an app's serializer and codec),
+    run only when the value is kept."""
+
+    value: Any
+    dumps: Callable[[Any], bytes]
 
 class Runner:
     """Runs the handlers of one consumer; ``held`` is the checkpoint loop's table."""
@@ -117,7 +125,9 @@ class Runner:
         if not keep_result:
             return DONE
         try:
-            return Completed(json.dumps(value, separators=(",", ":"), allow_nan=False))
+            if isinstance(value, Encoded):
+                return Completed(value.dumps(value.value))
+            return Completed(serial.dumps(value))
         except (TypeError, ValueError) as exc:
             return Failed(TypeError(f"return value is not JSON-serializable (the task "
                                     f"keeps its result): {exc}"))

@@ -66,7 +66,7 @@ class Ack(NamedTuple):
     (``route``, ``deadline``, ``ran_s``: the handler's HOST monotonic seconds)."""
 
     job: Job
-    result: str | None  # the JSON text the ack keeps, or None
+    result: str | bytes | None  # the JSON text the ack keeps (bytes: coded), or None
     keep_result_ms: int | None
     waiter: asyncio.Future[BaseException | None] | None
     route: Route | None = None
@@ -115,7 +115,7 @@ class Settler:
 
     # -- the ack batch ---------------------------------------------------------------------
 
-    def queue_ack(self, job: Job, route: Route, result: str | None, deadline: Held,
+    def queue_ack(self, job: Job, route: Route, result: str | bytes | None, deadline: Held,
                   ran_s: float = 0.0) -> None:
         """The hot path of a success: queue ``job``'s ack for the next pipelined
         ``ack_many`` and return at once (its task ends; its slot stays taken, counted in
@@ -126,7 +126,7 @@ class Settler:
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.get_running_loop().create_task(self._flush_acks())
 
-    async def _ack(self, job: Job, result: str | None = None,
+    async def _ack(self, job: Job, result: str | bytes | None = None,
                    keep_result_ms: int | None = None) -> None:
         """Queue ``job``'s ack for the next pipelined ``ack_many`` and wait for its reply
         (the patient path: a refusal or a wire error raises here)."""
@@ -313,7 +313,7 @@ class Settler:
         retrying = Retrying(self.ctx, job, route, error, deadline, ran_s, code)
         return Plan(retrying.verb, retrying.report)
 
-    async def _completion(self, job: Job, route: Route, result: str | None,
+    async def _completion(self, job: Job, route: Route, result: str | bytes | None,
                           ran_s: float) -> Plan:
         ctx = self.ctx
         done = Tally(runs=job.token)  # a success's counts, for its callback: read before

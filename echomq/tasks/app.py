@@ -43,11 +43,12 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 from echomq.connectors.plan import (
     MAX_PAYLOAD_BYTES,
 )
+from echomq.core import codecs, keyspace
 from echomq.core import guards as guard
-from echomq.core import keyspace
 from echomq.core.cron import CronError
 from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
+from echomq.core.payload import PLAIN, Format, Serializer
 from echomq.core.times import seconds_to_ms, to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
@@ -120,6 +121,11 @@ class App(Client):
     (``echomq.tasks.lifecycle``).
     ``signal_ttl`` (SECONDS, or a ``timedelta``; default a day): how long ``app.signal``
     keeps a signal for the durable waits that begin after it (SERVER clock).
+    ``codec``: ``echomq.codecs.Zlib()``, ``Fernet(keys=[new, old])`` or a list/``chain`` of
+    them, wrapping every payload this app writes (``echomq.core.codecs``).
+    ``serializer``: what turns arguments and kept results into text (``dumps``/``loads``);
+    the default is JSON plus tagged datetime, date, UUID, Decimal, Enum, dataclasses and
+    pydantic models (``echomq.core.serial``).
     """
 
     def __init__(
@@ -148,6 +154,8 @@ class App(Client):
         on_startup: Hook | None = None,
         on_shutdown: Hook | None = None,
         signal_ttl: float | dt.timedelta = DEFAULT_SIGNAL_TTL_MS / 1000,
+        codec: Any = None,
+        serializer: Serializer | None = None,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -177,6 +185,9 @@ class App(Client):
         self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
         #: the app's tasks by name and its recurrences (``echomq.tasks.declare``)
         self.registry = Registry(self, default_queue)
+        #: how this app's payloads and kept results are written (``serializer=``, ``codec=``)
+        self.format = (PLAIN if codec is None and serializer is None
+                       else Format(serializer, codecs.of(codec)))
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:
@@ -317,7 +328,7 @@ class App(Client):
     def router(self, queue: str) -> Callable[[Job], Route]:
         """The consumer router for ``queue``: payload -> task -> ``Route``
         (``echomq.tasks.routing``)."""
-        return routing.router(self.registry.tasks)
+        return routing.router(self.registry.tasks, self.format)
 
     # -- flows ---------------------------------------------------------------------------
 
@@ -350,12 +361,13 @@ class App(Client):
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
         guard.string("job_id", job_id)
-        return status.read(self.connector(), self._lookup(queue), job_id)
+        return status.read(self.connector(), self._lookup(queue), job_id, self.format)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        return await status.read(await self.aconnector(), self._lookup(queue), job_id)
+        return await status.read(await self.aconnector(), self._lookup(queue), job_id,
+                                 self.format)
 
     # -- durable signals (echomq.verbs.durable) ------------------------------------------
 
@@ -382,14 +394,14 @@ class App(Client):
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
         return results.wait(self.connector(), self._lookup(queue), job_id,
-                            results.timeout_s(timeout))
+                            results.timeout_s(timeout), self.format)
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
         return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
-                                  results.timeout_s(timeout))
+                                  results.timeout_s(timeout), self.format)
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is

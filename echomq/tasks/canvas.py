@@ -35,7 +35,6 @@ ms}`` asks the worker to keep the node's return value (so its end carries it to 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,6 +44,7 @@ from echomq.core import backoff as backoff_mod
 from echomq.core import guards as guard
 from echomq.core import ids, keyspace
 from echomq.core.options import check_unique
+from echomq.core.payload import PLAIN, encode
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.tasks.admission import Plan
 from echomq.tasks.producer import Producer
@@ -154,10 +154,8 @@ class Signature:
 
 
 def _payload(sig: Signature, marks: dict[str, Any]) -> bytes:
-    body = json.loads(sig.task.payload(*sig.args, **sig.kwargs))
-    if marks:
-        body["flow"] = marks
-    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    fmt = getattr(getattr(sig.task, "app", None), "format", PLAIN)
+    return encode(sig.task.name, sig.args, sig.kwargs, fmt=fmt, flow=marks)
 
 
 def _queue(task: Any) -> str:

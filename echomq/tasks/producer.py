@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
+from echomq.core.payload import Format
 from echomq.tasks.admission import Plan
 
 T = TypeVar("T")
@@ -25,6 +26,11 @@ class Producer(Protocol):
 
     @property
     def max_payload_bytes(self) -> int: ...
+
+    @property
+    def format(self) -> Format:
+        """How payloads are written: the app's serializer and codec."""
+        ...
 
     def connector(self, queue: str | None = None) -> Connector: ...
 

@@ -16,12 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from echomq.core.payload import decode
+from echomq.core import codecs
+from echomq.core.payload import PLAIN, Format, decode
 from echomq.runtime import tracing
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
 from echomq.runtime.isolation import isolated
 from echomq.runtime.route import Route, UnknownTask
+from echomq.runtime.runner import Encoded
 from echomq.tasks.defaults import TaskDefaults
 from echomq.verbs import flows
 
@@ -66,22 +68,28 @@ def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
                  dont_retry_on=d.dont_retry_on, after=after)
 
 
-def router(tasks: Mapping[str, Handled]) -> Callable[[Job], Route]:
+def router(tasks: Mapping[str, Handled], fmt: Format = PLAIN) -> Callable[[Job], Route]:
     """The consumer router over ``tasks`` (by name): payload -> task -> ``Route``;
     ``UnknownTask`` for a name none of them has."""
 
     def routed(job: Job) -> Route:
-        name, args, kwargs = decode(job.payload)
+        payload = job.payload
+        if codecs.sealed(payload):  # opened once: the call, its flow marks, its trace
+            payload = codecs.unseal(payload, fmt.codec)
+        name, args, kwargs = decode(payload, fmt)
         task = tasks.get(name)
         if task is None:
             known = ", ".join(sorted(tasks)) or "none"
             raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
                                     f"that name (its tasks: {known})")
         # a flow node keeps its result for its parent; a fed parent gets its children's
-        run = route(task, args, kwargs, tracing.carrier_of(job.payload))
-        if b'"timeout":' in job.payload:  # a per-call timeout (task.options(timeout=))
-            run = timed(run, job.payload)
-        return adapt(run, job.payload, task, args, kwargs)
+        run = route(task, args, kwargs, tracing.carrier_of(payload))
+        if b'"timeout":' in payload:  # a per-call timeout (task.options(timeout=))
+            run = timed(run, payload)
+        run = adapt(run, payload, task, args, kwargs, fmt)
+        if fmt is not PLAIN:  # a kept value is written the app's way
+            run = replace(run, handler=encoded(run.handler, fmt))
+        return run
 
     return routed
 
@@ -114,6 +122,21 @@ def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
     return handler
 
 
+def encoded(handler: Callable[[Job], Any], fmt: Format) -> Callable[[Job], Any]:
+    """``handler`` whose return value comes back with ``fmt``'s encoder (``Encoded``: run
+    only when the value is kept)."""
+    if inspect.iscoroutinefunction(handler):
+        async def encoded_async(job: Job) -> Any:
+            return Encoded(await handler(job), fmt.dumps)
+
+        return encoded_async
+
+    def encoded_sync(job: Job) -> Any:
+        return Encoded(handler(job), fmt.dumps)
+
+    return encoded_sync
+
+
 def boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]:
     """``handler`` that also puts its return value in ``box`` (for ``on_success``)."""
     if inspect.iscoroutinefunction(handler):
@@ -132,10 +155,10 @@ def boxed(handler: Callable[[Job], Any], box: list[Any]) -> Callable[[Job], Any]
 
 # -- flow nodes ----------------------------------------------------------------------------
 
-def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
+def feed_args(feed: str, children: Sequence[flows.Child], fmt: Format = PLAIN) -> list[Any]:
     """The arguments a fed parent gets before its own: for ``"one"`` its child's result,
     for ``"all"`` the list of its children's results (``None`` where none was kept)."""
-    values = [json.loads(c.result) if c.result is not None else None for c in children]
+    values = [fmt.loads(c.result) if c.result is not None else None for c in children]
     if feed == "one":
         return [values[0] if values else None]
     if feed == "all":
@@ -143,24 +166,24 @@ def feed_args(feed: str, children: Sequence[flows.Child]) -> list[Any]:
     return []
 
 
-def marks(payload: bytes | str) -> dict[str, Any]:
+def marks(payload: bytes | str, fmt: Format = PLAIN) -> dict[str, Any]:
     """The ``flow`` marks of a node's payload (``{}`` for a plain job's)."""
     try:
-        body = json.loads(payload)
+        body = (fmt.serializer or json).loads(payload)
     except ValueError:
         return {}
     got = body.get("flow") if isinstance(body, dict) else None
     return got if isinstance(got, dict) else {}
 
 
-def adapt(run: Route, payload: bytes, task: Handled, args: list[Any], kwargs: dict[str, Any]
-          ) -> Route:
+def adapt(run: Route, payload: bytes, task: Handled, args: list[Any], kwargs: dict[str, Any],
+          fmt: Format = PLAIN) -> Route:
     """The consumer ``Route`` for a flow node's payload (``run`` itself for a plain job):
     a node keeps its return value (``keep`` mark: its end then carries it to its parent)
     and a fed parent gets its children's results before its own arguments (``feed``)."""
     if b'"flow":' not in payload:  # a plain job: no second JSON parse on the hot path
         return run
-    got = marks(payload)
+    got = marks(payload, fmt)
     keep = got.get("keep")
     if isinstance(keep, int) and keep > 0:
         run = replace(run, keep_result_ms=max(run.keep_result_ms or 0, keep))
@@ -169,7 +192,7 @@ def adapt(run: Route, payload: bytes, task: Handled, args: list[Any], kwargs: di
         run = _retried(run, retry)
     feed = got.get("feed")
     if feed in ("one", "all"):
-        fed = _fed(task, args, kwargs, str(feed))
+        fed = _fed(task, args, kwargs, str(feed), fmt)
         if run.after is not None:  # on_success gets the fed parent's return value too
             fed = boxed(fed, run.after.box)
         run = replace(run, handler=fed)
@@ -190,20 +213,20 @@ def _retried(run: Route, retry: dict[str, Any]) -> Route:
     return run
 
 
-def _fed(task: Handled, args: list[Any], kwargs: dict[str, Any], feed: str
-         ) -> Callable[[Job], Any]:
+def _fed(task: Handled, args: list[Any], kwargs: dict[str, Any], feed: str,
+         fmt: Format = PLAIN) -> Callable[[Job], Any]:
     """A handler that reads the job's children, then runs ``task`` with their results
     first (async for an async task, a plain function, run in a worker thread, otherwise)."""
     if inspect.iscoroutinefunction(task.fn):
         async def fed_async(job: Job) -> Any:
             kids = await job.achildren()
-            out = route(task, [*feed_args(feed, kids), *args], kwargs).handler(job)
+            out = route(task, [*feed_args(feed, kids, fmt), *args], kwargs).handler(job)
             return await out if inspect.isawaitable(out) else out
 
         return fed_async
 
     def fed(job: Job) -> Any:
         kids = job.children()
-        return route(task, [*feed_args(feed, kids), *args], kwargs).handler(job)
+        return route(task, [*feed_args(feed, kids, fmt), *args], kwargs).handler(job)
 
     return fed

@@ -40,19 +40,21 @@ admission on the SERVER clock.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import ids, keyspace, serial
 from echomq.core import partitions as parts
 from echomq.core.options import Group, check_debounce, check_expires, check_group, check_unique
 from echomq.core.payload import encode, encode_call
 from echomq.core.times import seconds_to_ms, to_epoch_ms, to_ms
 from echomq.runtime import tracing
 from echomq.runtime.route import Route
-from echomq.tasks import routing
+from echomq.tasks import oncommit, routing
 from echomq.tasks.admission import Admission, Plan, check_job_id
 from echomq.tasks.arguments import Binder
 from echomq.tasks.canvas import Signature
@@ -89,6 +91,10 @@ class Task(Generic[P, R]):
         #: this bound task's handler timeout (``options(timeout=)``), carried in each
         #: payload; ``None``: the task's (``@app.task(timeout=)``)
         self.call_timeout_ms: int | None = None
+        # its worker decodes the classes its annotations name without encoding one (an
+        # unresolvable annotation only skips this)
+        with contextlib.suppress(Exception):
+            serial.annotated(typing.get_type_hints(fn))
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
@@ -127,7 +133,8 @@ class Task(Generic[P, R]):
 
     def payload(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload ``enqueue`` would write for these arguments."""
-        return encode(self.name, args, kwargs, timeout_ms=self.call_timeout_ms)
+        return encode(self.name, args, kwargs, timeout_ms=self.call_timeout_ms,
+                      fmt=self.app.format)
 
     def _sent(self, *args: Any, **kwargs: Any) -> bytes:
         """The payload of one enqueue: with OpenTelemetry installed, built inside an
@@ -135,10 +142,10 @@ class Task(Generic[P, R]):
         if tracing.quiet():
             if self.call_timeout_ms is not None:
                 return self.payload(*args, **kwargs)
-            return encode_call(self.name, args, kwargs)
+            return encode_call(self.name, args, kwargs, self.app.format)
         with tracing.enqueue_span(self.name, self.admission.queue) as carrier:
             return encode(self.name, args, kwargs, trace=carrier,
-                          timeout_ms=self.call_timeout_ms)
+                          timeout_ms=self.call_timeout_ms, fmt=self.app.format)
 
     def check(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """``TypeError`` when ``args``/``kwargs`` do not fit the function's signature (off
@@ -329,6 +336,17 @@ class Task(Generic[P, R]):
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
         return await self.app.asubmit(self._many(calls))
+
+    def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> str:
+        """``enqueue`` when the surrounding database transaction commits, never when it
+        rolls back (Django's ``on_commit``; an SQLAlchemy session given as ``session=``
+        or bound by ``echomq.on_commit.session(s)``; at once outside a transaction). The
+        id is minted and the arguments checked and encoded now: the id, returned now."""
+        sqla = oncommit.take_session(kwargs)
+        bound = self if self.admission.job_id is not None else self.options(job_id=ids.mint())
+        plan = bound._now(args, kwargs)
+        oncommit.defer(lambda: self.app.submit(plan), sqla)
+        return bound.admission.job_id or ""
 
     # -- running -------------------------------------------------------------------------
 

@@ -21,12 +21,12 @@ The waiting logic is written once, as a verb (``wait``) made of other verbs' ste
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from echomq.core import errors
+from echomq.core.payload import PLAIN, Format
 from echomq.core.steps import Verb, verb
 from echomq.verbs import jobs
 
@@ -67,12 +67,14 @@ def locate(queues: Sequence[str], job_id: str) -> Verb[Found | None]:
     return None
 
 
-def value_of(result: bytes | None) -> Any:
-    return None if result is None else json.loads(result)
+def value_of(result: bytes | None, fmt: Format = PLAIN) -> Any:
+    """A kept result's value (read through ``fmt``'s codec and serializer)."""
+    return None if result is None else fmt.loads(result)
 
 
 @verb
-def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]:
+def wait(queues: Sequence[str], job_id: str, timeout: float | None,
+         fmt: Format = PLAIN) -> Verb[Any]:
     """Wait for ``job_id`` to end; its kept value, or the error of its end (see above)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     known: str | None = None
@@ -85,7 +87,7 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]
                                      f"queued, or finished and no longer kept)")
         known = found.queue
         if found.result is not None:
-            return value_of(found.result)
+            return value_of(found.result, fmt)
         row = found.row or {}
         state = row.get("state")
         # a deadline: end it if it has passed (the sweep the workers' beat runs), so a

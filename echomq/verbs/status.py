@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from echomq.core import errors, keyspace, readings
-from echomq.core.payload import decode
+from echomq.core import codecs, errors, keyspace, readings
+from echomq.core.payload import PLAIN, Format, decode
 from echomq.core.steps import Command, Verb, verb
 from echomq.core.tally import Tally
 from echomq.verbs import durable, jobs, results
@@ -97,14 +97,17 @@ _TIMES = ("died_at", "completed_at")
 
 def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
             result: bytes | None = None, notes: tuple[str, ...] = (),
-            waiting_on: str | None = None) -> JobInfo:
+            waiting_on: str | None = None, fmt: Format = PLAIN) -> JobInfo:
     if not row and not notes:  # the row was deleted on ack; the kept result says it completed
         row = {"state": "completed"}
+    found = [*notes]
     try:
-        task, args, kwargs = decode(row.get("payload", b""))
+        task, args, kwargs = decode(row.get("payload", b""), fmt)
+    except codecs.Sealed as sealed:  # no key here: the task name is in clear, the rest not
+        task, args, kwargs = sealed.task, [], {}
+        found.append("encrypted: arguments and result (ECHOMQ_KEYS decodes them)")
     except ValueError:
         task, args, kwargs = None, [], {}
-    found = [*notes]
     for name in _COUNTS:
         found.append(readings.note_field(name, row.get(name)) or "")
     for name in _TIMES:
@@ -127,7 +130,7 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         stalled=num("stalled") or 0, delays=num("delays") or 0, died_at_ms=ms("died_at"),
         completed_at_ms=ms("completed_at"), row=row, priority=num("priority") or 0,
         group=row.get("group") or None, progress=_json_or_text(row.get("progress")),
-        result=results.value_of(result), cancel_requested=row.get("cancel") == "1",
+        result=_result(result, fmt), cancel_requested=row.get("cancel") == "1",
         runs=num("attempts") or 0,
         notes=tuple(n for n in found if n),
         expires_ms=ms("expires"), expired_at_ms=ms("expired_at"),
@@ -152,6 +155,13 @@ def history(text: str | None) -> list[dict[str, Any]]:
             for e in got if isinstance(e, dict)]
 
 
+def _result(result: bytes | None, fmt: Format) -> Any:
+    try:
+        return results.value_of(result, fmt)
+    except codecs.Sealed:
+        return "encrypted"
+
+
 def _json_or_text(value: str | None) -> Any:
     if value is None:
         return None
@@ -162,7 +172,7 @@ def _json_or_text(value: str | None) -> Any:
 
 
 @verb
-def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
+def read(queues: Sequence[str], job_id: str, fmt: Format = PLAIN) -> Verb[JobInfo | None]:
     """``job_id``'s status from the first of ``queues`` whose row or kept result knows it;
     ``None`` when none does. Reads the row, the kept result, the schedule score, and for a
     waiting job what holds it (``jobs.why``); a waiting job found past its deadline is
@@ -196,7 +206,7 @@ def read(queues: Sequence[str], job_id: str) -> Verb[JobInfo | None]:
                     row = (yield from jobs.get.steps(queue, job_id)) or row
                 else:
                     waiting_on = hold.words
-            info = info_of(queue, job_id, row or {}, score, result, notes, waiting_on)
+            info = info_of(queue, job_id, row or {}, score, result, notes, waiting_on, fmt)
             if row and row.get("steps"):  # a durable job: its journal, in order
                 listed = yield from durable.steps.steps(queue, job_id)
                 info = replace(info, steps=[s.as_dict() for s in listed])

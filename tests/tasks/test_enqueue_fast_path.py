@@ -33,7 +33,7 @@ CYCLE.append(CYCLE)
 
 
 @pytest.mark.parametrize(("args", "kwargs"), [
-    ((object(),), {}), ((), {"k": float("nan")}), ((1, {1, 2}), {}), ((CYCLE,), {}),
+    ((object(),), {}), ((), {"k": float("nan")}), ((1, complex(1, 2)), {}), ((CYCLE,), {}),
     (({(1, 2): 3},), {}), (({1: 2, "a": 3},), {}), ((), {"deep": [[[]]] * 3, "c": CYCLE}),
 ])
 def test_encode_call_fails_as_encode_fails(args: tuple[Any, ...],

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from echomq.core import codecs, keyspace, readings
 from echomq.core import guards as guard
-from echomq.core import keyspace, readings
 from echomq.core.steps import Batch, Command, Verb, scored, text, verb
 from echomq.dashboard.insight.common import (
     NEWEST_FIRST,
@@ -23,12 +23,21 @@ _ROW_FIELDS = ("state", "attempts", "error", "payload", "failures", "delays", "g
                "priority", "progress")
 
 
+#: what a reader without the keys shows for an encrypted payload or result
+ENCRYPTED = "encrypted"
+
+
 def preview(payload: Any, limit: int = 120) -> tuple[str | None, str]:
     """``(task name, arguments preview)`` of a payload: the friendly layer's JSON
     ``{"task", "args", "kwargs"}`` when it is that, else the raw text, cut at ``limit``."""
     if payload is None:
         return None, ""
     raw = payload if isinstance(payload, bytes) else str(payload).encode()
+    if codecs.sealed(raw):  # coded: opened with $ECHOMQ_KEYS, else named but not shown
+        task, opened = codecs.shown(raw)
+        if opened is None:
+            return task or None, ENCRYPTED
+        raw = opened
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):

@@ -10,13 +10,13 @@ Clocks: none is read here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.core import guards as guard
 from echomq.core import keyspace
+from echomq.core.payload import PLAIN
 from echomq.core.steps import Batch, Command, Verb, pairs, single, text, verb
 
 
@@ -51,7 +51,7 @@ class Child:
     @property
     def value(self) -> Any:
         """The result decoded from JSON (``None`` when none was kept)."""
-        return json.loads(self.result) if self.result is not None else None
+        return PLAIN.loads(self.result) if self.result is not None else None
 
 
 @verb

@@ -30,6 +30,7 @@ from echomq.runtime.consumer import Consumer
 from echomq.runtime.events import Event, Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
+from echomq.tasks import lifecycle
 from echomq.testing import loops
 from echomq.verbs import jobs, repeat, travel
 
@@ -141,10 +142,18 @@ def served(app: App, queues: Iterable[str] | None) -> dict[str, list[str]]:
 async def adrain(app: App, queues: Iterable[str] | None = None, *,
                  with_scheduled: bool = False, with_recurrences: bool = False,
                  limit: int = DEFAULT_LIMIT) -> Drained:
-    """``drain``, awaited on the running loop (for ``async def`` tests)."""
+    """``drain``, awaited on the running loop (for ``async def`` tests). The app's
+    ``on_startup``/``on_shutdown`` hooks run around it, as around a worker's life, so
+    handlers read ``current_job().context``."""
     guard.positive("limit", limit)
     if isinstance(queues, str):
         raise TypeError("queues is a list of queue names, not one str")
+    async with lifecycle.hooks(app):
+        return await _adrain(app, queues, with_scheduled, with_recurrences, limit)
+
+
+async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
+                  with_recurrences: bool, limit: int) -> Drained:
     conn = await loops.connector(app)
     by_name = served(app, queues)
     names = [q for parts in by_name.values() for q in parts]

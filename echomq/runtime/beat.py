@@ -111,6 +111,10 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
             out.expired += n
             if n < legs.promote_batch:
                 break
+        if out.expired:
+            log.info("expired %d job%s on %s: not started by %s deadline (expires=)",
+                     out.expired, "s" if out.expired != 1 else "", queue,
+                     "their" if out.expired != 1 else "its")
     return out
 
 
@@ -156,6 +160,13 @@ async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts
     throughout."""
     out = LegCounts()
     out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
+    if out.reaped:
+        # the reap script answers a count, not ids: ``echomq jobs QUEUE`` and the stalled
+        # count on each job (``echomq job ID``) name them
+        log.warning("reaped %d stalled job%s on %s: %s lease lapsed with no worker renewing "
+                    "it; back to pending (dead past max_stalled)", out.reaped,
+                    "s" if out.reaped != 1 else "", queue,
+                    "their" if out.reaped != 1 else "its")
     await promote_due(conn, queue, legs, out)
     if legs.carry:
         out.carried = await carry_flows(conn, queue, OWNER, legs.carry_lease_ms)

@@ -55,9 +55,8 @@ def check(conn: Any, queues: Iterable[str], *, force: bool = False,
     if force:
         return
     from echomq.cli.common import scan_queues
-    from echomq.verbs import registry
-
     from echomq.core import keyspace
+    from echomq.verbs import registry
 
     declared = list(declared)
     missing = unknown(conn, [keyspace.validate_queue(q) for q in queues], declared)

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from echomq import App, errors
-from tests.support.cli import echomq
 from echomq.tasks.worker import run_worker
+from tests.support.cli import echomq
 
 
 def test_job_and_result_find_a_job_sent_to_another_queue(url, queue):

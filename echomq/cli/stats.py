@@ -86,6 +86,9 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    if queues:
+        print("completed: every job completed, kept or not (the server's counters; the "
+              "dashboard's 'completed (all)'; its 'completed (kept)' counts retained rows)")
     for q, (done, failed, done_min, failed_min) in totals.items():
         print(f"{q}: {done:,} completed and {failed:,} failed attempts in all (server "
               f"counters); last minute: {done_min:,.0f} completed, {failed_min:,.0f} failed")

@@ -49,7 +49,7 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
     if not views:
         return shell(req, "Queues", "<p class='note'>No queues yet. Enqueue a job and it "
                      "shows up here.</p>", now_ms=now, live=True)
-    head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
+    head = "".join(f"<th class='n'>{_overview_label(s)}</th>" for s in insight.STATES)
     rows = []
     # a partitioned queue (mail#0 ... mail#7) opens with one row for the whole queue, its
     # counts summed; the partitions' own rows (each a complete queue) follow it
@@ -104,8 +104,8 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
     for rare in ("corrupt", "expired"):  # rows a claim could not run; missed deadlines
         if not totals[rare]:
             del totals[rare]
-    stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
-                   for k, n in totals.items())
+    stat = "".join(f"<div class='stat'><span>{'completed (all)' if k == 'completed' else k}"
+                   f"</span><b>{n:,}</b></div>" for k, n in totals.items())
     body = (
         f"{broken}<div class='stats'>{stat}</div>"
         "<table class='grid overview'><thead><tr><th>queue</th>"
@@ -116,9 +116,18 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
         "<p class='hint'>Counts refresh live. <b>Oldest due</b>: how long the oldest claimable "
         "job has waited; <b>promote lag</b>: how far past its run-at the earliest scheduled "
         "job still sits (0 when promotion keeps up). <b>Pending</b> counts the flat queue; "
-        "a grouped job waits in its group's lane (see <em>groups</em>).</p>"
+        "a grouped job waits in its group's lane (see <em>groups</em>). "
+        "<b>Completed (all)</b> counts every job completed, kept or not (the server's "
+        "counters, as <code>echomq stats</code> counts them); <b>Completed (kept)</b> counts "
+        "the completed rows retention still keeps.</p>"
     )
     return shell(req, "Queues", body, now_ms=now, live=True)
+
+
+def _overview_label(state: str) -> str:
+    """A state's column head on the overview: the completed column counts kept rows only
+    (the stat above it counts every completion), so it says so."""
+    return "Completed (kept)" if state == "completed" else STATE_LABELS[state]
 
 
 # -- a queue's jobs -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from echomq.core import ids, partitions, readings, tally
 from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
-from echomq.dashboard.backoff_pages import backoff_link, task_policy
+from echomq.dashboard.backoff_pages import backoff_link, backoff_words, task_policy
 from echomq.dashboard.charts import NONE, duration
 from echomq.dashboard.layout import (
     PAGE,
@@ -252,7 +252,9 @@ def _tally(row: dict[str, Any]) -> Tally:
 
 
 def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
-             tasks: dict[str, Any] | None = None, tree: Any = None) -> str:
+             tasks: dict[str, Any] | None = None, tree: Any = None,
+             holder: str | None = None) -> str:
+    """One job's page; ``holder``: the live worker running it (an active job), if known."""
     qq, jj = q(queue), q(job_id)
     state = row.get("state", "?")
     now = row["now_ms"]
@@ -264,6 +266,9 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("run at", when(score, now)))
     elif state == "active":
         facts.append(("lease until", when(score, now)))
+        facts.append(("held by", e(holder) if holder else
+                      "<span class='muted'>no live worker reports it (a lapsed lease is "
+                      "reaped back to pending)</span>"))
     elif state in ("completed", "dead", "cancelled", "expired", "waiting-children") \
             and score is not None:
         facts.append((SCORE_MEANING[state], when(score, now)))
@@ -288,7 +293,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
              "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
              "waiting_on"}
     for k in sorted(set(row) - known):
-        facts.append((k, f"<code>{e(row[k])}</code>"))
+        facts.append((k, explained(k, row[k])))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
     task, _ = insight.preview(row.get("payload"))
     actions = []
@@ -309,8 +314,8 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         policy, attempts = task_policy(tasks[task])
         c = charts.curve(policy, attempts)
         policy_note = (
-            f"<p class='hint'>Task <b>{e(task)}</b> retries on <code>{e(repr(policy))}</code> "
-            f"up to {attempts} attempts: dead-lettered {e(duration(c.total_ms))} after its "
+            f"<p class='hint'>Task <b>{e(task)}</b> runs up to {attempts} times and "
+            f"{e(backoff_words(policy))}: dead-lettered {e(duration(c.total_ms))} after its "
             f"first failure at most (<a href='{e(req.url(backoff_link(task, tasks[task])))}'>"
             "curve</a>).</p>")
     body = (
@@ -324,6 +329,24 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         + "</div></div>" + flow_section(req, row, tree, queue)
     )
     return shell(req, f"Job {job_id}", body, crumbs(req, queue, job_id), now)
+
+
+#: a row field the page names in words: its meaning, given the stored value
+_FIELD_WORDS = {
+    "notify": lambda v: (f"the end token is kept {duration(readings.whole(v) or 0)} after "
+                         "the job ends (what <code>app.result</code> waiters wake on)"),
+    "flow": lambda v: ("admitted in a flow (a chain, group or flow): its end is carried to "
+                       "the step or parent waiting on it" if v == "1" else None),
+    "unique_for": lambda v: f"its unique key is held {duration(readings.whole(v) or 0)}",
+}
+
+
+def explained(field: str, value: Any) -> str:
+    """A row field the page has no place for: its value, and its meaning in words when
+    known (``notify 600000`` is how long the end token is kept, not a count)."""
+    words = _FIELD_WORDS.get(field)
+    said = words(value) if words is not None else None
+    return f"<code>{e(value)}</code>" + (f" <span class='hint'>{said}</span>" if said else "")
 
 
 # -- groups -------------------------------------------------------------------------------

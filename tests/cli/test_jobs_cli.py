@@ -37,3 +37,32 @@ def test_jobs_refuses_a_bad_state_limit_or_unknown_queue(url, queue):
     done = echomq("jobs", f"{queue}-never", url=url)
     assert done.returncode == 2 and "is known" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_job_prints_its_dashboard_page_while_a_dashboard_runs(conn, url, queue):
+    import subprocess
+    import sys
+
+    from echomq.embedded.launch import free_port
+    from tests.support.polling import wait_for
+
+    jid = ids.mint()
+    jobs.enqueue(conn, queue, jid, encode("t", []))
+    registry.add(conn, [queue])
+    assert "page " not in echomq("job", jid, url=url).stdout
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "echomq.cli", "dashboard", "--url", url,
+                             "--port", str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and "dashboard" in proc.stdout.readline()
+        page = f"page      http://127.0.0.1:{port}/job/{jid}"
+        wait_for(lambda: page in echomq("job", jid, url=url).stdout, 10, "the page line")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    # a dashboard that stops takes its announcement back
+    wait_for(lambda: "page " not in echomq("job", jid, url=url).stdout, 10, "no page line")

@@ -94,10 +94,9 @@ def announce_until(conn: Any, base: str, stop: threading.Event) -> None:
 
     every_s = dashboards.TTL_MS / 3000
     while True:
-        try:
+        # refused: no announcement, `echomq job` prints no link, the dashboard serves on
+        with contextlib.suppress(errors.EchoMQError):
             dashboards.announce(conn, base)
-        except errors.EchoMQError:
-            pass  # no announcement: `echomq job` prints no link, the dashboard serves on
         if stop.wait(every_s):
             break
     with contextlib.suppress(errors.EchoMQError):

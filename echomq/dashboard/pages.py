@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -332,7 +333,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
 
 
 #: a row field the page names in words: its meaning, given the stored value
-_FIELD_WORDS = {
+_FIELD_WORDS: dict[str, Callable[[Any], str | None]] = {
     "notify": lambda v: (f"the end token is kept {duration(readings.whole(v) or 0)} after "
                          "the job ends (what <code>app.result</code> waiters wake on)"),
     "flow": lambda v: ("admitted in a flow (a chain, group or flow): its end is carried to "

@@ -7,6 +7,8 @@ when its announcement lapses. Clock: the SERVER clock (``TIME``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from echomq.core import keyspace
 from echomq.core.steps import Batch, Command, Verb, single, text, verb
 
@@ -16,8 +18,8 @@ KEY = f"{keyspace.PREFIX}:dashboards"
 TTL_MS = 60_000
 
 
-def _now_ms(reply: object) -> int:
-    secs, micros = reply  # type: ignore[misc]
+def _now_ms(reply: Any) -> int:
+    secs, micros = reply
     return int(secs) * 1000 + int(micros) // 1000
 
 

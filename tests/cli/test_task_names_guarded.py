@@ -26,9 +26,9 @@ def test_a_short_name_declared_on_another_queue_is_refused(conn, url, queue):
 
 def test_a_task_declared_in_main_warns_with_the_fix(url, tmp_path):
     script = tmp_path / "mine.py"
-    script.write_text("from echomq import App\napp = App(%r)\n"
+    script.write_text(f"from echomq import App\napp = App({url!r})\n"
                       "@app.task\ndef send(to):\n    pass\n"
-                      "@app.task(name='named')\ndef quiet():\n    pass\n" % url)
+                      "@app.task(name='named')\ndef quiet():\n    pass\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr

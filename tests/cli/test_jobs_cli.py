@@ -39,11 +39,9 @@ def test_jobs_refuses_a_bad_state_limit_or_unknown_queue(url, queue):
     assert "Traceback" not in done.stderr
 
 
-def test_job_prints_its_dashboard_page_while_a_dashboard_runs(conn, url, queue):
-    import subprocess
-    import sys
-
+def test_job_prints_its_dashboard_page_while_a_dashboard_runs(conn, url, queue, tmp_path):
     from echomq.embedded.launch import free_port
+    from tests.support.cli import kill_all, popen
     from tests.support.polling import wait_for
 
     jid = ids.mint()
@@ -51,18 +49,13 @@ def test_job_prints_its_dashboard_page_while_a_dashboard_runs(conn, url, queue):
     registry.add(conn, [queue])
     assert "page " not in echomq("job", jid, url=url).stdout
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "echomq.cli", "dashboard", "--url", url,
-                             "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen("dashboard", "--port", str(port), url=url, cwd=tmp_path)
     try:
-        assert proc.stdout is not None and "dashboard" in proc.stdout.readline()
+        assert proc.stdout is not None and b"dashboard" in proc.stdout.readline()
         page = f"page      http://127.0.0.1:{port}/job/{jid}"
         wait_for(lambda: page in echomq("job", jid, url=url).stdout, 10, "the page line")
-    finally:
-        proc.terminate()
+        proc.terminate()  # a dashboard that stops takes its announcement back
         proc.wait(10)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
-    # a dashboard that stops takes its announcement back
-    wait_for(lambda: "page " not in echomq("job", jid, url=url).stdout, 10, "no page line")
+        wait_for(lambda: "page " not in echomq("job", jid, url=url).stdout, 10, "no page")
+    finally:
+        kill_all([proc])

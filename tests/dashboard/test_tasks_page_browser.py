@@ -6,29 +6,21 @@ are shown. Playwright drives Debian's chromium, as ``test_dashboard_browser`` do
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import Browser
 
 from echomq import App, dashboard
-
-CHROMIUM = os.environ.get("ECHOMQ_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
-
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from tests.support.browser import chromium
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def tenant_of(order: dict) -> str:

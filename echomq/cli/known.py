@@ -67,9 +67,11 @@ def check(conn: Any, queues: Iterable[str], *, force: bool = False,
                     + scan_queues(conn, progress=False)})
     lines = []
     for name in missing:
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        # the closest known name, however far: the line always offers one to compare
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.0)
         lines.append(f"no queue named {name!r} is known (no producer, worker, registration "
-                     "or stored job has used it)"
-                     + (f"; did you mean {close[0]!r}?" if close else ""))
+                     "or stored job has used it); "
+                     + (f"did you mean {close[0]!r}?" if close else
+                        "did you mean another name? none is known yet"))
     raise UnknownQueue("\n".join(lines) + "\nnothing was done (--force acts on the name "
                        "anyway; `echomq stats` lists the known queues)")

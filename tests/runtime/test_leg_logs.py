@@ -13,12 +13,18 @@ from echomq.core import ids
 from echomq.core.payload import encode
 from echomq.runtime.beat import Legs, run_legs
 from echomq.runtime.metronome import Metronome
-from echomq.verbs import jobs
+from echomq.verbs import jobs, workers
 
 
 def test_a_reap_and_an_expiry_are_each_one_line(conn, url, queue, caplog):
-    jobs.enqueue(conn, queue, ids.mint(), encode("t", []))
+    stalled = ids.mint()
+    jobs.enqueue(conn, queue, stalled, encode("t", []))
     assert jobs.claim(conn, queue, 1) is not None  # a 1 ms lease: it lapses at once
+    # a hung worker still lists it as running: the line names that worker
+    workers.register(conn, workers.Registration(
+        id=f"w-{queue}", host="box", pid=1, app="a:app", queues=(queue,), concurrency=1,
+        wire=4, version="test", heartbeat_ms=5_000))
+    workers.heartbeat(conn, f"w-{queue}", 5_000, [workers.Running(stalled, queue, "t", 0, 1)])
     late = ids.mint()
     jobs.admit(conn, queue, late, encode("t", []), mode="in", value=10_000, expires_ms=5)
     time.sleep(0.05)
@@ -30,12 +36,15 @@ def test_a_reap_and_an_expiry_are_each_one_line(conn, url, queue, caplog):
         finally:
             await aconn.close()
 
-    with caplog.at_level(logging.INFO, logger="echomq"):
-        asyncio.run(main())
+    try:
+        with caplog.at_level(logging.INFO, logger="echomq"):
+            asyncio.run(main())
+    finally:
+        workers.unregister(conn, f"w-{queue}")
     said = [r.getMessage() for r in caplog.records]
     assert [m for m in said if m.startswith("reaped")] == [
-        f"reaped 1 stalled job on {queue}: its lease lapsed with no worker renewing it; "
-        "back to pending (dead past max_stalled)"]
+        f"reaped 1 stalled job on {queue}: {stalled} (t, held by w-{queue}); its lease lapsed "
+        "with no worker renewing it: back to pending (dead past max_stalled)"]
     assert any(m.startswith(f"expired 1 job on {queue}") for m in said), said
 
 

@@ -114,8 +114,9 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
             if n < legs.promote_batch:
                 break
         if out.expired:
-            log.info("expired %d job%s on %s: not started by %s deadline (expires=)",
-                     out.expired, "s" if out.expired != 1 else "", queue,
+            log.info("expired %d job%s on %s: past %s deadline (not started by its "
+                     "expires=, or a wait timed out)", out.expired,
+                     "s" if out.expired != 1 else "", queue,
                      "their" if out.expired != 1 else "its")
     return out
 

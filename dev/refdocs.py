@@ -129,31 +129,94 @@ def public_names() -> list[tuple[str, str]]:
     return out
 
 
+#: the user API, first on the page, in the order a user meets it: ``(section, intro,
+#: [(heading, dotted path, extra mkdocstrings options)])``; names of ``echomq.__all__`` not
+#: listed here follow under "Low-level API"
+USER_API: tuple[tuple[str, str, list[tuple[str, str, tuple[str, ...]]]], ...] = (
+    ("The app", "An `App` connects (or starts the embedded server) and declares tasks "
+     "with its decorators `@app.task`, `@app.every` and `@app.cron`; `app.job(id)` and "
+     "`app.result(id)` read a job on any queue.",
+     [("App", "echomq.tasks.app.App", ("inherited_members: true",))]),
+    ("The task object", "What `@app.task` returns: call it to run the function here, "
+     "`.enqueue(...)` to queue a job, `.options(...)` for one call's options, `.s(...)` "
+     "for a signature the canvas takes.",
+     [("Task", "echomq.tasks.task.Task", ())]),
+    ("A job's status", "`app.job(id)` answers a `JobInfo`.",
+     [("JobInfo", "echomq.verbs.status.JobInfo", ())]),
+    ("Inside a handler", "`current_job()` is the running job; a handler returns, raises, "
+     "or returns one of the outcomes below.",
+     [("current_job", "echomq.runtime.handler.current_job", ()),
+      ("Job", "echomq.runtime.handler.Job", ()),
+      ("Retry", "echomq.runtime.handler.Retry", ()),
+      ("Fail", "echomq.runtime.handler.Fail", ()),
+      ("Delay", "echomq.runtime.handler.Delay", ()),
+      ("RateLimited", "echomq.runtime.handler.RateLimited", ())]),
+    ("Canvas: chain, group, flow", "Work made of several jobs, admitted in one step "
+     "([flows guide](../guide/flows.md)).",
+     [("chain", "echomq.tasks.canvas.chain", ()),
+      ("group", "echomq.tasks.canvas.group", ()),
+      ("flow", "echomq.tasks.canvas.flow", ()),
+      ("Signature", "echomq.tasks.canvas.Signature", ()),
+      ("Flow", "echomq.tasks.canvas.Flow", ()),
+      ("Fanout", "echomq.tasks.canvas.Fanout", ())]),
+    ("Workers and testing", "`echomq worker` runs a `Worker`; in a test, `App(ephemeral="
+     "True)` starts a throwaway server and `run_worker(app, burst=True)` runs what is due, "
+     "then returns.",
+     [("Worker", "echomq.tasks.worker.Worker", ()),
+      ("run_worker", "echomq.tasks.worker.run_worker", ()),
+      ("EmbeddedServer", "echomq.embedded.server.EmbeddedServer", ())]),
+)
+
+
+def _block(name: str, path: str, extra: tuple[str, ...] = (), module: bool = False
+           ) -> list[str]:
+    lines = [f"### `{name}`", "", f"::: {path}", "    options:",
+             "      show_root_heading: false", "      heading_level: 4"]
+    lines += [f"      {option}" for option in extra]
+    if module:
+        lines += ["      members_order: source", "      show_submodules: false"]
+    return [*lines, ""]
+
+
 def api_page() -> str:
     lines = [
         "# Python API",
         "",
         GENERATED,
         "",
-        "Every public name of `echomq` (`echomq.__all__`), rendered from its docstring. Import",
-        "them from `echomq` itself (`from echomq import App, jobs`); the heading of each gives",
-        "the module that defines it. The modules are plain modules of the package, importable",
-        "by their own path too (`import echomq.jobs`, `from echomq.errors import KindError`).",
+        "The user API first (the app, its decorators, the task object, a job's status, "
+        "what a",
+        "handler reaches, the canvas, workers and testing), then every other public name "
+        "of",
+        "`echomq` (`echomq.__all__`): the low-level verbs and the runtime's parts. Import "
+        "them",
+        "from `echomq` itself (`from echomq import App, chain, current_job`); the modules "
+        "are",
+        "plain modules of the package, importable by their own path too (`import "
+        "echomq.jobs`).",
         "",
     ]
-    names = public_names()
+    shown = set()
+    for title, intro, entries in USER_API:
+        lines += [f"## {title}", "", intro, ""]
+        for name, path, extra in entries:
+            lines += _block(name, path, extra)
+            shown.add(path)
+    names = [(n, p) for n, p in public_names() if p not in shown]
     classes = [(n, p) for n, p in names if n[0].isupper()]
     functions = [(n, p) for n, p in names if n[0].islower() and not _is_module(p)]
     modules = [(n, p) for n, p in names if _is_module(p)]
-    for title, group, level in (("Classes", classes, None), ("Functions", functions, None),
-                                ("Modules", modules, 1)):
-        lines += [f"## {title}", ""]
+    lines += ["## Low-level API: classes", "",
+              "The verbs (one Valkey call each, for either connector) and the runtime's "
+              "parts the app",
+              "builds on: for tools, tests and code that drives the queue without an "
+              "`App`.", ""]
+    for title, group, module in ((None, classes, False),
+                                 ("Low-level API: functions", functions, False),
+                                 ("Low-level API: modules", modules, True)):
+        lines += [f"## {title}", ""] if title else []
         for name, path in group:
-            lines += [f"### `{name}`", "", f"::: {path}", "    options:",
-                      "      show_root_heading: false", "      heading_level: 4"]
-            if level:
-                lines += ["      members_order: source", "      show_submodules: false"]
-            lines.append("")
+            lines += _block(name, path, module=module)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -77,8 +78,26 @@ def run(args: argparse.Namespace) -> int:
         link += f"?token={token}"
     mode = " (read-only)" if args.read_only else ""
     print(f"EchoMQ dashboard{mode} on {link} (Ctrl-C to stop)", flush=True)
-    stop.wait()
+    announce_until(conn, f"http://{shown}:{port}", stop)
     httpd.shutdown()
     conn.close()
     app.close()
     return 0
+
+
+def announce_until(conn: Any, base: str, stop: threading.Event) -> None:
+    """Announce ``base`` in ``verbs.dashboards`` (so ``echomq job ID`` prints the job's page)
+    every third of its lifetime until ``stop``, then withdraw it. A server that refuses
+    the write (an ACL user without it) leaves the dashboard unannounced, nothing more."""
+    from echomq.core import errors
+    from echomq.verbs import dashboards
+
+    every_s = dashboards.TTL_MS / 3000
+    while True:
+        # refused: no announcement, `echomq job` prints no link, the dashboard serves on
+        with contextlib.suppress(errors.EchoMQError):
+            dashboards.announce(conn, base)
+        if stop.wait(every_s):
+            break
+    with contextlib.suppress(errors.EchoMQError):
+        dashboards.withdraw(conn, base)

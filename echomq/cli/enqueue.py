@@ -122,13 +122,15 @@ def check_task(conn: Any, name: str, queue: str) -> None:
     known |= set(declarations.declared(conn, queue))
     if name in known:
         return
-    elsewhere = sorted({q for w in live for q, ts in w.tasks.items() if name in ts})
+    elsewhere = [] if known else declared_elsewhere(conn, live, name, queue)
     if not known and not elsewhere:
         return  # nothing declared here yet (no worker ever served this queue)
     hints = []
     if elsewhere:
-        hints.append(f"it is declared on queue {', '.join(map(repr, elsewhere))}: "
-                     f"pass --queue {elsewhere[0]}")
+        where, full = elsewhere[0]
+        hints.append(f"it is declared on queue {', '.join(repr(q) for q, _ in elsewhere)}"
+                     f"{'' if full == name else f' as {full!r}'}: pass --queue {where}"
+                     f"{'' if full == name else f' and the name {full}'}")
     else:
         close = (sorted(k for k in known if k.rsplit(".", 1)[-1] == name)
                  or difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6))
@@ -140,3 +142,21 @@ def check_task(conn: Any, name: str, queue: str) -> None:
         f"unknown task {name!r} on queue {queue!r}: no live worker or declared app knows "
         f"it{hint}; nothing was queued (--force queues it anyway).\n"
         f"known tasks on {queue!r}:\n{listed}")
+
+
+def declared_elsewhere(conn: Any, live: list[Any], name: str, queue: str
+                       ) -> list[tuple[str, str]]:
+    """``(queue, full name)`` for each other queue where a live worker or a recorded
+    declaration knows ``name``, as written or as a short name (``send`` for
+    ``shop.send``), sorted; read only when nothing is known on ``queue`` itself."""
+    from echomq.verbs import declarations, registry
+
+    found: set[tuple[str, str]] = set()
+    tasks = {(q, t) for w in live for q, ts in w.tasks.items() for t in ts}
+    for q in registry.names(conn):
+        if q != queue:
+            tasks |= {(q, t) for t in declarations.declared(conn, q)}
+    for q, t in tasks:
+        if q != queue and name in (t, t.rsplit(".", 1)[-1]):
+            found.add((q, t))
+    return sorted(found)

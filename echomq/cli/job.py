@@ -32,6 +32,7 @@ def run_job(args: argparse.Namespace) -> int:
         info = app.job(job_id, queue=queue) if queue else None
         flow = (_flow_lines(conn, queue, job_id, info.state)
                 if info is not None and queue and info.row else [])
+        page = page_link(conn, job_id) if info is not None and not args.json else None
     finally:
         app.close()
     if info is None:
@@ -63,6 +64,8 @@ def run_job(args: argparse.Namespace) -> int:
     for note in info.notes:  # what another client left in the row, shown, not raised
         print(f"note      {note}")
     print_failures(info)
+    if page:
+        print(f"page      {page}")
     return 0
 
 
@@ -74,6 +77,19 @@ def print_failures(info: Any) -> None:
         print("traceback (the last failure's):")
         for line in info.traceback.splitlines():
             print(f"  {line}")
+
+
+def page_link(conn: Any, job_id: str) -> str | None:
+    """The job's dashboard page when a dashboard runs (it announces its URL while it
+    serves: ``verbs.dashboards``); ``None`` when none does or the read is refused."""
+    from echomq.core import errors
+    from echomq.verbs import dashboards
+
+    try:
+        running = dashboards.live(conn)
+    except errors.EchoMQError:
+        return None
+    return f"{running[0]}/job/{job_id}" if running else None
 
 
 def job_json(info: Any) -> dict[str, Any]:

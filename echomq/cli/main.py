@@ -32,6 +32,7 @@ from echomq.cli import (
     health,
     inspect,
     job,
+    jobs,
     outbox,
     pause,
     purge,
@@ -49,9 +50,9 @@ from echomq.cli import (
 from echomq.cli.common import default_url, explain
 
 # one module per command word, each with register(subparsers), in the help's order
-COMMANDS = (server, demo, worker, enqueue, schedule, job, stats, dead, why, cancel, pause,
-            resume, group, rate, repeat, dashboard, cluster, doctor, acl, workers, inspect,
-            health, purge, signal, outbox)
+COMMANDS = (server, demo, worker, enqueue, schedule, job, jobs, stats, dead, why, cancel,
+            pause, resume, group, rate, repeat, dashboard, cluster, doctor, acl, workers,
+            inspect, health, purge, signal, outbox)
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be
 # refused in words), not as an unknown option

@@ -13,6 +13,7 @@ import datetime as dt
 from typing import Any
 
 from echomq.cli.common import connect, fail, until_ms, until_type, url_flag
+from echomq.cli.known import check, force_flag
 from echomq.core import keyspace
 
 
@@ -22,6 +23,7 @@ def register(sub: Any) -> None:
     p.add_argument("--until", type=until_type, default=None, metavar="T",
                    help="resume by itself at T: an ISO-8601 instant, epoch ms, or a "
                         "duration from the server's now (30m, 2h)")
+    force_flag(p)
     url_flag(p)
     p.set_defaults(func=run_pause)
 
@@ -35,6 +37,7 @@ def pause_or_resume(args: argparse.Namespace, pause: bool) -> int:
         return fail(str(exc))
     conn, app = connect(args)
     try:
+        check(conn, queues, force=args.force)
         until = getattr(args, "until", None)
         end = until_ms(conn, until) if until is not None else None
         for queue in queues:

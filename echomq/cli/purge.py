@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from echomq.cli.common import connect, url_flag
+from echomq.cli.known import check, force_flag
 from echomq.core import keyspace
 
 
@@ -18,6 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--state", required=True, choices=("dead", "pending", "scheduled", "waiting"),
                    help="which jobs to delete")
     p.add_argument("--yes", action="store_true", help="really delete them")
+    force_flag(p)
     url_flag(p)
     p.set_defaults(func=run_purge)
 
@@ -32,6 +34,7 @@ def run_purge(args: argparse.Namespace) -> int:
         return 2
     conn, app = connect(args)
     try:
+        check(conn, [queue], force=args.force)
         deleted = purge.purge(conn, queue, args.state)
     finally:
         app.close()

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from echomq.cli.common import connect, scan_queues, url_flag
+from echomq.cli.known import check, force_flag
 
 
 def register(sub: Any) -> None:
@@ -18,6 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--app", default=None,
                    help="module:attribute of an App: list its queues even when empty")
     p.add_argument("--json", action="store_true", help="print JSON")
+    force_flag(p)
     url_flag(p)
     p.set_defaults(func=run_stats)
 
@@ -34,6 +36,8 @@ def run_stats(args: argparse.Namespace) -> int:
         declared = load_app(args.app).queues()
     conn, app = connect(args)
     try:
+        if args.queue:
+            check(conn, args.queue, force=args.force, declared=declared)
         queues = args.queue or scan_queues(conn, declared=declared)
         table: dict[str, dict[str, Any]] = {}
         grouped: dict[str, dict[str, int]] = {}
@@ -82,6 +86,9 @@ def run_stats(args: argparse.Namespace) -> int:
               + ("  paused" if q in paused else "  running"))
     if not queues:
         print("(no queues)")
+    if queues:
+        print("completed: every job completed, kept or not (the server's counters; the "
+              "dashboard's 'completed (all)'; its 'completed (kept)' counts retained rows)")
     for q, (done, failed, done_min, failed_min) in totals.items():
         print(f"{q}: {done:,} completed and {failed:,} failed attempts in all (server "
               f"counters); last minute: {done_min:,.0f} completed, {failed_min:,.0f} failed")

@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
                    help="4: scripts; 6: the EMQ module's native commands (default: the app's "
                         "wire= if it names one, else 6 when every server node has the "
                         "module, else 4)")
+    p.add_argument("--force", action="store_true",
+                   help="serve --queues names even when no producer, worker, registration "
+                        "or stored job has used them (a typo is refused without it)")
     p.add_argument("--no-metronome", action="store_true",
                    help="each consumer runs its own reap/promote legs (no pool election)")
     p.add_argument("--url", default=None,
@@ -101,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     if url:
         app.url = url
     queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    if queues and not args.force:
+        from echomq.cli.known import check
+
+        check(app.connector(), queues, declared=app.queues())
     extra: dict[str, Any] = {}
     if args.events:
         from echomq.runtime.events import load_observer

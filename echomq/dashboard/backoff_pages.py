@@ -24,6 +24,22 @@ def task_policy(task: Any) -> tuple[backoff.Policy, int]:
     return policy, int(task.max_attempts)
 
 
+def backoff_words(policy: backoff.Policy) -> str:
+    """A retry policy as a backoff a person reads: ``waits 200 ms, 500 ms, then 1.0 s
+    before each later retry``, ``waits 5.0 s before each retry``, ``waits 1.0 s, doubling
+    up to 1m 00s``."""
+    if backoff.is_steps(policy):
+        waits = [duration(ms) for ms in backoff.normalize(policy)]
+        if len(waits) == 1:
+            return f"waits {waits[0]} before each retry"
+        return f"waits {', '.join(waits[:-1])}, then {waits[-1]} before each later retry"
+    if policy[0] == "jitter":
+        return f"{backoff_words(policy[1])}, each wait jittered"
+    if policy[0] == "fixed":
+        return f"waits {duration(policy[1])} before each retry"
+    return f"waits {duration(policy[1])}, doubling up to {duration(policy[2])}, before a retry"
+
+
 def _policy_args(policy: backoff.Policy) -> dict[str, str]:
     if backoff.is_steps(policy):
         return {"kind": "list", "steps": ",".join(str(ms) for ms in backoff.normalize(policy))}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,7 +20,7 @@ from echomq.core import codecs, ids, partitions, readings, tally
 from echomq.core.tally import Tally
 from echomq.dashboard import charts, insight
 from echomq.dashboard.access import Access
-from echomq.dashboard.backoff_pages import backoff_link, task_policy
+from echomq.dashboard.backoff_pages import backoff_link, backoff_words, task_policy
 from echomq.dashboard.charts import NONE, duration
 from echomq.dashboard.failure_pages import FIELDS, failure_section
 from echomq.dashboard.layout import (
@@ -50,7 +51,7 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
     if not views:
         return shell(req, "Queues", "<p class='note'>No queues yet. Enqueue a job and it "
                      "shows up here.</p>", now_ms=now, live=True)
-    head = "".join(f"<th class='n'>{STATE_LABELS[s]}</th>" for s in insight.STATES)
+    head = "".join(f"<th class='n'>{_overview_label(s)}</th>" for s in insight.STATES)
     rows = []
     # a partitioned queue (mail#0 ... mail#7) opens with one row for the whole queue, its
     # counts summed; the partitions' own rows (each a complete queue) follow it
@@ -105,8 +106,8 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
     for rare in ("corrupt", "expired"):  # rows a claim could not run; missed deadlines
         if not totals[rare]:
             del totals[rare]
-    stat = "".join(f"<div class='stat'><span>{k}</span><b>{n:,}</b></div>"
-                   for k, n in totals.items())
+    stat = "".join(f"<div class='stat'><span>{'completed (all)' if k == 'completed' else k}"
+                   f"</span><b>{n:,}</b></div>" for k, n in totals.items())
     body = (
         f"{broken}<div class='stats'>{stat}</div>"
         "<table class='grid overview'><thead><tr><th>queue</th>"
@@ -117,9 +118,18 @@ def overview(req: Request, views: list[insight.QueueView], access: Access,
         "<p class='hint'>Counts refresh live. <b>Oldest due</b>: how long the oldest claimable "
         "job has waited; <b>promote lag</b>: how far past its run-at the earliest scheduled "
         "job still sits (0 when promotion keeps up). <b>Pending</b> counts the flat queue; "
-        "a grouped job waits in its group's lane (see <em>groups</em>).</p>"
+        "a grouped job waits in its group's lane (see <em>groups</em>). "
+        "<b>Completed (all)</b> counts every job completed, kept or not (the server's "
+        "counters, as <code>echomq stats</code> counts them); <b>Completed (kept)</b> counts "
+        "the completed rows retention still keeps.</p>"
     )
     return shell(req, "Queues", body, now_ms=now, live=True)
+
+
+def _overview_label(state: str) -> str:
+    """A state's column head on the overview: the completed column counts kept rows only
+    (the stat above it counts every completion), so it says so."""
+    return "Completed (kept)" if state == "completed" else STATE_LABELS[state]
 
 
 # -- a queue's jobs -----------------------------------------------------------------------
@@ -249,7 +259,9 @@ def _tally(row: dict[str, Any]) -> Tally:
 
 
 def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access: Access,
-             tasks: dict[str, Any] | None = None, tree: Any = None) -> str:
+             tasks: dict[str, Any] | None = None, tree: Any = None,
+             holder: str | None = None) -> str:
+    """One job's page; ``holder``: the live worker running it (an active job), if known."""
     qq, jj = q(queue), q(job_id)
     state = row.get("state", "?")
     now = row["now_ms"]
@@ -261,6 +273,9 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         facts.append(("run at", when(score, now)))
     elif state == "active":
         facts.append(("lease until", when(score, now)))
+        facts.append(("held by", e(holder) if holder else
+                      "<span class='muted'>no live worker reports it (a lapsed lease is "
+                      "reaped back to pending)</span>"))
     elif state in ("completed", "dead", "cancelled", "expired", "waiting-children") \
             and score is not None:
         facts.append((SCORE_MEANING[state], when(score, now)))
@@ -285,7 +300,7 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
              "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
              "waiting_on", "steps"} | FIELDS
     for k in sorted(set(row) - known):
-        facts.append((k, f"<code>{e(row[k])}</code>"))
+        facts.append((k, explained(k, row[k])))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
     task, _ = insight.preview(row.get("payload"))
     actions = []
@@ -305,8 +320,8 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
         policy, attempts = task_policy(tasks[task])
         c = charts.curve(policy, attempts)
         policy_note = (
-            f"<p class='hint'>Task <b>{e(task)}</b> retries on <code>{e(repr(policy))}</code> "
-            f"up to {attempts} attempts: dead-lettered {e(duration(c.total_ms))} after its "
+            f"<p class='hint'>Task <b>{e(task)}</b> runs up to {attempts} times and "
+            f"{e(backoff_words(policy))}: dead-lettered {e(duration(c.total_ms))} after its "
             f"first failure at most (<a href='{e(req.url(backoff_link(task, tasks[task])))}'>"
             "curve</a>).</p>")
     body = (
@@ -335,6 +350,24 @@ def steps_section(row: dict[str, Any]) -> str:
         for i, s in enumerate(steps, 1))
     return ("<h2>Steps</h2><table class='steps'><tr><th class='n'>#</th><th>step</th>"
             f"<th>state</th><th>at</th></tr>{body}</table>")
+
+
+#: a row field the page names in words: its meaning, given the stored value
+_FIELD_WORDS: dict[str, Callable[[Any], str | None]] = {
+    "notify": lambda v: (f"the end token is kept {duration(readings.whole(v) or 0)} after "
+                         "the job ends (what <code>app.result</code> waiters wake on)"),
+    "flow": lambda v: ("admitted in a flow (a chain, group or flow): its end is carried to "
+                       "the step or parent waiting on it" if v == "1" else None),
+    "unique_for": lambda v: f"its unique key is held {duration(readings.whole(v) or 0)}",
+}
+
+
+def explained(field: str, value: Any) -> str:
+    """A row field the page has no place for: its value, and its meaning in words when
+    known (``notify 600000`` is how long the end token is kept, not a count)."""
+    words = _FIELD_WORDS.get(field)
+    said = words(value) if words is not None else None
+    return f"<code>{e(value)}</code>" + (f" <span class='hint'>{said}</span>" if said else "")
 
 
 # -- groups -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ buttons send):
 | ``/`` | every queue: counts per state, sparklines, oldest due age, promote lag, paused |
 | ``/q/<q>?state=S&after=C`` | a page of one state's jobs (cursor paging), search by id |
 | ``/q/<q>/job/<id>`` | one job: payload, attempts, failures, error, result, actions |
+| ``/job/<id>`` | the same job page, found on whichever queue holds it (a redirect) |
 | ``/q/<q>/clock?at=MS`` | the schedule clock: what a promote at ``at`` would release |
 | ``/q/<q>/repeat`` | registrations with their next 5 runs, pause/resume/cancel |
 | ``/q/<q>/groups`` | groups: waiting, active, limit, rate, paused; pause/resume |
@@ -163,6 +164,18 @@ def find(board: Dashboard, req: Request, queues: list[str]) -> Response:
         req, "Not found", f"No job {job_id!r} in {', '.join(queues) or 'any queue'}."))
 
 
+def _job_anywhere(board: Dashboard, req: Request, p: Params) -> Response:
+    """``/job/<id>``: the job's page on whichever queue holds it (the queues shown, then
+    every registered one: ``registry.find``), or a 404 naming where it looked."""
+    job_id = p["name"]
+    where = registry.find(board.conn, job_id, board.queues())
+    if where is not None:
+        return redirect(req.url(f"/q/{q(where)}/job/{q(job_id)}"))
+    return html_response(404, layout.message(
+        req, "Not found", f"No job {job_id!r} on any queue (never queued, or ended and no "
+        "longer kept)."))
+
+
 def _queue(board: Dashboard, req: Request, p: Params) -> Response:
     queue = p["queue"]
     members = board.members(queue)
@@ -193,7 +206,19 @@ def _job(board: Dashboard, req: Request, p: Params) -> Response:
     if row["has_children"]:
         tree = flows.tree(board.conn, queue, job_id, FLOW_DEPTH, FLOW_WIDTH)
     return html_response(200, pages.job_page(req, queue, job_id, row, board.access,
-                                             board.tasks, tree))
+                                             board.tasks, tree, holder(board, queue, job_id,
+                                                                       row)))
+
+
+def holder(board: Dashboard, queue: str, job_id: str, row: dict[str, object]) -> str | None:
+    """The live worker whose running jobs name an active ``job_id`` (its id, host and
+    pid, as ``/workers`` lists it), or ``None``."""
+    if row.get("state") != "active":
+        return None
+    for w in workers.live(board.conn, queue=queue, sweep=False):
+        if any(r.id == job_id for r in w.busy):
+            return f"{w.id} ({w.app}, pid {w.pid} on {w.host})"
+    return None
 
 
 def _clock(board: Dashboard, req: Request, p: Params) -> Response:
@@ -226,6 +251,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workers", _workers),
     Route("GET", "/busy", _busy),
     Route("GET", "/find", _find),
+    Route("GET", "/job/{name}", _job_anywhere),
     Route("GET", "/api/workers", lambda b, r, p: api.workers(b.conn)),
     Route("GET", "/api/tasks", lambda b, r, p: api.tasks(
         task_rows.gather(b.conn, b.queues(), b.tasks, r.arg("q")))),

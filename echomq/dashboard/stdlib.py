@@ -82,6 +82,15 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
     board: Dashboard
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away mid-request (a closed tab, a reload) is no error: say
+        nothing; anything else gets the standard library's report."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     def shutdown(self) -> None:
         """Stop serving and end the open event streams (their browsers reconnect)."""
         self.board.closing.set()

@@ -34,15 +34,44 @@ def _secs(s: float | None) -> str:
     return NONE if s is None else duration(s * 1000)
 
 
-def _summary_cells(s: Summary, cls: str) -> str:
-    return (f"<td class='n {cls} runs'>{s.total:,}</td><td class='n {cls}'>"
-            f"{s.per_minute:.2f}</td><td class='n {cls} fail'>{_pct(s.failure_rate)}</td>"
-            f"<td class='n {cls}'>{e(_secs(s.p50_s))}</td><td class='n {cls}'>"
-            f"{e(_secs(s.p95_s))}</td>")
+def _summary_cells(s: Summary, cls: str, times: bool = True) -> str:
+    """Runs, failure rate and (``times``) p50/p95: the list's cells for one window (the
+    rate per minute and the charts are on the task's page)."""
+    cells = (f"<td class='n {cls} runs'>{s.total:,}</td>"
+             f"<td class='n {cls} fail'>{_pct(s.failure_rate)}</td>")
+    if times:
+        cells += (f"<td class='n {cls}'>{e(_secs(s.p50_s))}</td>"
+                  f"<td class='n {cls}'>{e(_secs(s.p95_s))}</td>")
+    return cells
 
 
 def _link(req: Request, r: TaskRow) -> str:
     return req.url(f"/tasks/{q(r.queue)}/{q(r.task)}")
+
+
+#: what the Tasks list shows of a task's options, in this order (the rest, and each in
+#: full, are on the task's own page)
+SUMMARY = ("retries", "timeout", "cron", "every", "rate", "group", "expires", "retry_on")
+
+
+def summary(options: Mapping[str, str], link: str) -> str:
+    """A task's options in a line or two for the Tasks list: the attempts (not the whole
+    backoff), the timeout, recurrences, rate, group, deadline and which errors retry;
+    "N more" links to the task's page, where every option is spelt out."""
+    shown = []
+    for key in SUMMARY:
+        value = options.get(key)
+        if value is None or value == NONE or (key == "timeout" and value == "none"):
+            continue
+        if key == "retries":
+            value = value.split(",", 1)[0]  # "25 attempts"; the backoff is on the page
+        shown.append(f"<span class='opt'><span class='note'>{e(key)}</span> "
+                     f"<code>{e(value)}</code></span>")
+    rest = len([k for k, v in options.items() if k not in SUMMARY and k != "queue"
+                and v not in (None, NONE)])
+    if rest:
+        shown.append(f"<a class='note' href='{e(link)}'>{rest} more</a>")
+    return " · ".join(shown) or f"<span class='note'>{NONE}</span>"
 
 
 def tasks_page(req: Request, rows: Sequence[TaskRow], search: str = "",
@@ -58,8 +87,7 @@ def tasks_page(req: Request, rows: Sequence[TaskRow], search: str = "",
         return shell(req, "Tasks", form + f"<p class='note'>{what}</p>")
     body = []
     for r in rows:
-        opts = "".join(f"<div><span class='note'>{e(k)}</span> <code>{e(v)}</code></div>"
-                       for k, v in r.options.items()) or f"<span class='note'>{NONE}</span>"
+        opts = summary(r.options, _link(req, r))
         curve = ""
         if app_tasks and r.task in app_tasks:
             curve = (f" <a href='{e(req.url(backoff_link(r.task, app_tasks[r.task])))}'>"
@@ -76,18 +104,20 @@ def tasks_page(req: Request, rows: Sequence[TaskRow], search: str = "",
             f"{charts.sparkline(hour_failed, 'failed', label='failed')}</td>"
             f"{_summary_cells(r.hour, 'hour')}"
             f"<td>{charts.sparkline(day_runs, 'done', label='runs per half hour')}</td>"
-            f"{_summary_cells(r.day, 'day')}</tr>")
-    cols = ("<th class='n'>runs</th><th class='n'>/min</th><th class='n'>failed</th>"
-            "<th class='n'>p50</th><th class='n'>p95</th>")
+            f"{_summary_cells(r.day, 'day', times=False)}</tr>")
+    cols = "<th class='n'>runs</th><th class='n'>failed</th>"
+    times = "<th class='n'>p50</th><th class='n'>p95</th>"
     table = (
         "<table class='grid tasks'><thead><tr><th rowspan='2'>task</th><th rowspan='2'>"
-        "queue</th><th rowspan='2'>options</th><th colspan='6'>last hour</th>"
-        f"<th colspan='6'>last day</th></tr><tr><th></th>{cols}<th></th>{cols}</tr></thead>"
+        "queue</th><th rowspan='2'>options</th><th colspan='5'>last hour</th>"
+        f"<th colspan='3'>last day</th></tr><tr><th></th>{cols}{times}<th></th>{cols}</tr>"
+        "</thead>"
         f"<tbody>{''.join(body)}</tbody></table>"
         "<p class='hint'>Runs by outcome as the workers count them (completed, retried, dead, "
         "cancelled, timed out); <b>failed</b> is the share that retried, died or timed out; "
         "p50/p95: the run time, from the duration histogram. The sparklines are runs per "
-        "minute (hour) and per half hour (day).</p>")
+        "minute (hour) and per half hour (day). Each task's page spells out every option "
+        "and plots its hour and day.</p>")
     more = (f"<p class='note'>Showing the first {MAX_TASKS}: search to narrow.</p>"
             if len(rows) >= MAX_TASKS else "")
     return shell(req, "Tasks", form + table + more)

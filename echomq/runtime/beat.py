@@ -29,9 +29,11 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.core import backoff, errors
+from echomq.core import backoff, errors, words
 from echomq.core.steps import Verb, verb
-from echomq.verbs import flows, jobs, retention
+from echomq.runtime.route import task_name
+from echomq.verbs import flows, jobs, retention, workers
+from echomq.verbs.jobs.claims import reap_ids
 
 DEFAULT_BEAT_MS = 100
 DEFAULT_BATCH = 1000
@@ -113,6 +115,11 @@ async def promote_due(conn: Any, queue: str, legs: Legs, out: LegCounts) -> LegC
                 break
         # the next due instant once the sweep moved its deadlines (a wait timed out)
         out.next_due_ms = (await jobs.next_due(conn, queue)).ms
+        if out.expired:
+            log.info("expired %d job%s on %s: past %s deadline (not started by its "
+                     "expires=, or a wait timed out)", out.expired,
+                     "s" if out.expired != 1 else "", queue,
+                     "their" if out.expired != 1 else "its")
     return out
 
 
@@ -157,13 +164,37 @@ async def run_legs(conn: Any, queue: str, legs: Legs, beat_no: int) -> LegCounts
     then (every ``trim_every`` beats) a bounded retention trim. SERVER clock
     throughout."""
     out = LegCounts()
-    out.reaped = await jobs.reap(conn, queue, legs.reap_batch, legs.max_stalled)
+    reaped = await reap_ids(conn, queue, legs.reap_batch, legs.max_stalled)
+    out.reaped = len(reaped)
+    if reaped:
+        await say_reaped(conn, queue, reaped)
     await promote_due(conn, queue, legs, out)
     if legs.carry:
         out.carried = await carry_flows(conn, queue, OWNER, legs.carry_lease_ms)
     if legs.trim_every and beat_no % legs.trim_every == 0:
         out.trimmed = await retention.apply(conn, queue, legs.retention)
     return out
+
+
+async def say_reaped(conn: Any, queue: str, reaped: list[str]) -> None:
+    """One WARNING for a reap: how many, and the first few by id, task and the worker that
+    held each when a live worker's running list still names it (a hung one). Reads the
+    rows and the live workers only then (a reap is rare)."""
+    holders: dict[str, str] = {}
+    with contextlib.suppress(errors.EchoMQError):  # a read-only ACL user: no holders
+        holders = {r.id: w.id for w in await workers.live(conn, queue=queue, sweep=False)
+                   for r in w.busy}
+    named = []
+    for job_id in reaped[:words.SHOWN]:
+        row = await jobs.get(conn, queue, job_id)
+        task = task_name(row["payload"]) if row and row.get("payload") else "?"
+        held = f", held by {holders[job_id]}" if job_id in holders else ""
+        named.append(f"{job_id} ({task}{held})")
+    n = len(reaped)
+    log.warning("reaped %d stalled job%s on %s: %s; %s lease lapsed with no worker renewing "
+                "it: back to pending (dead past max_stalled)", n, "s" if n != 1 else "",
+                queue, words.few(named + ["?"] * (n - len(named))),
+                "their" if n != 1 else "its")
 
 
 def wake_delay(until_beat: float, next_due_ms: int | None) -> tuple[float, bool]:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.core import errors, keyspace
+from echomq.core import errors, keyspace, words
 from echomq.core import guards as guard
 from echomq.core.steps import Eval, Verb, single, verb
 from echomq.runtime.beat import (
@@ -118,6 +118,7 @@ class Metronome:
         #: where an outage is logged (once per outage: ``runtime.weather``)
         self.weather = weather if weather is not None else Weather("metronome")
         self._ever_held: set[str] = set()  # queues this metronome has held at some time
+        self._taken: list[str] = []  # first held this beat: one log line for them all
         self._backs_at: dict[str, int] = {}  # the weather's ``backs`` when a queue degraded
         self.stats = MetronomeStats(passes={q: 0 for q in self.queues})
         self.held: set[str] = set()
@@ -234,6 +235,7 @@ class Metronome:
         self.stats.beats += 1
         # a queue chased for a lead keeps its instant: its holder elsewhere never heard of it
         self._due = {q: at for q, at in self._due.items() if q in self._chase}
+        fresh = len(self._taken)
         for q in self.queues:
             if self._resting(q):
                 continue
@@ -244,6 +246,15 @@ class Metronome:
                 self._degrade(q, exc)
             else:
                 self._recovered(q)
+        if len(self._taken) > fresh:
+            self._say_taken()
+
+    def _say_taken(self) -> None:
+        """One line for the queues whose lease this metronome took for the first time
+        this beat (a worker on 1,000 queues says so once, naming a few)."""
+        taken, self._taken = self._taken, []
+        log.info("metronome %s holds %d queue%s: %s", self.owner, len(taken),
+                 "s" if len(taken) != 1 else "", words.few(taken))
 
     async def _beat(self, q: str) -> None:
         """``q``'s part of a beat: hold its lease and, if held, run its legs."""
@@ -256,8 +267,10 @@ class Metronome:
         if q not in self.held:
             # once at INFO; a lease taken back after an outage is the outage's story, which
             # the weather tells in one line
-            (log.debug if q in self._ever_held else log.info)(
-                "metronome %s holds %s", self.owner, q)
+            if q in self._ever_held:
+                log.debug("metronome %s holds %s", self.owner, q)
+            else:
+                self._taken.append(q)  # said in one line at the end of the beat
             self._ever_held.add(q)
             self.held.add(q)
         began = time.monotonic()

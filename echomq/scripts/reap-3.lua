@@ -1,7 +1,9 @@
 -- the @reap script: return expired leases, on the SERVER clock.
 -- KEYS[1] = active, KEYS[2] = pending, KEYS[3] = dead
--- ARGV[1] = the queue base, ARGV[2] = the batch, ARGV[3] = max stalls before dead-lettering
--- Reply: the count of expired leases handled (returned or dead-lettered), at most the batch.
+-- ARGV[1] = the queue base, ARGV[2] = the batch, ARGV[3] = max stalls before dead-lettering,
+-- optionally ARGV[4] = '1': reply with the ids instead of their count (a worker's log names them)
+-- Reply: the count of expired leases handled (returned or dead-lettered), at most the batch
+-- (with ARGV[4] = '1', those ids).
 -- Each expired job gets stalled + 1. Past the threshold (for a durable job: the stalls since
 -- its last recorded step, stalled - stall_base) it is dead-lettered (state = dead,
 -- error 'stalled', on the dead set at now); otherwise it rejoins pending (or its lane) with
@@ -36,4 +38,5 @@ for _, id in ipairs(expired) do
     end
   end
 end
+if ARGV[4] == '1' then return expired end
 return #expired

@@ -60,6 +60,7 @@ from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
 from echomq.tasks.task import Task
 from echomq.verbs import durable, flows, results, status
+from echomq.verbs import registry as queue_registry
 from echomq.verbs.durability import Wait
 from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.repeat import Definition
@@ -355,19 +356,28 @@ class App(Client):
         return [keyspace.validate_queue(queue)] if queue else (
             self.queues() or [self.default_queue])
 
+    def _where(self, queue: str | None, found: str | None) -> list[str]:
+        """The queues a read given ``queue`` looks at, once ``registry.find`` (this app's
+        queues, then every registered one: a job sent with ``options(queue=...)`` or by
+        another app) has ``found`` the id's queue; this app's queues when it found none."""
+        return self._lookup(queue) if queue or found is None else [found]
+
     def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """A job's status (state, attempts, last error, run-at, progress, kept result),
         looked up on ``queue`` or on every queue of this app; ``None`` when neither a row
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
         guard.string("job_id", job_id)
-        return status.read(self.connector(), self._lookup(queue), job_id, self.format)
+        conn = self.connector()
+        found = None if queue else queue_registry.find(conn, job_id, self._lookup(None))
+        return status.read(conn, self._where(queue, found), job_id, self.format)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        return await status.read(await self.aconnector(), self._lookup(queue), job_id,
-                                 self.format)
+        conn = await self.aconnector()
+        found = None if queue else await queue_registry.find(conn, job_id, self._lookup(None))
+        return await status.read(conn, self._where(queue, found), job_id, self.format)
 
     # -- durable signals (echomq.verbs.durable) ------------------------------------------
 
@@ -393,14 +403,18 @@ class App(Client):
         cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
-        return results.wait(self.connector(), self._lookup(queue), job_id,
+        conn = self.connector()
+        found = None if queue else queue_registry.find(conn, job_id, self._lookup(None))
+        return results.wait(conn, self._where(queue, found), job_id,
                             results.timeout_s(timeout), self.format)
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
-        return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
+        conn = await self.aconnector()
+        found = None if queue else await queue_registry.find(conn, job_id, self._lookup(None))
+        return await results.wait(conn, self._where(queue, found), job_id,
                                   results.timeout_s(timeout), self.format)
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:

@@ -29,7 +29,8 @@ def tasks_by_queue(app: App, queues: Sequence[str]) -> dict[str, list[str]]:
 def options(app: App, task: Task[Any, Any]) -> dict[str, Any]:
     """How ``task`` runs, as JSON-able data: its queue (and partitions), retries and
     backoff, lease, timeout, kept result, group, isolation, and its recurrences."""
-    group = task.group if isinstance(task.group, str | None) else "<function>"
+    group = (task.group if isinstance(task.group, str | None)
+             else f"by {getattr(task.group, '__qualname__', 'a function')}(...)")
     out: dict[str, Any] = {
         "queue": task.queue, "partitions": task.partitions,
         "max_attempts": task.max_attempts,
@@ -38,10 +39,26 @@ def options(app: App, task: Task[Any, Any]) -> dict[str, Any]:
         "timeout_ms": task.timeout_ms, "keep_result_ms": task.keep_result_ms,
         "group": group, "isolation": task.isolation,
     }
+    out.update(_failure_options(task))
     recurrences = [{"name": r.name, "every_ms": r.every_ms, "cron": r.cron, "tz": r.tz}
                    for r in app.recurrences if r.task == task.name]
     if recurrences:
         out["recurrences"] = recurrences
+    return out
+
+
+def _failure_options(task: Task[Any, Any]) -> dict[str, Any]:
+    """Which errors retry (``retry_on``/``dont_retry_on``, by class name) and the
+    deadline (``expires``: ms after admission, or an instant), where the task sets them."""
+    out: dict[str, Any] = {}
+    for key in ("retry_on", "dont_retry_on"):
+        classes = getattr(task, key, None)
+        if classes:
+            classes = classes if isinstance(classes, tuple) else (classes,)
+            out[key] = [c.__name__ for c in classes]
+    deadline = getattr(task, "expires", None)
+    if deadline is not None:
+        out["expires_ms" if deadline.mode == "in" else "expires_at_ms"] = deadline.value
     return out
 
 

@@ -86,6 +86,8 @@ class Registry:
         if not callable(target):
             raise TypeError(f"@app.task decorates a function, not {type(target).__name__}")
         name = d.name or default_name(target)
+        if not d.name and getattr(target, "__module__", None) == "__main__":
+            warn_main(name)
         if name in self.tasks and self.tasks[name].fn is not target:
             raise ValueError(f"a task named {name!r} is already registered")
         t: Task[Any, Any] = Task(self.producer, target, d, name)
@@ -179,3 +181,21 @@ class Registry:
         task is reaped on time if its worker dies before the first checkpoint."""
         leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
         return min(leases) if leases else DEFAULT_LEASE_MS
+
+
+def warn_main(name: str) -> None:
+    """Warn that a task declared in a script run as ``__main__`` has two names: ``send``
+    here, ``mine.send`` in a worker that imports the file (its jobs would die there as an
+    unknown task)."""
+    import sys
+    import warnings
+    from pathlib import Path
+
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    module = Path(path).stem if path else "yourmodule"
+    warnings.warn(
+        f"task {name!r} is declared in __main__ (a script run directly): this process "
+        f"names it {name!r}, a worker that imports the file names it "
+        f"'{module}.{name}', and its jobs die there as an unknown task; define it in a "
+        f"module and import it (or give it a name: @app.task(name={name!r}))",
+        UserWarning, stacklevel=4)

@@ -43,7 +43,7 @@ from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.plan import AUTO, check_wire
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import keyspace, words
 from echomq.core.times import seconds_to_ms
 from echomq.runtime.beat import DEFAULT_BEAT_MS, Legs
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY, Consumer
@@ -226,7 +226,7 @@ class Worker:
             log.info("worker %d on %s (wire %d: %s) serving %s (concurrency %d per queue, "
                      "beat %d ms%s%s)%s", os.getpid(), urls.redact(self.app.url), conn.wire,
                      conn.wire_reason,
-                     ", ".join(self.queues), self.concurrency, self.beat_ms,
+                     words.few(self.queues), self.concurrency, self.beat_ms,
                      ", metronome" if self.use_metronome else "",
                      ", burst" if self.burst else "",
                      f"; registered as {self.id}" if self.presence else "")
@@ -359,7 +359,7 @@ class Worker:
                 idle = waiting == 0
             quiet = quiet + 1 if idle else 0
             if quiet >= 2:
-                log.info("burst: nothing left to run on %s; stopping", ", ".join(self.queues))
+                log.info("burst: nothing left to run on %s; stopping", words.few(self.queues))
                 stop.set()
 
     async def _drain(self) -> int:

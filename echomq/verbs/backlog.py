@@ -18,16 +18,19 @@ from echomq.core.steps import Batch, Command, Verb, scored, text, verb
 
 @verb
 def ready(queue: str) -> Verb[int]:
-    """How many jobs of ``queue`` are pending or due now (two round trips)."""
+    """How many jobs of ``queue`` are pending or due now (two round trips); 0 while the
+    queue is paused: no claim hands them out, so a burst worker has nothing it may run."""
     pending = keyspace.queue_key(queue, "pending")
     schedule = keyspace.queue_key(queue, "schedule")
+    paused = keyspace.queue_key(queue, "paused")
 
     def calls() -> Verb[int]:
         secs, micros = yield Command(("TIME",))
         now_ms = int(secs) * 1000 + int(micros) // 1000
-        waiting, due = yield Batch((Command(("ZCARD", pending)),
-                                    Command(("ZCOUNT", schedule, "-inf", now_ms))))
-        return int(waiting) + int(due)
+        waiting, due, held = yield Batch((Command(("ZCARD", pending)),
+                                          Command(("ZCOUNT", schedule, "-inf", now_ms)),
+                                          Command(("EXISTS", paused))))
+        return 0 if int(held) else int(waiting) + int(due)
 
     return calls()
 

@@ -60,6 +60,22 @@ def queues(scan: bool = True, declared: Sequence[str] = (), budget: int = discov
 
 
 @verb
+def find(job_id: str, first: Sequence[str] = ()) -> Verb[str | None]:
+    """The queue holding ``job_id``'s row or kept result among ``first`` (e.g. an app's
+    queues) and every registered queue: where ``app.job`` looks when given no queue. Two
+    round trips (the registry, then one pipelined ``EXISTS`` per queue), or ``None``."""
+    head = [keyspace.validate_queue(q) for q in first]
+
+    def calls() -> Verb[str | None]:
+        registered = sorted(text(m) for m in (yield Command(("SMEMBERS", KEY))))
+        found: str | None = yield from locate.steps(job_id,
+                                                    dict.fromkeys([*head, *registered]))
+        return found
+
+    return calls()
+
+
+@verb
 def locate(job_id: str, among: Iterable[str]) -> Verb[str | None]:
     """The first queue of ``among`` holding a row or a kept result for ``job_id`` (one
     pipelined round trip of ``EXISTS``: an ack that deleted the row may have kept the

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from echomq.core import ids, keyspace
-from echomq.verbs import jobs
+from echomq.verbs import jobs, registry
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow  # the fast loop (-m 'not slow') leaves this file out
@@ -56,6 +56,7 @@ def test_cancel_finds_the_queue_by_discovery_and_refuses_a_foreign_id(url, conn,
 
 
 def test_pause_resume_shown_in_stats(url, raw, conn, queue):
+    registry.add(conn, [queue])  # a queue some producer used (an unknown name is refused)
     paused = echomq("pause", queue, url=url)
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout.strip() == f"{queue} paused"

@@ -11,7 +11,7 @@ import pytest
 
 from echomq.cli.group import parse_limit, parse_rate
 from echomq.core import ids
-from echomq.verbs import groups, jobs
+from echomq.verbs import groups, jobs, registry
 from tests.support.cli import echomq
 
 
@@ -83,6 +83,7 @@ def test_group_controls_round_trip_through_the_cli(conn, url, queue):
 
 @pytest.mark.slow
 def test_queue_rate_set_and_clear(conn, url, queue, raw):
+    registry.add(conn, [queue])  # a queue some producer used (an unknown name is refused)
     done = echomq("rate", queue, "100/1m", url=url)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"queue {queue}: rate 100/1m"

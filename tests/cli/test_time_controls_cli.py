@@ -15,7 +15,7 @@ import time
 import pytest
 
 from echomq.core import ids, keyspace
-from echomq.verbs import groups, jobs, repeat
+from echomq.verbs import groups, jobs, registry, repeat
 from tests.support.clients import server_ms
 
 pytestmark = pytest.mark.slow  # subprocesses
@@ -59,6 +59,7 @@ def test_why_of_an_unknown_or_foreign_id(url, queue):
 
 
 def test_pause_until_a_duration_resumes_by_itself(url, conn, queue):
+    registry.add(conn, [queue])  # a queue some producer used (an unknown name is refused)
     out = ok(echomq("pause", queue, "--until", "1s", url=url))
     assert out.startswith(f"{queue} paused until ")
     assert jobs.is_paused(conn, queue)
@@ -69,6 +70,7 @@ def test_pause_until_a_duration_resumes_by_itself(url, conn, queue):
 
 
 def test_pause_until_an_instant_and_a_bad_one(url, conn, queue):
+    registry.add(conn, [queue])
     at = dt.datetime.fromtimestamp(server_ms(conn.client) / 1000 + 3600, dt.UTC)
     ok(echomq("pause", queue, "--until", at.isoformat(), url=url))
     assert jobs.paused_until(conn, queue) == int(at.timestamp() * 1000)

@@ -506,15 +506,21 @@ def test_an_apps_tasks_show_their_retry_policies(conn, queue):
     httpd = dashboard.serve(conn, port=0, tasks=app.tasks)
     try:
         c = Client(httpd.server_address[1])
-        code, page = c.get("/tasks")
+        code, page = c.get("/tasks")  # the list summarises; each task's page spells out
+        assert code == 200 and "5 attempts" in page and "3 attempts" in page
+        send_name, tidy_name = list(app.tasks)
+        code, page = c.get(f"/tasks/{queue}/{send_name}")
         assert code == 200 and "&#x27;exponential&#x27;, 1000, 60000" in page
-        assert "15.0 s" in page and "2.0 s" in page  # 1+2+4+8 s; tidy: 2 x the 1 s default
+        assert "15.0 s" in page  # 1+2+4+8 s
+        code, page = c.get(f"/tasks/{queue}-other/{tidy_name}")
+        assert "2.0 s" in page  # tidy: 2 x the 1 s default
         code, page = c.get("/")
         assert queue + "-other" in page  # the app's queues, listed while empty
         jid = ids.mint()
         jobs.enqueue(conn, queue, jid, encode(next(iter(app.tasks)), ["a@b.c"]))
         code, page = c.get(f"/q/{queue}/job/{jid}")
-        assert "up to 5 attempts: dead-lettered 15.0 s" in page
+        assert ("runs up to 5 times and waits 1.0 s, doubling up to 1m 00s, before a retry: "
+                "dead-lettered 15.0 s") in page
         name = next(iter(app.tasks))
         code, page = c.get(f"/backoff?task={name}")
         assert "id='backoff-total'>15.0 s<" in page and "own policy" in page

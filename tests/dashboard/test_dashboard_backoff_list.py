@@ -25,7 +25,7 @@ def test_the_explorer_draws_a_list_backoff(conn, queue):
         assert "id='backoff-total'>1m 06s<" in page
         assert "<option selected>list</option>" in page
         # the task's own policy, from the tasks page's link
-        code, page = c.get("/tasks")
+        code, page = c.get(f"/tasks/{fetch.queue}/{fetch.name}")  # spelt out on its page
         assert code == 200 and "[1000, 5000, 30000]" in page
         code, page = c.get(f"/backoff?task={fetch.name}")
         assert code == 200 and "own policy" in page and "[1000, 5000, 30000]" in page

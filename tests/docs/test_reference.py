@@ -83,3 +83,17 @@ def test_every_public_name_has_a_docstring() -> None:
             if not doc or generated:  # a dataclass's generated signature is no docstring
                 missing.append(f"{name}.{member}")
     assert not missing, f"no docstring: {missing}"
+
+
+def test_api_page_opens_with_the_user_api() -> None:
+    """The user API (issue 32) precedes the low-level verbs: App with its decorators and
+    inherited members, the task object, JobInfo, current_job, the canvas, testing."""
+    page = (REFERENCE / "api.md").read_text()
+    low = page.index("## Low-level API")
+    for path in ("echomq.tasks.app.App", "echomq.tasks.task.Task", "echomq.verbs.status.JobInfo",
+                 "echomq.runtime.handler.current_job", "echomq.tasks.canvas.chain",
+                 "echomq.tasks.canvas.group", "echomq.tasks.canvas.flow",
+                 "echomq.tasks.worker.run_worker"):
+        assert page.index(f"::: {path}\n") < low, path
+    assert "inherited_members: true" in page[:page.index("## The task object")]
+    assert page.index("::: echomq.verbs.jobs.claims.Claim") > low

@@ -92,15 +92,27 @@ def declared_options(raw: Mapping[str, Any]) -> dict[str, str]:
             ms = raw.pop("keep_result_ms")
             out["keep_result"] = duration(ms) if ms else "no"
         recurrences = raw.pop("recurrences", None) or []
-        runs = [(r.get("cron") or "") + (f" ({r['tz']})" if r.get("tz") else "")
-                if r.get("cron") else f"every {duration(r.get('every_ms'))}"
-                for r in recurrences if isinstance(r, dict)]
-        out["cron"] = ", ".join(runs) or NONE
+        kept = [r for r in recurrences if isinstance(r, dict)]
+        crons = [r["cron"] + (f" ({r['tz']})" if r.get("tz") else "")
+                 for r in kept if r.get("cron")]
+        intervals = [duration(r.get("every_ms")) for r in kept if not r.get("cron")]
+        out["cron"] = ", ".join(crons) or NONE
+        if intervals:  # an interval is no cron expression: its own line
+            out["every"] = ", ".join(intervals)
+        for key in ("retry_on", "dont_retry_on"):
+            if raw.get(key):
+                out[key] = ", ".join(map(str, raw.pop(key)))
+        if raw.get("expires_ms"):
+            out["expires"] = f"{duration(raw.pop('expires_ms'))} after admission"
+        if raw.get("expires_at_ms"):
+            at = datetime.fromtimestamp(int(raw.pop("expires_at_ms")) / 1000, UTC)
+            out["expires"] = f"at {at.isoformat(timespec='seconds')}"
         if "group" in raw:
             group = raw.pop("group")
             out["group"] = NONE if group is None else str(group)
         rate = raw.pop("rate", None)
-        out["rate"] = str(rate) if rate else NONE
+        out["rate"] = (f"{rate[0]} per {duration(rate[1])}" if isinstance(rate, list | tuple)
+                       and len(rate) == 2 else str(rate) if rate else NONE)
     except (TypeError, ValueError):  # a declaration this version cannot read: shown raw
         pass
     for k, v in raw.items():

@@ -97,18 +97,29 @@ def reap(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED) -> Verb
 
     Each counts a stall; a job that stalls more than ``max_stalled`` times is dead-lettered.
     """
+    return single(_reap_step(queue, batch, max_stalled, False), int)
+
+
+@verb
+def reap_ids(queue: str, batch: int, max_stalled: int = DEFAULT_MAX_STALLED
+             ) -> Verb[list[str]]:
+    """``reap``, answering the ids it handled (so a worker's log can name them)."""
+    return single(_reap_step(queue, batch, max_stalled, True),
+                  lambda reply: [text(i) for i in reply])
+
+
+def _reap_step(queue: str, batch: int, max_stalled: int, ids: bool) -> Eval:
     guard.positive("batch", batch)
     guard.non_negative("max_stalled", max_stalled)
-    step = Eval(
+    return Eval(
         "reap",
         (
             keyspace.queue_key(queue, "active"),
             keyspace.queue_key(queue, "pending"),
             keyspace.queue_key(queue, "dead"),
         ),
-        (keyspace.base(queue), str(batch), str(max_stalled)),
+        (keyspace.base(queue), str(batch), str(max_stalled), *(("1",) if ids else ())),
     )
-    return single(step, int)
 
 
 @verb

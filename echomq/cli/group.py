@@ -95,9 +95,10 @@ def _queue_group(p: argparse.ArgumentParser) -> None:
 def _checked(args: argparse.Namespace) -> None:
     """Names are checked before any connection: a bad one writes nothing."""
     from echomq.core import keyspace
+    from echomq.verbs.groups import check_group_name
     keyspace.validate_queue(args.queue)
     if getattr(args, "group", None) is not None:
-        keyspace.validate_group(args.group)
+        check_group_name(args.group)  # "tenant-*" is refused, pointing at the task's defaults
 
 
 def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:

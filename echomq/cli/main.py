@@ -32,6 +32,7 @@ from echomq.cli import (
     health,
     inspect,
     job,
+    limit,
     pause,
     purge,
     rate,
@@ -48,7 +49,7 @@ from echomq.cli.common import default_url, explain
 
 # one module per command word, each with register(subparsers), in the help's order
 COMMANDS = (server, demo, worker, enqueue, schedule, job, stats, dead, why, cancel, pause,
-            resume, group, rate, repeat, dashboard, cluster, doctor, acl, workers, inspect,
+            resume, group, rate, limit, repeat, dashboard, cluster, doctor, acl, workers, inspect,
             health, purge)
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be

@@ -14,7 +14,11 @@
 -- on the SERVER clock (<base>starts, g:<group>:starts, bucketed by ms: includes/window.lua):
 -- never more than max starts in any window of ms; a group whose window is full waits on
 -- <base>gwait until it reopens.
--- Groups on gwait whose time has come rejoin the ring first.
+-- Groups on gwait whose time has come rejoin the ring first. A group without its own
+-- limit or rate takes the queue's defaults (<base>gdefaults, includes/ring.lua).
+-- A queue cap (<base>limit, an integer): live leases on active (scored by lease expiry,
+-- counted from SERVER now, so a crashed holder's slot frees when its lease lapses) plus
+-- this claim never exceed it, across every worker.
 -- A row marked cancel = 1 (cancel requested while it ran, then sent back) ends cancelled,
 -- not claimed. Nothing popped is dropped: a row the claim cannot run (no row, no payload,
 -- not a hash, no or an unknown state, a state whose set does not hold it, attempts that
@@ -44,6 +48,12 @@ if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocke
 end
 if qrate[1] then
   local room = tonumber(qrate[1]) - used
+  if room < want then want = room end
+  if want <= 0 then return {} end
+end
+local cap = tonumber(redis.call('GET', p .. 'limit') or '')
+if cap then
+  local room = cap - redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
   if room < want then want = room end
   if want <= 0 then return {} end
 end
@@ -88,7 +98,7 @@ end
 -- from_ring(): one job from the group whose turn it is; false once the ring is empty.
 -- The group's meta is read once; a group still ready goes to the back of the ring (a new
 -- sequence from <base>ringseq, kept in seq and written back once), else it leaves it.
-local seq = nil
+local seq, gd = nil, nil
 local function from_ring()
   while true do
     local head = redis.call('ZRANGE', p .. 'ring', 0, 0)
@@ -97,6 +107,11 @@ local function from_ring()
     local mk = p .. 'g:' .. g
     local lane = mk .. ':pending'
     local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit')
+    if not (m[1] and m[4]) then
+      gd = gd or redis.call('HMGET', p .. 'gdefaults', 'rate_max', 'rate_ms', 'limit')
+      if not m[1] then m[1], m[2] = gd[1], gd[2] end
+      m[4] = m[4] or gd[3]
+    end
     local active, limit = tonumber(m[3] or '0'), tonumber(m[4] or '')
     local log, rmax, rms = mk .. ':starts', tonumber(m[1] or ''), tonumber(m[2] or '')
     local used = rmax and in_window(log, rms, now) or 0

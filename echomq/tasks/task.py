@@ -54,7 +54,7 @@ from echomq.runtime import tracing
 from echomq.runtime.route import Route
 from echomq.tasks import routing
 from echomq.tasks.admission import Admission, Plan, check_job_id
-from echomq.tasks.arguments import Binder
+from echomq.tasks.arguments import Binder, argument_picker
 from echomq.tasks.canvas import Signature
 from echomq.tasks.defaults import TaskDefaults, check_isolation
 from echomq.tasks.producer import Producer
@@ -81,9 +81,13 @@ class Task(Generic[P, R]):
         self.defaults = defaults
         #: where a child process finds ``fn`` (``isolation="process"``), else ``None``
         self.ref = check_isolation(fn, defaults.isolation)
+        group = defaults.group
+        by = defaults.tenants.group_by if defaults.tenants else None
+        if by is not None:  # @app.task(group_by=...): each run's group from its arguments
+            group = by if callable(by) else argument_picker(fn, by)
         self.admission = Admission(
             defaults.queue, parts.validate(defaults.queue, defaults.partitions),
-            group=defaults.group, expires=defaults.expires,
+            group=group, expires=defaults.expires,
             keep_result_ms=defaults.keep_result_ms)
         self.binder = Binder(name, fn) if defaults.check_args else None
         self.__doc__ = fn.__doc__

@@ -52,7 +52,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
 from echomq.runtime.presence import Presence
 from echomq.runtime.weather import Weather
-from echomq.tasks import catalog, ratecaps
+from echomq.tasks import catalog, ratecaps, tenants
 from echomq.tasks.joblog import JobLog
 from echomq.tasks.recurring import start_pump
 from echomq.verbs import backlog, declarations, groups, registry, workers
@@ -190,6 +190,7 @@ class Worker:
             # stops what already runs instead of leaving it to die with the connection
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
             await ratecaps.apply(conn, self.app, self.queues)  # @app.task(rate=...)
+            await tenants.apply(conn, self.app, self.queues)  # group_limit=, queue_limit=
             await self._declare(conn)
             await log_groups(conn, self.queues)
             if self.use_presence:

@@ -41,8 +41,20 @@ class GroupStats(NamedTuple):
     paused_until: int | None = None  # when a pause with an end ends (SERVER ms)
 
 
-def _control(queue: str, group: str, *args: str) -> Eval:
+def check_group_name(group: str) -> str:
+    """``group`` checked as one group's name: ``*`` is refused (a control names one group;
+    the defaults for every group of a queue are ``set_defaults``, or a task's
+    ``group_limit=``/``group_rate=``)."""
     keyspace.validate_group(group)
+    if "*" in group:
+        raise ValueError(f"group {group!r}: a control names one group, not a pattern; for "
+                         "every group of the queue set its defaults (groups.set_defaults, "
+                         "or @app.task(group_limit=..., group_rate=...))")
+    return group
+
+
+def _control(queue: str, group: str, *args: str) -> Eval:
+    check_group_name(group)
     return Eval(
         "group",
         (keyspace.group_key(queue, group), keyspace.queue_key(queue, "ring")),
@@ -87,6 +99,38 @@ def set_rate(queue: str, group: str, max_jobs: int, per_ms: int) -> Verb[None]:
 def clear_rate(queue: str, group: str) -> Verb[None]:
     """Remove the group's rate (a block already on ``gwait`` runs its course)."""
     return single(_control(queue, group, "rate", "", ""), lambda _: None)
+
+
+@verb
+def set_defaults(queue: str, limit: int | None = None,
+                 rate: tuple[int, int] | None = None) -> Verb[None]:
+    """The defaults every group of ``queue`` takes where its own meta sets nothing: a
+    concurrency ``limit`` (>= 1) and a ``rate`` ``(max_jobs, per_ms)``; ``None`` for none.
+    A group's own ``set_limit``/``set_rate`` wins for that group. Every group's ring place
+    is re-checked in the same script (``group_defaults``). An ungrouped queue never reads
+    them."""
+    if limit is not None:
+        guard.positive("limit", limit)
+    mx, ms = ("", "") if rate is None else rate_args(*rate)
+    step = Eval("group_defaults", (keyspace.queue_key(queue, "gdefaults"),),
+                (keyspace.base(queue), "" if limit is None else str(limit), mx, ms))
+    return single(step, lambda _: None)
+
+
+class GroupDefaults(NamedTuple):
+    """A queue's group defaults (``set_defaults``): ``None`` where none is set."""
+
+    limit: int | None
+    rate_max: int | None
+    rate_per_ms: int | None
+
+
+@verb
+def defaults(queue: str) -> Verb[GroupDefaults]:
+    """The queue's group defaults (``set_defaults``)."""
+    key = keyspace.queue_key(queue, "gdefaults")
+    return single(Command(("HMGET", key, "limit", "rate_max", "rate_ms")),
+                  lambda r: GroupDefaults(*(_int(v) for v in r)))
 
 
 def _int(value: Any) -> int | None:

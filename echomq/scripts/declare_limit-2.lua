@@ -1,0 +1,23 @@
+-- the @declare_limit script: a worker applies the queue cap its app's tasks declare
+-- (@app.task(queue_limit=n)), as declare_rate does for a rate.
+-- KEYS[1] = the queue's cap <base>limit, KEYS[2] = the declared marker (the n a worker last
+-- applied)
+-- ARGV[1] = n ('' when the app declares no cap for the queue)
+-- Reply: {outcome, the cap in force or ''}, outcome one of 'applied', 'same', 'kept' (the
+-- cap in force is not the one a worker applied: an operator set it with `echomq limit`,
+-- so it stays), 'cleared' (the app no longer declares the cap a worker applied), 'none'.
+-- `echomq limit Q none` deletes both, so the next worker start applies the declared cap.
+local current = redis.call('GET', KEYS[1]) or ''
+local applied = redis.call('GET', KEYS[2]) or ''
+if current ~= applied then
+  return {'kept', current}
+end
+if ARGV[1] == '' then
+  if applied == '' then return {'none', ''} end
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {'cleared', ''}
+end
+if ARGV[1] == current then return {'same', current} end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[1])
+return {'applied', ARGV[1]}

@@ -1,0 +1,25 @@
+"""``echomq limit QUEUE N|none`` and the refusal of a pattern as a group name
+(``echomq group rate Q 'tenant-*' 10/1s`` used to create a group literally named so)."""
+
+from __future__ import annotations
+
+from echomq.verbs import groups, jobs
+from tests.support.cli import echomq
+
+
+def test_limit_sets_and_removes_the_queue_cap(url, conn, queue):
+    done = echomq("limit", queue, "3", url=url)
+    assert done.returncode == 0, done.stderr
+    assert "at most 3 active at once" in done.stdout
+    assert jobs.queue_limit(conn, queue) == 3
+    assert echomq("limit", queue, "none", url=url).returncode == 0
+    assert jobs.queue_limit(conn, queue) is None
+    bad = echomq("limit", queue, "0", url=url)
+    assert bad.returncode == 2 and "never run a job" in bad.stderr
+
+
+def test_a_group_pattern_is_refused_and_points_at_the_defaults(url, conn, queue):
+    done = echomq("group", "rate", queue, "tenant-*", "10/1s", url=url)
+    assert done.returncode != 0
+    assert "group_rate" in done.stderr and "set_defaults" in done.stderr
+    assert groups.stats(conn, queue) == {}  # nothing written

@@ -40,6 +40,7 @@ from typing import Any, NoReturn, TypeVar
 
 from echomq.core import guards as guard
 from echomq.core.times import to_epoch_ms, to_ms
+from echomq.runtime.batching import MemberBatch, batch_of
 from echomq.verbs import flows, jobs
 
 T = TypeVar("T")
@@ -149,6 +150,14 @@ class Job:
         """``True`` once a cancel request was seen at a lease checkpoint: return soon (a
         plain-function handler is never interrupted; the job ends ``cancelled`` anyway)."""
         return self._cancelled
+
+    # -- batches (issue 36) ----------------------------------------------------------------
+    @property
+    def batch(self) -> MemberBatch | None:
+        """The batch this job belongs to (``app.batch``), ``None`` outside one: its ``id``,
+        and ``add(sig, ...)`` to add members while this job still counts as pending."""
+        bid = batch_of(self.payload)
+        return None if bid is None else MemberBatch(bid)
 
     def delay(self, ms: int | dt.timedelta | None = None, *,
               at: int | dt.datetime | None = None) -> NoReturn:

@@ -55,6 +55,7 @@ from echomq.runtime.route import Route
 from echomq.tasks import routing
 from echomq.tasks.admission import Admission, Plan, check_job_id
 from echomq.tasks.arguments import Binder, argument_picker
+from echomq.tasks.batches import current_batch
 from echomq.tasks.canvas import Signature
 from echomq.tasks.defaults import TaskDefaults, check_isolation
 from echomq.tasks.producer import Producer
@@ -276,7 +277,11 @@ class Task(Generic[P, R]):
     # -- enqueue, on either connector ----------------------------------------------------
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
+        """Queue a run now; the job id (the owner's id when a live unique key refused it).
+        Inside a ``with app.batch(...)`` block the run joins that batch."""
+        batch = current_batch()
+        if batch is not None:
+            return batch.add(self.s(*args, **kwargs))[0]
         return self.app.submit(self._now(args, kwargs))
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:

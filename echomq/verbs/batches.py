@@ -149,3 +149,13 @@ def info(batch_id: str) -> Verb[BatchInfo | None]:
                          m[3] in (b"1", "1"))
 
     return calls()
+
+
+@verb
+def fired(batch_id: str) -> Verb[list[str]]:
+    """The kinds of the batch's callbacks that fired (``complete``, ``success``,
+    ``death``), in that order."""
+    meta, _ = _keys(batch_id)
+    flags = tuple(f"fired_{k}" for k in KINDS)
+    return single(Command(("HMGET", meta, *flags)),
+                  lambda r: [k for k, v in zip(KINDS, r, strict=True) if v is not None])

@@ -23,3 +23,20 @@ def test_a_group_pattern_is_refused_and_points_at_the_defaults(url, conn, queue)
     assert done.returncode != 0
     assert "group_rate" in done.stderr and "set_defaults" in done.stderr
     assert groups.stats(conn, queue) == {}  # nothing written
+
+
+def test_batch_shows_a_batchs_progress(url, conn, queue):
+    from echomq.verbs import batches
+    from echomq.verbs.batches import Callback
+
+    bid = "JOBbatchcli" + queue
+    batches.create(conn, bid, {"complete": Callback(queue, "cb")})
+    batches.enroll(conn, bid, ["JOB1", "JOB2"])
+    batches.close(conn, bid)
+    batches.settle(conn, bid, [("JOB1", "completed"), ("JOB2", "dead")])
+    done = echomq("batch", bid, url=url)
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 ended (100%), closed" in done.stdout
+    assert "completed 1  dead 1" in done.stdout and "fired: complete" in done.stdout
+    assert jobs.get(conn, queue, bid + ".complete") is not None  # the callback job
+    assert echomq("batch", "JOBnone", url=url).returncode == 1

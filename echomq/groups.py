@@ -18,10 +18,11 @@ from echomq.verbs.groups import (
     set_defaults,
     set_limit,
     set_rate,
+    set_weight,
     stats,
 )
 
 __all__ = [
     "GroupDefaults", "GroupStats", "check_group_name", "clear_rate", "defaults", "pause", "resume",
-    "set_defaults", "set_limit", "set_rate", "stats",
+    "set_defaults", "set_limit", "set_rate", "set_weight", "stats",
 ]

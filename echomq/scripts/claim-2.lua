@@ -7,7 +7,8 @@
 -- Order: pending pops by score (priority, then mint order). When the ring of ready groups
 -- (<base>ring) is not empty, claims alternate between pending and the ring (the turn is
 -- kept on <base>turn across calls); the group at the ring's head gives its lane's first
--- job, its active count rises, and it goes to the back of the ring if still ready.
+-- job, its active count rises, and it goes to the back of the ring if still ready (a
+-- group of weight w, groups.set_weight, first takes w consecutive turns at the head).
 -- Nothing is claimed while the queue is paused (<base>paused) or blocked
 -- (<base>blocked_until, a queue-level rate_limited). A queue rate (<base>rate: max, ms)
 -- and a group rate (g:<group> rate_max, rate_ms) are sliding-window logs of claim starts
@@ -106,7 +107,7 @@ local function from_ring()
     local g = head[1]
     local mk = p .. 'g:' .. g
     local lane = mk .. ':pending'
-    local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit')
+    local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit', 'weight')
     if not (m[1] and m[4]) then
       gd = gd or redis.call('HMGET', p .. 'gdefaults', 'rate_max', 'rate_ms', 'limit')
       if not m[1] then m[1], m[2] = gd[1], gd[2] end
@@ -135,9 +136,18 @@ local function from_ring()
       redis.call('ZADD', p .. 'gwait', reopens_at(log, rms), g)
     end
     if open and (not limit or active < limit) and redis.call('ZCARD', lane) > 0 then
-      seq = (seq or tonumber(redis.call('GET', p .. 'ringseq') or '0')) + 1
-      redis.call('ZADD', p .. 'ring', seq, g)
+      -- a group of weight w keeps the head for w consecutive turns (its streak), then goes
+      -- to the back: over a round, ready groups get turns in proportion to their weights
+      local w = tonumber(m[5] or '1') or 1
+      if got == 1 and w > 1 and redis.call('HINCRBY', mk, 'streak', 1) < w then
+        -- stays at the head: its score is left as it is
+      else
+        if w > 1 then redis.call('HDEL', mk, 'streak') end
+        seq = (seq or tonumber(redis.call('GET', p .. 'ringseq') or '0')) + 1
+        redis.call('ZADD', p .. 'ring', seq, g)
+      end
     else
+      if m[5] then redis.call('HDEL', mk, 'streak') end
       redis.call('ZREM', p .. 'ring', g)
     end
     if got == 1 then return true end

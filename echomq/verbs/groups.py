@@ -39,6 +39,7 @@ class GroupStats(NamedTuple):
     rate_max: int | None = None
     rate_per_ms: int | None = None
     paused_until: int | None = None  # when a pause with an end ends (SERVER ms)
+    weight: int = 1  # its turns in the ring per round (set_weight)
 
 
 def check_group_name(group: str) -> str:
@@ -93,6 +94,16 @@ def set_rate(queue: str, group: str, max_jobs: int, per_ms: int) -> Verb[None]:
     (SERVER clock, sliding-window log: exact)."""
     mx, ms = rate_args(max_jobs, per_ms)
     return single(_control(queue, group, "rate", mx, ms), lambda _: None)
+
+
+@verb
+def set_weight(queue: str, group: str, weight: int) -> Verb[None]:
+    """The group's share of turns in the ring (an int >= 1, default 1): while it stays
+    ready it keeps the head for ``weight`` consecutive claims before going to the back, so
+    two always-busy groups of weights 3 and 1 get 3/4 and 1/4 of the ring's claims. Weight
+    buys turns, not time: a slow tenant still needs a limit (``set_limit``)."""
+    guard.positive("weight", weight)
+    return single(_control(queue, group, "weight", str(weight)), lambda _: None)
 
 
 @verb
@@ -151,14 +162,15 @@ def stats(queue: str) -> Verb[dict[str, GroupStats]]:
         for g in names:
             steps.append(Command(("ZCARD", keyspace.lane_key(queue, g))))
             steps.append(Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
-                                  "paused", "rate_max", "rate_ms", "paused_until")))
+                                  "paused", "rate_max", "rate_ms", "paused_until", "weight")))
         replies = yield Batch(tuple(steps))
         out: dict[str, GroupStats] = {}
         for i, g in enumerate(names):
-            waiting, (active, limit, paused, rmax, rms, until) = (replies[2 * i],
-                                                                   replies[2 * i + 1])
+            waiting, (active, limit, paused, rmax, rms, until, weight) = (
+                replies[2 * i], replies[2 * i + 1])
             out[g] = GroupStats(int(waiting), _int(active) or 0, _int(limit),
-                                paused is not None, _int(rmax), _int(rms), _int(until))
+                                paused is not None, _int(rmax), _int(rms), _int(until),
+                                _int(weight) or 1)
         return out
 
     return calls()

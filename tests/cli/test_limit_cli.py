@@ -40,3 +40,11 @@ def test_batch_shows_a_batchs_progress(url, conn, queue):
     assert "completed 1  dead 1" in done.stdout and "fired: complete" in done.stdout
     assert jobs.get(conn, queue, bid + ".complete") is not None  # the callback job
     assert echomq("batch", "JOBnone", url=url).returncode == 1
+
+
+def test_group_weight_sets_a_groups_turns(url, conn, queue):
+    jobs.enqueue(conn, queue, "JOBw" + queue, b"{}", group="acme")
+    done = echomq("group", "weight", queue, "acme", "3", url=url)
+    assert done.returncode == 0, done.stderr
+    assert groups.stats(conn, queue)["acme"].weight == 3
+    assert echomq("group", "weight", queue, "acme", "0", url=url).returncode == 2

@@ -90,3 +90,21 @@ def test_a_pattern_is_refused_with_a_pointer_to_the_defaults(run, queue, name):
         run(groups.set_rate, queue, name, 10, 1000)
     with pytest.raises(ValueError, match="group_limit"):
         run(groups.set_limit, queue, name, 2)
+
+
+def test_weights_3_to_1_share_the_ring_within_ten_percent(run, queue):
+    for g in ("heavy", "light"):
+        for _ in range(700):
+            run(jobs.enqueue, queue, ids.mint(), b"x", group=g)
+    run(groups.set_weight, queue, "heavy", 3)
+    assert run(groups.stats, queue)["heavy"].weight == 3
+    got: list[str] = []
+    for _ in range(10):  # 1,000 claims, 100 per call
+        got += [c.id for c in run(jobs.claim_many, queue, 60_000, 100)]
+    assert len(got) == 1000
+    stats = run(groups.stats, queue)
+    heavy = stats["heavy"].active
+    assert heavy + stats["light"].active == 1000
+    assert abs(heavy / 1000 - 0.75) <= 0.075  # within 10% of its 3/4 share
+    run(groups.set_weight, queue, "heavy", 1)
+    assert run(groups.stats, queue)["heavy"].weight == 1

@@ -159,6 +159,16 @@ class Job:
         bid = batch_of(self.payload)
         return None if bid is None else MemberBatch(bid)
 
+    @property
+    def args(self) -> list[Any]:
+        """The task's positional arguments, from the payload (a chunk handler's jobs)."""
+        return list(json.loads(self.payload).get("args", []))
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The task's keyword arguments, from the payload."""
+        return dict(json.loads(self.payload).get("kwargs", {}))
+
     def delay(self, ms: int | dt.timedelta | None = None, *,
               at: int | dt.datetime | None = None) -> NoReturn:
         """Send this job back to the schedule (raises ``Delay``; the consumer does the rest)."""

@@ -61,6 +61,9 @@ class TaskOptions(TypedDict, total=False):
     group_limit: int | None
     group_rate: str | tuple[int, Any] | None
     queue_limit: int | None
+    # chunks (issue 36): the handler called once with up to `chunk` jobs
+    chunk: int | None
+    chunk_wait: float | dt.timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class TaskDefaults:
       ``check_args``, ``isolation`` (``"thread"`` or ``"process"``).
     - ``tenants``: ``group_by``/``group_limit``/``group_rate``/``queue_limit`` (``Tenants``;
       ``None`` when none is given).
+    - ``chunk`` (jobs per handler call, ``None``: one) and ``chunk_wait_ms`` (given as
+      ``chunk_wait`` in SECONDS or a ``timedelta``; default 1 s): ``echomq.tasks.chunks``.
     """
 
     queue: str
@@ -102,6 +107,8 @@ class TaskDefaults:
     on_retry: Callback | None = None
     expires: Deadline | None = None
     tenants: Tenants | None = None
+    chunk: int | None = None
+    chunk_wait_ms: int = 1000
 
     @classmethod
     def of(cls, default_queue: str, **options: Any) -> TaskDefaults:
@@ -148,8 +155,17 @@ class TaskDefaults:
             dont_retry_on=exception_classes("dont_retry_on", o.get("dont_retry_on", ())) or (),
             check_args=check_args, rate=None if rate is None else rates.parse(rate),
             expires=None if expires is None else check_expires(expires),
-            tenants=Tenants.of(o), **callbacks,
+            tenants=Tenants.of(o), chunk=_chunk(o.get("chunk")),
+            chunk_wait_ms=seconds_to_ms("chunk_wait", o.get("chunk_wait", 1.0)) or 0,
+            **callbacks,
         )
+
+
+def _chunk(size: object) -> int | None:
+    """``chunk=``: ``None`` (one job per call), or a whole number >= 1 of jobs per call."""
+    if size is None:
+        return None
+    return guard.positive("chunk", size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from echomq.tasks.admission import Admission, Plan, check_job_id
 from echomq.tasks.arguments import Binder, argument_picker
 from echomq.tasks.batches import current_batch
 from echomq.tasks.canvas import Signature
+from echomq.tasks.chunks import Chunker
 from echomq.tasks.defaults import TaskDefaults, check_isolation
 from echomq.tasks.producer import Producer
 
@@ -91,6 +92,9 @@ class Task(Generic[P, R]):
             group=group, expires=defaults.expires,
             keep_result_ms=defaults.keep_result_ms)
         self.binder = Binder(name, fn) if defaults.check_args else None
+        #: a chunk task's gatherer (``echomq.tasks.chunks``), else ``None``
+        self.chunker = (None if defaults.chunk is None
+                        else Chunker(fn, defaults.chunk, defaults.chunk_wait_ms))
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn

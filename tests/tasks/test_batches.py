@@ -122,3 +122,12 @@ def test_an_empty_batch_fires_at_close_and_settle_counts_each_member_once(app, q
     assert again == BatchInfo(2, 0, 1, 1, True)  # JOBa's repeated notice counted once
     with pytest.raises(ValueError):
         batches.settle(conn, b2.id, [("JOBa", "retried")])
+
+
+def test_only_the_admission_mark_names_a_batch():
+    from echomq.runtime.batching import batch_of
+
+    assert batch_of(b'{"args":[],"kwargs":{},"task":"t","batch":"JOB1"}') == "JOB1"
+    assert batch_of(b'{"args":[],"kwargs":{"batch":"JOB1"},"task":"t"}') is None
+    assert batch_of(b'{"args":["\\"batch\\":\\"x"],"task":"t"}') is None
+    assert batch_of(b'{"args":[],"task":"t"}') is None

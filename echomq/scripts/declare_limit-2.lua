@@ -7,17 +7,10 @@
 -- cap in force is not the one a worker applied: an operator set it with `echomq limit`,
 -- so it stays), 'cleared' (the app no longer declares the cap a worker applied), 'none'.
 -- `echomq limit Q none` deletes both, so the next worker start applies the declared cap.
-local current = redis.call('GET', KEYS[1]) or ''
-local applied = redis.call('GET', KEYS[2]) or ''
-if current ~= applied then
-  return {'kept', current}
-end
-if ARGV[1] == '' then
-  if applied == '' then return {'none', ''} end
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return {'cleared', ''}
-end
-if ARGV[1] == current then return {'same', current} end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[1])
-return {'applied', ARGV[1]}
+--@include declared
+return declared(redis.call('GET', KEYS[1]) or '', redis.call('GET', KEYS[2]) or '', ARGV[1],
+  function() redis.call('DEL', KEYS[1], KEYS[2]) end,
+  function()
+    redis.call('SET', KEYS[1], ARGV[1])
+    redis.call('SET', KEYS[2], ARGV[1])
+  end)

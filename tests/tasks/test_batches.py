@@ -23,6 +23,7 @@ def _serve(app, queues, done, timeout=20):
     asyncio.run(main())
 
 
+@pytest.mark.topologies  # on a cluster too: the members' queues and the batch on 3 slots
 def test_a_batch_fires_complete_and_success_once_with_its_info(app, queue):
     calls: list[tuple[str, dict]] = []
     ran: list[int] = []

@@ -16,8 +16,9 @@ Callbacks fire only once the batch is closed (``close``: the ``with`` block ende
 cancelled ones included), ``on_success`` when every member completed (never, once one died
 or was cancelled). Each callback job is called with its signature's arguments and then the
 batch's ``BatchInfo`` as a dict. Limits: a member dead-lettered by the reaper (its worker
-gone) or expired on its queue sends no notice (no worker settled it), so its batch stays
-pending; a dead member revived and completed later does not change the counts.
+gone), expired on its queue or cancelled while waiting sends no notice (no worker settled
+it), so its batch stays pending; a dead member revived and completed later does not change
+the counts.
 """
 
 from __future__ import annotations

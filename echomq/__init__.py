@@ -45,6 +45,7 @@ from echomq.runtime.pump import Pump
 from echomq.tasks.app import App
 from echomq.tasks.canvas import chain, flow, group
 from echomq.tasks.worker import Worker, run_worker
+from echomq.verbs.batches import BatchInfo
 from echomq.verbs.jobs import Claim
 from echomq.verbs.retention import Retention
 from echomq.verbs.status import JobInfo
@@ -52,6 +53,7 @@ from echomq.verbs.status import JobInfo
 __all__ = [
     "App",
     "AsyncConnector",
+    "BatchInfo",
     "Claim",
     "Connector",
     "Consumer",

@@ -11,6 +11,7 @@ from echomq.core.keyspace import (
     PREFIX,
     WORKERS_TAG,
     base,
+    batch_key,
     group_key,
     job_key,
     lane_key,
@@ -26,8 +27,8 @@ from echomq.core.keyspace import (
 )
 
 __all__ = [
-    "MAX_QUEUE_BYTES", "PREFIX", "WORKERS_TAG", "base", "group_key", "job_key", "lane_key",
-    "queue_key", "registry_key", "repeat_key", "signal_key", "validate_group",
+    "MAX_QUEUE_BYTES", "PREFIX", "WORKERS_TAG", "base", "batch_key", "group_key", "job_key",
+    "lane_key", "queue_key", "registry_key", "repeat_key", "signal_key", "validate_group",
     "validate_queue", "waiters_key",
     "worker_key", "workers_key",
 ]

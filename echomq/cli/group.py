@@ -1,4 +1,4 @@
-"""``echomq group list|pause|resume|limit|rate``: groups, tenants' lanes (``echomq rate``
+"""``echomq group list|pause|resume|limit|rate|weight``: groups, tenants' lanes (``echomq rate``
 sets a queue-wide rate with the same reading, ``parse_rate``).
 
 A group is a tenant's lane in a queue (``task.options(group=...)``, ``@app.task(group=...)``):
@@ -52,6 +52,11 @@ def register(sub: Any) -> None:
     p.add_argument("rate", type=parse_rate, help="MAX/DURATION (10/1s, 600/1m), or none")
     p.set_defaults(func=run_group_rate)
 
+    p = gsub.add_parser("weight", help="a group's turns in the ring per round (default 1)")
+    _queue_group(p)
+    p.add_argument("weight", type=parse_weight, help="a whole number >= 1")
+    p.set_defaults(func=run_group_weight)
+
 
 def parse_rate(text: str) -> tuple[int, int] | None:
     """``"10/1s"`` -> ``(10, 1000)``: at most 10 starts per 1,000 ms; ``"none"`` -> ``None``.
@@ -82,6 +87,18 @@ def parse_limit(text: str) -> int | None:
     return n
 
 
+def parse_weight(text: str) -> int:
+    """A group's weight: a whole number >= 1 (its consecutive turns in the ring)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a weight: {text!r} (a whole number >= 1; "
+                                         "1 is every group's default)")
+    return n
+
+
 def show_rate(rate: tuple[int, int] | None) -> str:
     return rates.show(rate)
 
@@ -95,9 +112,10 @@ def _queue_group(p: argparse.ArgumentParser) -> None:
 def _checked(args: argparse.Namespace) -> None:
     """Names are checked before any connection: a bad one writes nothing."""
     from echomq.core import keyspace
+    from echomq.verbs.groups import check_group_name
     keyspace.validate_queue(args.queue)
     if getattr(args, "group", None) is not None:
-        keyspace.validate_group(args.group)
+        check_group_name(args.group)  # "tenant-*" is refused, pointing at the task's defaults
 
 
 def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:
@@ -210,3 +228,10 @@ def totals(conn: Any, queue: str) -> dict[str, int] | None:
     return {"groups": len(stats), "waiting": sum(s.waiting for s in stats.values()),
             "active": sum(s.active for s in stats.values()),
             "paused": sum(1 for s in stats.values() if s.paused)}
+
+
+def run_group_weight(args: argparse.Namespace) -> int:
+    from echomq.verbs import groups
+    act_on(args, lambda conn: groups.set_weight(conn, args.queue, args.group, args.weight))
+    print(f"group {args.group} on {args.queue}: weight {args.weight}")
+    return 0

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from echomq.cli import (
     acl,
+    batch,
     cancel,
     cluster,
     dashboard,
@@ -33,6 +34,7 @@ from echomq.cli import (
     inspect,
     job,
     jobs,
+    limit,
     outbox,
     pause,
     purge,
@@ -51,8 +53,8 @@ from echomq.cli.common import default_url, explain
 
 # one module per command word, each with register(subparsers), in the help's order
 COMMANDS = (server, demo, worker, enqueue, schedule, job, jobs, stats, dead, why, cancel,
-            pause, resume, group, rate, repeat, dashboard, cluster, doctor, acl, workers,
-            inspect, health, purge, signal, outbox)
+            pause, resume, group, rate, limit, batch, repeat, dashboard, cluster, doctor, acl,
+            workers, inspect, health, purge, signal, outbox)
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # options whose value is a duration: "--in -5s" must reach the parser as a value (to be
 # refused in words), not as an unknown option

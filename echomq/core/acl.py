@@ -50,6 +50,10 @@ CONNECTION = ("+ping", "+hello", "+select", "+client|setinfo", "+client|setname"
               "+cluster|nodes", "+cluster|info", "+readonly", "+readwrite", "+asking")
 #: the scripts: EVALSHA first, EVAL and SCRIPT LOAD when the server lost its cache
 SCRIPTS = ("+evalsha", "+eval", "+script|load", "+script|exists")
+#: every batch's keys (``emq:{b:<id>}:*``, one slot per batch apart from its members'
+#: queues): a producer opens and fills batches, a worker counts their members' ends, a
+#: dashboard reads their progress (batch ids are minted, not guessed)
+BATCHES = "emq:{b:*}:*"
 #: the native module's commands (wire 6)
 NATIVE_ADMIT = ("+module|list", "+emq.enqueue", "+emq.schedule")
 NATIVE_ALL = (*NATIVE_ADMIT, "+emq.promote", "+emq.delay", "+emq.reschedule", "+emq.claim",
@@ -90,9 +94,9 @@ def rules(role: str, queues: Sequence[str], wire: int = 4) -> list[str]:
     registry = keyspace.registry_key()
     head = ["resetkeys", "resetchannels", "-@all"]
     if role == "dashboard":
-        keys = [f"%R~{p}" for p in (*patterns, registry, "emq:{workers}:*")]
+        keys = [f"%R~{p}" for p in (*patterns, registry, "emq:{workers}:*", BATCHES)]
         return [*head, *keys, "+@read", "-@dangerous", "-@blocking", *CONNECTION, "+scan"]
-    keys = [f"~{p}" for p in (*patterns, registry, SIGNALS)]
+    keys = [f"~{p}" for p in (*patterns, registry, SIGNALS, BATCHES)]
     # FUNCTION FLUSH / LOAD are @write and not @dangerous: EchoMQ runs scripts, no function
     writes = ["+@read", "+@write", "-@dangerous", "-@blocking", "-function", *SCRIPTS, "+wait",
               "+waitaof", "+blmove"]

@@ -144,6 +144,14 @@ def signal_key(key: str, suffix: str) -> str:
     return f"{PREFIX}:{{sig:{key}}}:{suffix}"
 
 
+def batch_key(batch_id: str, suffix: str) -> str:
+    """A batch's key, ``emq:{b:<id>}:<suffix>`` (``meta``: its counts, flags and
+    callbacks; ``pending``: its members not yet ended): one slot per batch, apart from its
+    members' queues (``verbs.batches``)."""
+    _check_name("batch id", batch_id)
+    return f"{PREFIX}:{{b:{batch_id}}}:{suffix}"
+
+
 def waiters_key(queue: str, key: str) -> str:
     """``emq:{queue}:signal:<key>``: the ids on ``queue`` waiting for signal ``key``."""
     _check_name("signal key", key)

@@ -23,6 +23,7 @@ buttons send):
 | ``/tasks?q=NAME`` | each task's options, runs, failure rate, p50/p95 over an hour and a day |
 | ``/tasks/<q>/<task>`` | one task: its options and its hour and day plotted |
 | ``/workers``, ``/busy`` | live workers (quiet/stop buttons); every job running now |
+| ``/batch/<id>``, ``/api/batch/<id>`` | a batch's progress: counts, open/closed, callbacks fired |
 | ``/backoff?...`` | the backoff curve of a policy, cumulative time to dead-letter |
 | ``/events`` | Server-Sent Events: counts per queue, throttled to one a second |
 | ``/metrics`` | Prometheus text format |
@@ -32,6 +33,7 @@ buttons send):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote
@@ -41,6 +43,7 @@ from echomq.dashboard import (
     actions,
     api,
     backoff_pages,
+    batch_pages,
     insight,
     layout,
     pages,
@@ -50,8 +53,8 @@ from echomq.dashboard import (
     worker_pages,
 )
 from echomq.dashboard.insight import tasks as task_rows
-from echomq.dashboard.web import Request, Response, html_response, q, redirect
-from echomq.verbs import flows, registry, repeat, taskmetrics, workers
+from echomq.dashboard.web import Request, Response, html_response, json_response, q, redirect
+from echomq.verbs import batches, flows, registry, repeat, taskmetrics, workers
 
 if TYPE_CHECKING:
     from echomq.dashboard.routes import Dashboard
@@ -139,6 +142,22 @@ def _task(board: Dashboard, req: Request, p: Params) -> Response:
         raise LookupError(name)
     totals = taskmetrics.totals(board.conn, queue).get(name)
     return html_response(200, task_pages.task_page(req, rows[0], totals))
+
+
+def _batch(board: Dashboard, req: Request, p: Params) -> Response:
+    info = batches.info(board.conn, p["id"])
+    if info is None:
+        raise LookupError(p["id"])
+    fired = batches.fired(board.conn, p["id"])
+    return html_response(200, batch_pages.batch_page(req, p["id"], info, fired))
+
+
+def _batch_api(board: Dashboard, req: Request, p: Params) -> Response:
+    info = batches.info(board.conn, p["id"])
+    if info is None:
+        raise LookupError(p["id"])
+    return json_response(json.dumps({"id": p["id"], **info.as_dict(),
+                                     "fired": batches.fired(board.conn, p["id"])}))
 
 
 def _workers(board: Dashboard, req: Request, p: Params) -> Response:
@@ -249,6 +268,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/tasks", _tasks),
     Route("GET", "/tasks/{queue}/{task}", _task),
     Route("GET", "/workers", _workers),
+    Route("GET", "/batch/{id}", _batch),
+    Route("GET", "/api/batch/{id}", _batch_api),
     Route("GET", "/busy", _busy),
     Route("GET", "/find", _find),
     Route("GET", "/job/{name}", _job_anywhere),

@@ -10,7 +10,7 @@
  * The tails, the replies and the refusal texts are the scripts' (claim-2.lua, ack-3.lua,
  * ack_many-2.lua). Each command does what its script does for what a plain queue meets:
  *
- *   claim    no queue rate (<base>rate), no group in the ring (<base>ring) nor one whose
+ *   claim    no queue rate (<base>rate) nor cap (<base>limit), no group in the ring (<base>ring) nor one whose
  *            rate or limit block is over (<base>gwait due), rows that are hashes in state
  *            pending with a payload, an integer (or no) attempts and no cancel mark; a
  *            deadline (expires) still ahead is dropped as the script's started() drops it
@@ -21,6 +21,7 @@
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
+ *   EMQSTATE claim limit not native    a queue cap is set (the script counts live leases)
  *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
@@ -50,6 +51,7 @@
 #define EMQ_HASH_DELETE ((EmqStr *)(long)1)
 
 static const char CLAIM_RATE[] = "EMQSTATE claim rate not native";
+static const char CLAIM_LIMIT[] = "EMQSTATE claim limit not native";
 static const char CLAIM_RING[] = "EMQSTATE claim ring not native";
 static const char CLAIM_ROW[] = "EMQSTATE claim row not native";
 static const char ACK_LANE[] = "EMQSTATE ack lane not native";
@@ -178,6 +180,7 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     /* the queue's controls, in the script's order: its rate, the groups reopening now,
      * then a pause or block (nothing claimed, nothing written) */
     if (exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
+    if (!refusal && exists(ctx, derived(ctx, &b, basestr, "limit", NULL))) refusal = CLAIM_LIMIT;
     if (!refusal) {
         k = Emq_OpenKey(ctx, derived(ctx, &b, basestr, "gwait", NULL), EMQ_READ);
         t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;

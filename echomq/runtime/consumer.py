@@ -383,6 +383,8 @@ class Consumer:
             await asyncio.wait(left, timeout=1.0)
         unfinished = len(self.abandoned)
         self.settler.forget()
+        with contextlib.suppress(Exception):  # the batches hear of the ends that landed
+            await asyncio.wait_for(self.ctx.batches.drain(), 2.0)
         for q, tally in self.tallies.items():  # the runs settled while draining
             await tally.final_flush(self.conn, q)
         self._leases.stop()

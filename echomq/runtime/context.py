@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from echomq.runtime.batching import BatchNotices
 from echomq.runtime.events import Observer, emit
 from echomq.runtime.handler import Job
 from echomq.runtime.leases import Checkpoints
@@ -126,6 +127,8 @@ class Context:
         self.running = False
         self.stop: asyncio.Event | None = None
         self.held_until: float | None = None  # no claims before then (loop clock)
+        #: the ends owed to batches (their members' acks, deaths, cancels that landed)
+        self.batches = BatchNotices(conn)
 
     @property
     def queues(self) -> list[str]:
@@ -188,6 +191,11 @@ class Context:
         tally = tallies.get(job.queue) if tallies else None
         if tally is not None and task is not None:
             tally.add(task, outcome, ran_s)
+
+    def member_ended(self, job: Job, outcome: str) -> None:
+        """``job``'s end landed (``completed``, ``dead``, ``cancelled``): its batch, if it
+        has one, hears of it (``runtime.batching``)."""
+        self.batches.ended(job.queue, job.id, job.payload, outcome)
 
     def emit(self, kind: str, job: Job, **info: Any) -> None:
         """Hand ``job``'s event ``kind`` to the observer, if there is one."""

@@ -47,6 +47,7 @@ from echomq.core import guards as guard
 from echomq.core.tally import Tally
 from echomq.core.times import to_epoch_ms, to_ms
 from echomq.runtime import durable
+from echomq.runtime.batching import MemberBatch, batch_of
 from echomq.verbs import flows, jobs
 
 T = TypeVar("T")
@@ -211,6 +212,24 @@ class Job:
         """``True`` once a cancel request was seen at a lease checkpoint: return soon (a
         plain-function handler is never interrupted; the job ends ``cancelled`` anyway)."""
         return self._cancelled
+
+    # -- batches (issue 36) ----------------------------------------------------------------
+    @property
+    def batch(self) -> MemberBatch | None:
+        """The batch this job belongs to (``app.batch``), ``None`` outside one: its ``id``,
+        and ``add(sig, ...)`` to add members while this job still counts as pending."""
+        bid = batch_of(self.payload)
+        return None if bid is None else MemberBatch(bid)
+
+    @property
+    def args(self) -> list[Any]:
+        """The task's positional arguments, from the payload (a chunk handler's jobs)."""
+        return list(json.loads(self.payload).get("args", []))
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The task's keyword arguments, from the payload."""
+        return dict(json.loads(self.payload).get("kwargs", {}))
 
     def delay(self, ms: int | dt.timedelta | None = None, *,
               at: int | dt.datetime | None = None) -> NoReturn:

@@ -68,6 +68,7 @@ class Retrying:
             await cancelled(ctx, job, route, self.ran_s)
         elif reply == "dead":
             ctx.stats.dead += 1
+            ctx.member_ended(job, "dead")
             ctx.count(job, route.name, DEAD, self.ran_s)
             reason = verdict.reason if verdict.final else "exhausted"
             # one line per failure: the task, the counts, why, and the run time last (as
@@ -95,6 +96,7 @@ class Retrying:
 async def cancelled(ctx: Context, job: Job, route: Route, ran_s: float) -> None:
     """A cancelled job's report (a cancel, or a failure of a cancel-marked row)."""
     ctx.stats.cancelled += 1
+    ctx.member_ended(job, "cancelled")
     ctx.count(job, route.name, CANCELLED, ran_s)
     ctx.emit("cancelled", job)
 

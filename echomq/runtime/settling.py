@@ -209,6 +209,7 @@ class Settler:
         assert route is not None and deadline is not None  # a hot-path entry carries them
         if reply is None:
             ctx.stats.completed += 1
+            ctx.member_ended(job, "completed")
             ctx.count(job, route.name, COMPLETED, ack.ran_s)
             if ctx.on_event is not None:
                 ctx.emit("completed", job)
@@ -324,12 +325,14 @@ class Settler:
 
         async def completed(_reply: Any) -> None:
             ctx.stats.completed += 1
+            ctx.member_ended(job, "completed")
             ctx.count(job, route.name, COMPLETED, ran_s)
             ctx.emit("completed", job)
             await after(job, route, "completed", tally=done)
 
         def landed() -> None:
             ctx.stats.completed += 1
+            ctx.member_ended(job, "completed")  # a repeated notice counts once
             ctx.count(job, route.name, COMPLETED, ran_s)
 
         return Plan(lambda: self._ack(job, result, route.keep_result_ms), completed, landed)

@@ -7,14 +7,19 @@
 -- Order: pending pops by score (priority, then mint order). When the ring of ready groups
 -- (<base>ring) is not empty, claims alternate between pending and the ring (the turn is
 -- kept on <base>turn across calls); the group at the ring's head gives its lane's first
--- job, its active count rises, and it goes to the back of the ring if still ready.
+-- job, its active count rises, and it goes to the back of the ring if still ready (a
+-- group of weight w, groups.set_weight, first takes w consecutive turns at the head).
 -- Nothing is claimed while the queue is paused (<base>paused) or blocked
 -- (<base>blocked_until, a queue-level rate_limited). A queue rate (<base>rate: max, ms)
 -- and a group rate (g:<group> rate_max, rate_ms) are sliding-window logs of claim starts
 -- on the SERVER clock (<base>starts, g:<group>:starts, bucketed by ms: includes/window.lua):
 -- never more than max starts in any window of ms; a group whose window is full waits on
 -- <base>gwait until it reopens.
--- Groups on gwait whose time has come rejoin the ring first.
+-- Groups on gwait whose time has come rejoin the ring first. A group without its own
+-- limit or rate takes the queue's defaults (<base>gdefaults, includes/ring.lua).
+-- A queue cap (<base>limit, an integer): live leases on active (scored by lease expiry,
+-- counted from SERVER now, so a crashed holder's slot frees when its lease lapses) plus
+-- this claim never exceed it, across every worker.
 -- A row marked cancel = 1 (cancel requested while it ran, then sent back) ends cancelled,
 -- not claimed. Nothing popped is dropped: a row the claim cannot run (no row, no payload,
 -- not a hash, no or an unknown state, a state whose set does not hold it, attempts that
@@ -44,6 +49,12 @@ if redis.call('EXISTS', p .. 'paused') == 1 or redis.call('EXISTS', p .. 'blocke
 end
 if qrate[1] then
   local room = tonumber(qrate[1]) - used
+  if room < want then want = room end
+  if want <= 0 then return {} end
+end
+local cap = tonumber(redis.call('GET', p .. 'limit') or '')
+if cap then
+  local room = cap - redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
   if room < want then want = room end
   if want <= 0 then return {} end
 end
@@ -88,7 +99,7 @@ end
 -- from_ring(): one job from the group whose turn it is; false once the ring is empty.
 -- The group's meta is read once; a group still ready goes to the back of the ring (a new
 -- sequence from <base>ringseq, kept in seq and written back once), else it leaves it.
-local seq = nil
+local seq, gd = nil, nil
 local function from_ring()
   while true do
     local head = redis.call('ZRANGE', p .. 'ring', 0, 0)
@@ -96,7 +107,12 @@ local function from_ring()
     local g = head[1]
     local mk = p .. 'g:' .. g
     local lane = mk .. ':pending'
-    local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit')
+    local m = redis.call('HMGET', mk, 'rate_max', 'rate_ms', 'active', 'limit', 'weight')
+    if not (m[1] and m[4]) then
+      gd = gd or redis.call('HMGET', p .. 'gdefaults', 'rate_max', 'rate_ms', 'limit')
+      if not m[1] then m[1], m[2] = gd[1], gd[2] end
+      m[4] = m[4] or gd[3]
+    end
     local active, limit = tonumber(m[3] or '0'), tonumber(m[4] or '')
     local log, rmax, rms = mk .. ':starts', tonumber(m[1] or ''), tonumber(m[2] or '')
     local used = rmax and in_window(log, rms, now) or 0
@@ -120,9 +136,18 @@ local function from_ring()
       redis.call('ZADD', p .. 'gwait', reopens_at(log, rms), g)
     end
     if open and (not limit or active < limit) and redis.call('ZCARD', lane) > 0 then
-      seq = (seq or tonumber(redis.call('GET', p .. 'ringseq') or '0')) + 1
-      redis.call('ZADD', p .. 'ring', seq, g)
+      -- a group of weight w keeps the head for w consecutive turns (its streak), then goes
+      -- to the back: over a round, ready groups get turns in proportion to their weights
+      local w = tonumber(m[5] or '1') or 1
+      if got == 1 and w > 1 and redis.call('HINCRBY', mk, 'streak', 1) < w then
+        -- stays at the head: its score is left as it is
+      else
+        if w > 1 then redis.call('HDEL', mk, 'streak') end
+        seq = (seq or tonumber(redis.call('GET', p .. 'ringseq') or '0')) + 1
+        redis.call('ZADD', p .. 'ring', seq, g)
+      end
     else
+      if m[5] then redis.call('HDEL', mk, 'streak') end
       redis.call('ZREM', p .. 'ring', g)
     end
     if got == 1 then return true end

@@ -9,20 +9,14 @@
 -- The rate hash keeps exactly the fields `echomq rate` writes (max, ms); the marker tells
 -- a declared rate from an operator's. `echomq rate Q none` deletes both, so the next
 -- worker start applies the declared rate again.
+--@include declared
 local r = redis.call('HMGET', KEYS[1], 'max', 'ms')
 local current = ''
 if r[1] then current = r[1] .. '/' .. (r[2] or '') end
-local applied = redis.call('GET', KEYS[2]) or ''
-if current ~= applied then
-  return {'kept', current}
-end
-if ARGV[1] == '' then
-  if applied == '' then return {'none', ''} end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-  return {'cleared', ''}
-end
-local want = ARGV[1] .. '/' .. ARGV[2]
-if want == current then return {'same', current} end
-redis.call('HSET', KEYS[1], 'max', ARGV[1], 'ms', ARGV[2])
-redis.call('SET', KEYS[2], want)
-return {'applied', want}
+local want = ARGV[1] == '' and '' or (ARGV[1] .. '/' .. ARGV[2])
+return declared(current, redis.call('GET', KEYS[2]) or '', want,
+  function() redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end,
+  function()
+    redis.call('HSET', KEYS[1], 'max', ARGV[1], 'ms', ARGV[2])
+    redis.call('SET', KEYS[2], want)
+  end)

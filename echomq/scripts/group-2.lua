@@ -11,6 +11,7 @@
 --                                 now resumes it.
 --   'limit', n ('' = no limit)    the concurrency limit (active jobs at most n)
 --   'rate', max, ms ('' = none)   the claim rate: at most max starts in any ms window
+--   'weight', w ('1' = default)    turns in the ring: w consecutive turns per round
 -- Reply: 1. The group is recorded on <base>groups and the ring follows at once: it holds
 -- the group iff the group is ready (ring_sync), and a group made ready wakes a consumer.
 -- Clearing a rate drops the group's start log; a block already on gwait runs its course.
@@ -50,6 +51,12 @@ elseif op == 'rate' then
     redis.call('DEL', KEYS[1] .. ':starts', KEYS[1] .. ':starts:n')
   else
     redis.call('HSET', KEYS[1], 'rate_max', ARGV[4], 'rate_ms', ARGV[5])
+  end
+elseif op == 'weight' then
+  if ARGV[4] == '1' then
+    redis.call('HDEL', KEYS[1], 'weight', 'streak')
+  else
+    redis.call('HSET', KEYS[1], 'weight', ARGV[4])
   end
 else
   return redis.error_reply('ERR unknown group control ' .. op)

@@ -19,6 +19,7 @@
 --   group-rate     group, max, ms, until (the group's window reopens)
 --   group-blocked  group, until (a group-level rate_limited)
 --   rate           max, ms, until (the queue's window reopens)
+--   limit          active, limit (the queue cap: live leases on active at its limit)
 --   behind         n (jobs ahead of it: lower priority, or equal and minted earlier, on
 --                  pending or its lane), priority, group ('' = flat)
 -- A running or ended job has no hold. Bounded: a fixed number of reads plus the buckets of
@@ -84,6 +85,12 @@ if g then
   local mk = p .. 'g:' .. g
   local m = redis.call('HMGET', mk, 'active', 'limit', 'paused', 'rate_max', 'rate_ms',
     'paused_until')
+  -- a field the group does not set falls back to the queue's defaults (gdefaults)
+  if not (m[2] and m[4]) then
+    local d = redis.call('HMGET', p .. 'gdefaults', 'limit', 'rate_max', 'rate_ms')
+    m[2] = m[2] or d[1]
+    if not m[4] then m[4], m[5] = d[2], d[3] end
+  end
   if m[3] then
     add('hold', 'group-paused', 'group', g, 'until', m[6] or '')
     return out
@@ -111,6 +118,14 @@ if qr[1] then
   local used, reopens = starts(p .. 'starts', tonumber(qr[2]))
   if used >= tonumber(qr[1]) then
     add('hold', 'rate', 'max', qr[1], 'ms', qr[2], 'until', reopens)
+    return out
+  end
+end
+local cap = tonumber(redis.call('GET', p .. 'limit') or '')
+if cap then
+  local live = redis.call('ZCOUNT', p .. 'active', '(' .. now, '+inf')
+  if live >= cap then
+    add('hold', 'limit', 'active', live, 'limit', cap)
     return out
   end
 end

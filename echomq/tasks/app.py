@@ -36,7 +36,7 @@ import datetime as dt
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
@@ -53,14 +53,16 @@ from echomq.core.times import seconds_to_ms, to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
+from echomq.tasks import batches as batching
 from echomq.tasks import canvas, routing
 from echomq.tasks.client import Client
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
 from echomq.tasks.task import Task
-from echomq.verbs import durable, flows, results, status
+from echomq.verbs import batches, durable, flows, results, status
 from echomq.verbs import registry as queue_registry
+from echomq.verbs.batches import BatchInfo
 from echomq.verbs.durability import Wait
 from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.repeat import Definition
@@ -345,6 +347,26 @@ class App(Client):
                     children: Iterable[canvas.Signature | canvas.Flow] = ()) -> str:
         """``flow``, awaited."""
         return await canvas.flow(parent, list(children)).aenqueue()
+
+    # -- batches ---------------------------------------------------------------------------
+
+    def batch(self, *, on_complete: canvas.Signature | None = None,
+              on_success: canvas.Signature | None = None,
+              on_death: canvas.Signature | None = None) -> batching.Batch:
+        """A batch (``with app.batch(...) as b: b.add(send.s(1))``; see
+        ``echomq.tasks.batches``): each callback runs once, a job on its signature's queue,
+        called with its arguments and the ``BatchInfo`` as a dict."""
+        return batching.Batch(self, on_complete=on_complete, on_success=on_success,
+                              on_death=on_death)
+
+    def batch_info(self, batch_id: str) -> BatchInfo | None:
+        """A batch's ``BatchInfo(total, pending, completed, dead, closed)``; ``None`` for an
+        unknown (or expired: a week after it ended) batch."""
+        return batches.info(self.connector(), batch_id)
+
+    def add_to_batch(self, batch_id: str, sigs: Sequence[canvas.Signature]) -> list[str]:
+        """Enroll and admit ``sigs`` in batch ``batch_id`` (``current_job().batch.add``)."""
+        return self.submit(batching.members_plan(batch_id, sigs))
 
     # -- enqueue by name and status ------------------------------------------------------
 

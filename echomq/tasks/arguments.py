@@ -62,3 +62,27 @@ class Binder:
             raise TypeError(f"{self.name}: {exc}: the function is {self.short}{bare} "
                             "(nothing was queued; @app.task(check_args=False) turns this "
                             "check off)") from None
+
+
+def argument_picker(fn: Callable[..., Any], name: str) -> Callable[..., str | None]:
+    """``@app.task(group_by="tenant_id")``: a function of a call's arguments giving that
+    argument (after the defaults) as text, ``None`` when it is ``None``. ``TypeError`` at
+    declaration when ``fn`` has no parameter ``name``."""
+    sig = inspect.signature(fn)
+    if name not in sig.parameters:
+        raise TypeError(f"group_by={name!r}: {getattr(fn, '__name__', fn)} has no parameter "
+                        f"{name!r} (its parameters: {', '.join(sig.parameters) or 'none'})")
+    index = list(sig.parameters).index(name)
+    ahead = list(sig.parameters.values())[:index + 1]
+    plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in ahead)
+
+    def pick(*args: Any, **kwargs: Any) -> str | None:
+        if plain and index < len(args):  # the common call: positional, no bind needed
+            value = args[index]
+        else:
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            value = bound.arguments[name]
+        return None if value is None else str(value)
+
+    return pick

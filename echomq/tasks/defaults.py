@@ -55,6 +55,15 @@ class TaskOptions(TypedDict, total=False):
     on_failure: Callback | None
     on_retry: Callback | None
     expires: int | dt.timedelta | dt.datetime | None
+    # tenant controls (issue 36): the group from an argument, every group's defaults, the
+    # queue-wide cap; applied like ``rate`` when a worker starts
+    group_by: str | Callable[..., str | None] | None
+    group_limit: int | None
+    group_rate: str | tuple[int, Any] | None
+    queue_limit: int | None
+    # chunks (issue 36): the handler called once with up to `chunk` jobs
+    chunk: int | None
+    chunk_wait: float | dt.timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,10 @@ class TaskDefaults:
       the admission defaults every run starts from (``task.options`` overrides them).
     - ``retry_on``/``dont_retry_on``, ``rate`` (``(max, per_ms)``), the callbacks,
       ``check_args``, ``isolation`` (``"thread"`` or ``"process"``).
+    - ``tenants``: ``group_by``/``group_limit``/``group_rate``/``queue_limit`` (``Tenants``;
+      ``None`` when none is given).
+    - ``chunk`` (jobs per handler call, ``None``: one) and ``chunk_wait_ms`` (given as
+      ``chunk_wait`` in SECONDS or a ``timedelta``; default 1 s): ``echomq.tasks.chunks``.
     """
 
     queue: str
@@ -93,6 +106,9 @@ class TaskDefaults:
     on_failure: Callback | None = None
     on_retry: Callback | None = None
     expires: Deadline | None = None
+    tenants: Tenants | None = None
+    chunk: int | None = None
+    chunk_wait_ms: int = 1000
 
     @classmethod
     def of(cls, default_queue: str, **options: Any) -> TaskDefaults:
@@ -138,8 +154,50 @@ class TaskDefaults:
             retry_on=exception_classes("retry_on", o.get("retry_on")),
             dont_retry_on=exception_classes("dont_retry_on", o.get("dont_retry_on", ())) or (),
             check_args=check_args, rate=None if rate is None else rates.parse(rate),
-            expires=None if expires is None else check_expires(expires), **callbacks,
+            expires=None if expires is None else check_expires(expires),
+            tenants=Tenants.of(o), chunk=_chunk(o.get("chunk")),
+            chunk_wait_ms=seconds_to_ms("chunk_wait", o.get("chunk_wait", 1.0)) or 0,
+            **callbacks,
         )
+
+
+def _chunk(size: object) -> int | None:
+    """``chunk=``: ``None`` (one job per call), or a whole number >= 1 of jobs per call."""
+    if size is None:
+        return None
+    return guard.positive("chunk", size)
+
+
+@dataclass(frozen=True, slots=True)
+class Tenants:
+    """A task's tenant controls, checked: ``group_by`` (an argument's name, or a function
+    of the arguments, giving each run's group), ``group_limit``/``group_rate`` (``(max,
+    per_ms)``: the defaults of every group of the queue without its own setting) and
+    ``queue_limit`` (the queue-wide cap). The last three are applied on the server when a
+    worker starts (``echomq.tasks.tenants``)."""
+
+    group_by: str | Callable[..., str | None] | None = None
+    group_limit: int | None = None
+    group_rate: tuple[int, int] | None = None
+    queue_limit: int | None = None
+
+    @classmethod
+    def of(cls, o: TaskOptions) -> Tenants | None:
+        """The tenant keywords of ``o`` checked; ``None`` when none is given."""
+        if not {"group_by", "group_limit", "group_rate", "queue_limit"} & o.keys():
+            return None
+        by = o.get("group_by")
+        if by is not None and not callable(by) and not (isinstance(by, str) and by.isidentifier()):
+            raise TypeError(f"group_by is an argument's name or a function of the arguments, "
+                            f"not {by!r}")
+        if by is not None and o.get("group") is not None:
+            raise TypeError("give group= or group_by=, not both")
+        limit, cap, rate = o.get("group_limit"), o.get("queue_limit"), o.get("group_rate")
+        for name, value in (("group_limit", limit), ("queue_limit", cap)):
+            if value is not None:
+                guard.positive(name, value)
+        return cls(group_by=by, group_limit=limit,
+                   group_rate=None if rate is None else rates.parse(rate), queue_limit=cap)
 
 
 def check_isolation(fn: Callable[..., Any], isolation: str) -> tuple[str, str] | None:

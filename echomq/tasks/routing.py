@@ -51,7 +51,10 @@ def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
     ``echomq run`` span, a child of ``trace``, when OpenTelemetry is installed)."""
     d = task.defaults
     fn = task.fn
-    if task.ref is not None:
+    chunker = getattr(task, "chunker", None)
+    if chunker is not None:  # a chunk task: the job waits for its chunk's one call
+        handler: Callable[[Job], Any] = chunker.join
+    elif task.ref is not None:
         handler = isolated(task.ref, args, kwargs)
     elif inspect.iscoroutinefunction(fn):
         handler = _awaiting(fn, args, kwargs)

@@ -56,8 +56,10 @@ from echomq.runtime import tracing
 from echomq.runtime.route import Route
 from echomq.tasks import oncommit, routing
 from echomq.tasks.admission import Admission, Plan, check_job_id
-from echomq.tasks.arguments import Binder
+from echomq.tasks.arguments import Binder, argument_picker
+from echomq.tasks.batches import current_batch
 from echomq.tasks.canvas import Signature
+from echomq.tasks.chunks import Chunker
 from echomq.tasks.defaults import TaskDefaults, check_isolation
 from echomq.tasks.producer import Producer
 
@@ -83,9 +85,13 @@ class Task(Generic[P, R]):
         self.defaults = defaults
         #: where a child process finds ``fn`` (``isolation="process"``), else ``None``
         self.ref = check_isolation(fn, defaults.isolation)
+        group = defaults.group
+        by = defaults.tenants.group_by if defaults.tenants else None
+        if by is not None:  # @app.task(group_by=...): each run's group from its arguments
+            group = by if callable(by) else argument_picker(fn, by)
         self.admission = Admission(
             defaults.queue, parts.validate(defaults.queue, defaults.partitions),
-            group=defaults.group, expires=defaults.expires,
+            group=group, expires=defaults.expires,
             keep_result_ms=defaults.keep_result_ms)
         self.binder = Binder(name, fn) if defaults.check_args else None
         #: this bound task's handler timeout (``options(timeout=)``), carried in each
@@ -95,6 +101,9 @@ class Task(Generic[P, R]):
         # unresolvable annotation only skips this)
         with contextlib.suppress(Exception):
             serial.annotated(typing.get_type_hints(fn))
+        #: a chunk task's gatherer (``echomq.tasks.chunks``), else ``None``
+        self.chunker = (None if defaults.chunk is None
+                        else Chunker(fn, defaults.chunk, defaults.chunk_wait_ms))
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
@@ -296,7 +305,11 @@ class Task(Generic[P, R]):
     # -- enqueue, on either connector ----------------------------------------------------
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue a run now; the job id (the owner's id when a live unique key refused it)."""
+        """Queue a run now; the job id (the owner's id when a live unique key refused it).
+        Inside a ``with app.batch(...)`` block the run joins that batch."""
+        batch = current_batch()
+        if batch is not None:
+            return batch.add(self.s(*args, **kwargs))[0]
         return self.app.submit(self._now(args, kwargs))
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:

@@ -52,7 +52,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
 from echomq.runtime.presence import Presence
 from echomq.runtime.weather import Weather
-from echomq.tasks import catalog, lifecycle, ratecaps
+from echomq.tasks import catalog, chunks, lifecycle, ratecaps, tenants
 from echomq.tasks.joblog import JobLog
 from echomq.tasks.recurring import start_pump
 from echomq.verbs import backlog, declarations, groups, registry, workers
@@ -172,7 +172,8 @@ class Worker:
                     else self.on_event)
         self.consumers = [
             Consumer(
-                conn, name, router=self.app.router(parts[0]), concurrency=self.concurrency,
+                conn, name, router=self.app.router(parts[0]),
+                concurrency=max(self.concurrency, chunks.widest(self.app, name)),  # a chunk fills
                 beat_ms=self.beat_ms, lease_ms=min(self.app.lease_for(p) for p in parts),
                 retention=retention, pooled=self.use_metronome, on_event=observer,
                 timeout_ms=self.timeout_ms, weather=self.weather,
@@ -191,6 +192,7 @@ class Worker:
             # stops what already runs instead of leaving it to die with the connection
             await registry.add(conn, self.queues)  # listed by the CLI even while empty
             await ratecaps.apply(conn, self.app, self.queues)  # @app.task(rate=...)
+            await tenants.apply(conn, self.app, self.queues)  # group_limit=, queue_limit=
             await self._declare(conn)
             await log_groups(conn, self.queues)
             if self.use_presence:

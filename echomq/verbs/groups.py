@@ -39,10 +39,23 @@ class GroupStats(NamedTuple):
     rate_max: int | None = None
     rate_per_ms: int | None = None
     paused_until: int | None = None  # when a pause with an end ends (SERVER ms)
+    weight: int = 1  # its turns in the ring per round (set_weight)
+
+
+def check_group_name(group: str) -> str:
+    """``group`` checked as one group's name: ``*`` is refused (a control names one group;
+    the defaults for every group of a queue are ``set_defaults``, or a task's
+    ``group_limit=``/``group_rate=``)."""
+    keyspace.validate_group(group)
+    if "*" in group:
+        raise ValueError(f"group {group!r}: a control names one group, not a pattern; for "
+                         "every group of the queue set its defaults (groups.set_defaults, "
+                         "or @app.task(group_limit=..., group_rate=...))")
+    return group
 
 
 def _control(queue: str, group: str, *args: str) -> Eval:
-    keyspace.validate_group(group)
+    check_group_name(group)
     return Eval(
         "group",
         (keyspace.group_key(queue, group), keyspace.queue_key(queue, "ring")),
@@ -84,9 +97,51 @@ def set_rate(queue: str, group: str, max_jobs: int, per_ms: int) -> Verb[None]:
 
 
 @verb
+def set_weight(queue: str, group: str, weight: int) -> Verb[None]:
+    """The group's share of turns in the ring (an int >= 1, default 1): while it stays
+    ready it keeps the head for ``weight`` consecutive claims before going to the back, so
+    two always-busy groups of weights 3 and 1 get 3/4 and 1/4 of the ring's claims. Weight
+    buys turns, not time: a slow tenant still needs a limit (``set_limit``)."""
+    guard.positive("weight", weight)
+    return single(_control(queue, group, "weight", str(weight)), lambda _: None)
+
+
+@verb
 def clear_rate(queue: str, group: str) -> Verb[None]:
     """Remove the group's rate (a block already on ``gwait`` runs its course)."""
     return single(_control(queue, group, "rate", "", ""), lambda _: None)
+
+
+@verb
+def set_defaults(queue: str, limit: int | None = None,
+                 rate: tuple[int, int] | None = None) -> Verb[None]:
+    """The defaults every group of ``queue`` takes where its own meta sets nothing: a
+    concurrency ``limit`` (>= 1) and a ``rate`` ``(max_jobs, per_ms)``; ``None`` for none.
+    A group's own ``set_limit``/``set_rate`` wins for that group. Every group's ring place
+    is re-checked in the same script (``group_defaults``). An ungrouped queue never reads
+    them."""
+    if limit is not None:
+        guard.positive("limit", limit)
+    mx, ms = ("", "") if rate is None else rate_args(*rate)
+    step = Eval("group_defaults", (keyspace.queue_key(queue, "gdefaults"),),
+                (keyspace.base(queue), "" if limit is None else str(limit), mx, ms))
+    return single(step, lambda _: None)
+
+
+class GroupDefaults(NamedTuple):
+    """A queue's group defaults (``set_defaults``): ``None`` where none is set."""
+
+    limit: int | None
+    rate_max: int | None
+    rate_per_ms: int | None
+
+
+@verb
+def defaults(queue: str) -> Verb[GroupDefaults]:
+    """The queue's group defaults (``set_defaults``)."""
+    key = keyspace.queue_key(queue, "gdefaults")
+    return single(Command(("HMGET", key, "limit", "rate_max", "rate_ms")),
+                  lambda r: GroupDefaults(*(_int(v) for v in r)))
 
 
 def _int(value: Any) -> int | None:
@@ -107,14 +162,15 @@ def stats(queue: str) -> Verb[dict[str, GroupStats]]:
         for g in names:
             steps.append(Command(("ZCARD", keyspace.lane_key(queue, g))))
             steps.append(Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
-                                  "paused", "rate_max", "rate_ms", "paused_until")))
+                                  "paused", "rate_max", "rate_ms", "paused_until", "weight")))
         replies = yield Batch(tuple(steps))
         out: dict[str, GroupStats] = {}
         for i, g in enumerate(names):
-            waiting, (active, limit, paused, rmax, rms, until) = (replies[2 * i],
-                                                                   replies[2 * i + 1])
+            waiting, (active, limit, paused, rmax, rms, until, weight) = (
+                replies[2 * i], replies[2 * i + 1])
             out[g] = GroupStats(int(waiting), _int(active) or 0, _int(limit),
-                                paused is not None, _int(rmax), _int(rms), _int(until))
+                                paused is not None, _int(rmax), _int(rms), _int(until),
+                                _int(weight) or 1)
         return out
 
     return calls()

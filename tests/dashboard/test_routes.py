@@ -52,3 +52,22 @@ def test_a_queue_s_actions_refuse_an_unknown_verb(board, conn, queue):
         assert board.post(f"/q/{queue}{path}") == 404, path
     assert board.post(f"/q/{queue}/pause") == 303 and jobs.is_paused(conn, queue)
     assert board.post(f"/q/{queue}/resume") == 303 and not jobs.is_paused(conn, queue)
+
+
+def test_a_batch_s_page_and_json(board, conn):
+    import json
+
+    from echomq.verbs import batches
+
+    bid = ids.mint()
+    batches.create(conn, bid, {})
+    batches.enroll(conn, bid, ["JOBx", "JOBy"])
+    batches.settle(conn, bid, [("JOBx", "completed")])
+    status, body = board.get(f"/batch/{bid}")
+    assert status == 200
+    assert "1 of 2 members ended (50%), open" in body
+    status, body = board.get(f"/api/batch/{bid}")
+    assert status == 200
+    assert json.loads(body) == {"id": bid, "total": 2, "pending": 1, "completed": 1, "dead": 0,
+                                "closed": False, "fired": []}
+    assert board.get(f"/batch/{ids.mint()}")[0] == 404

@@ -4,15 +4,22 @@
 -- jobs, it is not paused, it is under its concurrency limit and it is not blocked on
 -- <base>gwait (a rate window or a rate_limited(ms), scored by the SERVER ms it reopens).
 -- Group meta lives on <base>g:<group> (active, limit, paused, rate_max, rate_ms);
--- <base>groups is the set of every group seen. Every transition that changes one of
+-- <base>groups is the set of every group seen. <base>gdefaults (limit, rate_max, rate_ms:
+-- a task's group_limit/group_rate) stands in for a field a group's meta does not set; only
+-- a grouped claim reads it, so an ungrouped queue never pays for it. Every transition that changes one of
 -- those conditions calls ring_sync for the group in the same script, so the ring never
 -- disagrees with them.
 --@include wake
+-- group_limit(p, own): the group's own limit, else the queue's default (nil: none)
+local function group_limit(p, own)
+  return tonumber(own or redis.call('HGET', p .. 'gdefaults', 'limit') or '')
+end
 local function group_ready(p, g)
   if redis.call('ZCARD', p .. 'g:' .. g .. ':pending') == 0 then return false end
   local m = redis.call('HMGET', p .. 'g:' .. g, 'active', 'limit', 'paused')
   if m[3] then return false end
-  if m[2] and tonumber(m[1] or '0') >= tonumber(m[2]) then return false end
+  local limit = group_limit(p, m[2])
+  if limit and tonumber(m[1] or '0') >= limit then return false end
   return not redis.call('ZSCORE', p .. 'gwait', g)
 end
 -- ring_sync(p, g, quiet): put g at the back of the ring if it is ready and absent (and

@@ -155,3 +155,36 @@ def declare_rate(queue: str, rate: tuple[int, int] | None) -> Verb[tuple[str, st
                  keyspace.queue_key(queue, "starts"), keyspace.queue_key(queue, "starts:n")),
                 args)
     return single(step, lambda r: (text(r[0]), text(r[1])))
+
+
+@verb
+def set_limit(queue: str, concurrency: int | None) -> Verb[None]:
+    """At most ``concurrency`` (>= 1) of the queue's jobs active at once across every
+    worker (live leases on active, counted by the claim on the SERVER clock, so a crashed
+    holder's slot frees when its lease lapses); ``None`` removes the cap."""
+    key = keyspace.queue_key(queue, "limit")
+    if concurrency is None:  # the marker too: the next worker start applies a declared cap
+        marker = keyspace.queue_key(queue, "limit:declared")
+        return single(Command(("DEL", key, marker)), lambda _: None)
+    guard.positive("concurrency", concurrency)
+    return single(Command(("SET", key, str(concurrency))), lambda _: None)
+
+
+@verb
+def queue_limit(queue: str) -> Verb[int | None]:
+    """The queue's cap (``set_limit``), ``None`` when it has none."""
+    key = keyspace.queue_key(queue, "limit")
+    return single(Command(("GET", key)), lambda r: None if r is None else int(r))
+
+
+@verb
+def declare_limit(queue: str, concurrency: int | None) -> Verb[tuple[str, str]]:
+    """Apply the cap an app's tasks declare for ``queue`` (``queue_limit=``; ``None`` for
+    none), as a worker does when it starts: ``(outcome, cap in force)``, the outcomes of
+    ``declare_rate`` (an operator's ``set_limit`` is ``"kept"``)."""
+    if concurrency is not None:
+        guard.positive("queue_limit", concurrency)
+    step = Eval("declare_limit", (keyspace.queue_key(queue, "limit"),
+                                  keyspace.queue_key(queue, "limit:declared")),
+                ("" if concurrency is None else str(concurrency),))
+    return single(step, lambda r: (text(r[0]), text(r[1])))

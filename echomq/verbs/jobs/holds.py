@@ -114,6 +114,7 @@ class Hold:
                                       f"reopens in {span((until or now) - now)}"),
             "rate": lambda: (f"rate window full ({f['max']} per {span(f['ms'])}), reopens in "
                              f"{span((until or now) - now)}"),
+            "limit": lambda: f"queue at its limit ({f['active']} of {f['limit']} running)",
             "behind": self._behind,
         }[self.control]()
         if self.expires_ms is not None:

@@ -1,0 +1,198 @@
+"""Issue 36's targets on one fresh embedded Valkey: chunks vs single-job calls, a batch's
+callback latency and membership overhead, weighted shares, and the group defaults' cost on
+an ungrouped queue.
+
+    .venv/bin/python bench/batches.py                 # N = 10,000 jobs per drain
+    .venv/bin/python bench/batches.py --n 2000        # a quick run
+
+- chunks: a no-op task drained by the task API's ``Worker`` (concurrency 100), as single-job
+  calls and as ``chunk=100``; jobs/s = N over the HOST monotonic time from the worker's
+  start to its N-th handled job. Target: chunks >= 3x.
+- batch: N no-op jobs drained plain, then as one batch (``app.batch(on_complete=...)``);
+  overhead = 1 - batch rate / plain rate (target <= 10%); the callback's latency = its start
+  minus the last member's end (HOST monotonic; target <= 50 ms), and how many times it ran.
+- weights: two always-busy groups of weights 3 and 1, 1,000 claims (``claim_many`` by 100):
+  the heavy group's share (target 75% +- 10%).
+- defaults: ``claim_many`` + ``ack_many`` rounds on an ungrouped queue with and without group
+  defaults set on it (the claim never reads them there): the ratio of the rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+from echomq import App
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.tasks.worker import Worker
+from echomq.verbs import groups, jobs
+
+
+def _drain(app: App, queue: str, done: Any, timeout: float = 300) -> tuple[float, float]:
+    """Run a worker on ``queue`` until ``done()``: when it started and the seconds until
+    ``done()`` held (HOST monotonic)."""
+    async def main() -> tuple[float, float]:
+        worker = Worker(app, [queue], concurrency=100, beat_ms=50, grace_s=5, log_jobs=False)
+        stop = asyncio.Event()
+        started = time.monotonic()
+        running = asyncio.ensure_future(worker.run(stop))
+        while not done() and time.monotonic() - started < timeout:
+            await asyncio.sleep(0.002)
+        took = time.monotonic() - started
+        stop.set()
+        await running
+        return started, took
+
+    return asyncio.run(main())
+
+
+def _chunk_rate(url: str, n: int, size: int | None) -> float:
+    """jobs/s of a no-op task drained one job per call (``size=None``) or in chunks."""
+    app = App(url)
+    seen = [0]
+    lock = threading.Lock()
+    queue = f"bench-chunk-{ids.mint()[-8:]}"
+    if size is None:
+        @app.task(queue=queue, name="one")
+        def one(i: int) -> None:
+            with lock:
+                seen[0] += 1
+        task: Any = one
+    else:
+        @app.task(queue=queue, name="many", chunk=size,
+                  chunk_wait=dt.timedelta(milliseconds=50))
+        def many(items: list[Any]) -> None:
+            with lock:
+                seen[0] += len(items)
+        task = many
+    for start in range(0, n, 1000):
+        task.enqueue_many([(i,) for i in range(start, min(n, start + 1000))])
+    rate = n / _drain(app, queue, lambda: seen[0] >= n)[1]
+    app.close()
+    return rate
+
+
+def chunks(url: str, n: int) -> tuple[float, float]:
+    """(single-job jobs/s, chunk-of-100 jobs/s)."""
+    return _chunk_rate(url, n, None), _chunk_rate(url, n, 100)
+
+
+def batch(url: str, n: int) -> tuple[float, float, float, int]:
+    """(plain jobs/s, batch jobs/s, callback latency ms, callback runs)."""
+    plain, _, _ = _batch_run(url, n, False)
+    batched, latency, runs = _batch_run(url, n, True)
+    return plain, batched, latency, runs
+
+
+def _batch_run(url: str, n: int, batched: bool) -> tuple[float, float, int]:
+    """(jobs/s, callback latency ms, callback runs) of ``n`` no-op jobs, in a batch or not."""
+    latency, runs = 0.0, 0
+    app = App(url)
+    queue = f"bench-batch-{ids.mint()[-8:]}"
+    state = {"seen": 0, "last": 0.0, "cb": 0.0, "runs": 0}
+    lock = threading.Lock()
+
+    @app.task(queue=queue, name="member")
+    def member(i: int) -> None:
+        with lock:
+            state["seen"] += 1
+            state["last"] = time.monotonic()
+
+    @app.task(queue=queue, name="cb")
+    def cb(info: dict[str, Any]) -> None:
+        state["cb"] = time.monotonic()
+        state["runs"] += 1
+
+    calls = [member.s(i) for i in range(n)]
+    if batched:
+        with app.batch(on_complete=cb.s()) as b:
+            for start in range(0, n, 1000):
+                b.add(*calls[start:start + 1000])
+        # the worker runs on 0.3 s past the callback: a second run would show
+        started, _ = _drain(app, queue, lambda: state["runs"] >= 1
+                            and time.monotonic() - state["cb"] > 0.3)
+        # the rate to the last member's end (the callback's wait is reported apart)
+        took = state["last"] - started
+        latency = (state["cb"] - state["last"]) * 1000
+        runs = int(state["runs"])
+    else:
+        for start in range(0, n, 1000):
+            member.enqueue_many([(i,) for i in range(start, min(n, start + 1000))])
+        started, _ = _drain(app, queue, lambda: state["seen"] >= n)
+        took = state["last"] - started
+    app.close()
+    return n / took, latency, runs
+
+
+def weights(url: str) -> float:
+    """The heavy group's share of 1,000 claims (weights 3:1, both always busy)."""
+    app = App(url)
+    conn = app.connector()
+    queue = f"bench-w-{ids.mint()[-8:]}"
+    for g in ("heavy", "light"):
+        jobs.enqueue_many(conn, queue, [(ids.mint(), b"{}", {"group": g}) for _ in range(1000)])
+    groups.set_weight(conn, queue, "heavy", 3)
+    for _ in range(10):
+        jobs.claim_many(conn, queue, 60_000, 100)
+    share = groups.stats(conn, queue)["heavy"].active / 1000
+    app.close()
+    return share
+
+
+def defaults_cost(url: str, n: int) -> float:
+    """Claim+ack rate with group defaults set over the rate without, ungrouped queue."""
+    app = App(url)
+    conn = app.connector()
+    rates = {}
+    for with_defaults in (False, True) * 4:
+        queue = f"bench-d-{ids.mint()[-8:]}"
+        if with_defaults:
+            groups.set_defaults(conn, queue, 2, (10, 1000))
+        for _ in range(0, n, 1000):
+            jobs.enqueue_many(conn, queue, [(ids.mint(), b"{}") for _ in range(1000)])
+        started = time.monotonic()
+        while True:
+            got = jobs.claim_many(conn, queue, 60_000, 100)
+            if not got:
+                break
+            jobs.ack_many(conn, queue, [(c.id, c.token) for c in got])
+        rates.setdefault(with_defaults, []).append(n / (time.monotonic() - started))
+    app.close()
+    return statistics.median(rates[True]) / statistics.median(rates[False])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    args = ap.parse_args()
+    srv = EmbeddedServer(ephemeral=True)
+    srv.start()
+    try:
+        print(f"n={args.n}  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        single, chunked = chunks(srv.url, args.n)
+        print(f"chunks:   single {single:,.0f} jobs/s, chunk=100 {chunked:,.0f} jobs/s: "
+              f"{chunked / single:.1f}x (target >= 3x)")
+        plain, batched, latency, runs = batch(srv.url, args.n)
+        print(f"batch:    plain {plain:,.0f} jobs/s, in a batch {batched:,.0f} jobs/s: "
+              f"overhead {100 * (1 - batched / plain):.1f}% (target <= 10%); callback ran "
+              f"{runs}x, {latency:.1f} ms after the last member ended (target <= 50 ms)")
+        share = weights(srv.url)
+        print(f"weights:  heavy (3) took {100 * share:.1f}% of 1,000 claims "
+              f"(target 75% +- 7.5)")
+        ratio = defaults_cost(srv.url, min(args.n, 5000))
+        print(f"defaults: ungrouped claim+ack rate with/without group defaults: {ratio:.2f}")
+    finally:
+        srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -386,20 +386,18 @@ class App(Client):
 
     def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """A job's status (state, attempts, last error, run-at, progress, kept result),
-        looked up on ``queue`` or on every queue of this app; ``None`` when neither a row
+        looked up on ``queue``, else on any queue the server knows; ``None`` when neither a row
         nor a kept result exists (never enqueued, or deleted after completion under the
         default retention and no result kept)."""
-        guard.string("job_id", job_id)
-        conn = self.connector()
-        found = None if queue else queue_registry.find(conn, job_id, self._lookup(None))
-        return status.read(conn, self._where(queue, found), job_id, self.format)
+        guard.string("job_id", job_id)  # before a connection (which may start a server)
+        return status.lookup(self.connector(), job_id, self._lookup(queue), queue is not None,
+                             self.format)
 
     async def ajob(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """``job``, awaited."""
         guard.string("job_id", job_id)
-        conn = await self.aconnector()
-        found = None if queue else await queue_registry.find(conn, job_id, self._lookup(None))
-        return await status.read(conn, self._where(queue, found), job_id, self.format)
+        return await status.lookup(await self.aconnector(), job_id, self._lookup(queue),
+                                   queue is not None, self.format)
 
     # -- durable signals (echomq.verbs.durable) ------------------------------------------
 

@@ -23,7 +23,7 @@ from echomq.core import codecs, errors, keyspace, readings
 from echomq.core.payload import PLAIN, Format, decode
 from echomq.core.steps import Command, Verb, verb
 from echomq.core.tally import Tally
-from echomq.verbs import durable, jobs, results
+from echomq.verbs import durable, jobs, registry, results
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,3 +219,21 @@ EXPIRE_BATCH = 100
 
 #: the states a job waits in (what ``jobs.why`` explains)
 WAITING = frozenset({"pending", "scheduled", "waiting-children", "waiting"})
+
+
+@verb
+def lookup(job_id: str, mine: Sequence[str], narrowed: bool = False,
+           fmt: Format = PLAIN) -> Verb[JobInfo | None]:
+    """``read`` where the job is: on ``mine`` when ``narrowed`` (a caller named the queue),
+    else on the queue ``registry.find`` locates among ``mine`` (an app's queues) and every
+    registered queue (a job sent with ``options(queue=...)`` or by another app), or on
+    ``mine`` when it finds none."""
+    where = list(mine)
+
+    def calls() -> Verb[JobInfo | None]:
+        found = None if narrowed else (yield from registry.find.steps(job_id, where))
+        got: JobInfo | None = yield from read.steps(where if found is None else [found],
+                                                    job_id, fmt)
+        return got
+
+    return calls()

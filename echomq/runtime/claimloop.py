@@ -165,8 +165,9 @@ class ClaimLoop:
         wake. A wake token marks its queue as having work."""
         ctx, wake = self.ctx, self.ctx.wake
         conn = ctx.conn
-        # BLPOP's timeout is in seconds (a double); 0 would mean forever.
-        secs = max(timeout, 0.005)
+        # BLPOP's timeout is in seconds (a double); 0 would mean forever; and short of the
+        # socket timeout, which would otherwise cut a healthy wait as an outage
+        secs = conn.block_for(max(timeout, 0.005))
         assert ctx.stop is not None
         wake.kick.clear()
         wake.idle_until = asyncio.get_running_loop().time() + secs

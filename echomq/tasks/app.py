@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.connectors.plan import (
+    DEFAULT_TIMEOUT_S,
     MAX_PAYLOAD_BYTES,
 )
 from echomq.core import guards as guard
@@ -51,9 +52,10 @@ from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
 from echomq.tasks import canvas, routing
-from echomq.tasks.client import Client
+from echomq.tasks.client import Client, check_timeout
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
+from echomq.tasks.retrying import DEFAULT_RETRY_FOR, Retry
 from echomq.tasks.task import Task
 from echomq.verbs import flows, results, status
 from echomq.verbs.durability import Wait
@@ -108,6 +110,14 @@ class App(Client):
     registry: keep Pump hosts on NTP) or ``"server"``: a worker's Pump plans and upserts
     the recurrences on the server's ``TIME`` (cron's calendar math stays on the host, in
     the zone), so a Pump host whose clock is off fires on the server's time.
+    ``timeout``: seconds one command (and one connect) may take on the socket, 5 by
+    default, for the app and its workers (a URL's ``?socket_timeout=`` wins); every
+    blocking wait is sized from it, so any value works. ``None``: no limit.
+    ``retry_for`` (seconds or a ``timedelta``, 10 s by default; ``None`` or 0: off): an
+    admission that failed ambiguously (a reset, a socket timeout, a failover's
+    ``READONLY``/``MOVED``/``TRYAGAIN``) is sent again with the ids it minted until it is
+    known admitted (a duplicate means an earlier try landed), for up to that long after its
+    first failure (``echomq.tasks.retrying``); then the last error reaches the caller.
     """
 
     def __init__(
@@ -132,6 +142,8 @@ class App(Client):
         tls_key: str | os.PathLike[str] | None = None,
         tls_verify: str | None = None,
         recurrence_clock: str = "host",
+        timeout: float | dt.timedelta | None = DEFAULT_TIMEOUT_S,
+        retry_for: float | dt.timedelta | None = DEFAULT_RETRY_FOR,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -143,7 +155,8 @@ class App(Client):
             wait=(Wait(wait_replicas, wait_local, wait_timeout_ms)
                   if wait_replicas or wait_local else None),
             tls={"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
-                 "tls_verify": tls_verify})
+                 "tls_verify": tls_verify},
+            timeout=check_timeout(timeout), retry=Retry.of(retry_for))
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
@@ -343,15 +356,17 @@ class App(Client):
         cancelled, ``TimeoutError`` after ``timeout`` seconds (``None``: wait for ever),
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
-        return results.wait(self.connector(), self._lookup(queue), job_id,
-                            results.timeout_s(timeout))
+        conn = self.connector()
+        return results.wait(conn, self._lookup(queue), job_id, results.timeout_s(timeout),
+                            conn.block_for(results.BLOCK_S))
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
-        return await results.wait(await self.aconnector(), self._lookup(queue), job_id,
-                                  results.timeout_s(timeout))
+        conn = await self.aconnector()
+        return await results.wait(conn, self._lookup(queue), job_id,
+                                  results.timeout_s(timeout), conn.block_for(results.BLOCK_S))
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is

@@ -217,10 +217,11 @@ class Flow:
         """The tree's admission (one round trip per level), every node checked here,
         before any I/O: its plan, answering the root job's id."""
         root = self.node()
-        steps = flows.admit.steps(root)
         _sized(root, self._producer().max_payload_bytes)
         queues = tuple(dict.fromkeys(n.queue for n in root.walk()))
-        return Plan(queues, steps, lambda _: root.id, durable=False)
+        # a retried tree is admitted by the same ids: a level that landed answers duplicate
+        return Plan.made(queues, lambda: flows.admit.steps(root), lambda _: root.id,
+                         durable=False)
 
     def _producer(self) -> Producer:
         producer: Producer = self.parent.task.app

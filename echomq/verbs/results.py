@@ -32,8 +32,9 @@ from echomq.verbs import jobs
 
 #: how long one blocking wait lasts for a job that pushes no done token
 POLL_S = 1.0
-#: the longest single blocking wait: valkey-py reads with a 5 s socket timeout by default,
-#: so a longer wait is several of these (the state is read again between them)
+#: the longest single blocking wait at the default 5 s socket timeout; the caller cuts it
+#: to its connector's (``block_s``, ``Base.block_for``): a longer wait is several of these
+#: (the state is read again between them)
 BLOCK_S = 4.0
 FINAL = ("completed", "dead", "cancelled", "expired")
 
@@ -72,8 +73,11 @@ def value_of(result: bytes | None) -> Any:
 
 
 @verb
-def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]:
-    """Wait for ``job_id`` to end; its kept value, or the error of its end (see above)."""
+def wait(queues: Sequence[str], job_id: str, timeout: float | None,
+         block_s: float = BLOCK_S) -> Verb[Any]:
+    """Wait for ``job_id`` to end; its kept value, or the error of its end (see above).
+    ``block_s``: the longest one blocking call may last on the caller's connector (short
+    of its socket timeout, ``Base.block_for``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     known: str | None = None
     while True:
@@ -109,7 +113,7 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None) -> Verb[Any]
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise TimeoutError(f"job {job_id} still {state} after {timeout:g} s")
-        slice_s = POLL_S if not row.get("notify") else BLOCK_S
+        slice_s = min(POLL_S if not row.get("notify") else BLOCK_S, block_s)
         if left is not None:
             slice_s = min(slice_s, left)
         yield from jobs.wait_done.steps(known, job_id, max(slice_s, 0.01))

@@ -150,7 +150,8 @@ def test_a_lost_reply_is_retried_with_its_id_and_admitted_once(proxy, queue):
             jid = work.enqueue(1)
         assert jid != first and app.job(jid).state == "pending"
         with _replies_lost_for(proxy, 1.0):
-            fid = flat.options(unique="k", unique_for=60).enqueue(2)  # the unique key owned by itself
+            # a retry finds the unique key owned by its own first try: its id comes back
+            fid = flat.options(unique="k", unique_for=60).enqueue(2)
         assert app.job(fid).state == "pending"
         with _replies_lost_for(proxy, 1.0):
             ids = work.enqueue_many([(i,) for i in range(50)])

@@ -263,3 +263,43 @@ def test_the_recovery_line_is_logged_at_the_first_answer_and_timed_to_it(proxy, 
         assert logged - healed < 3.0, (logged - healed, line)
     finally:
         app.close()
+
+
+# -- a lost claim reply -----------------------------------------------------------------
+
+
+def test_a_claim_sent_again_with_its_id_answers_the_same_jobs(run, queue):
+    from echomq.core import ids
+
+    sent = [ids.mint() for _ in range(3)]
+    for jid in sent:
+        run(jobs.enqueue, queue, jid, b"{}")
+    first = run(jobs.claim_many, queue, 30_000, 2, "c1")
+    again = run(jobs.claim_many, queue, 30_000, 2, "c1")  # its reply was lost: sent again
+    assert [c.id for c in first] == sent[:2] and again == first
+    run(jobs.ack, queue, first[0].id, first[0].token)  # only what it still holds returns
+    assert run(jobs.claim_many, queue, 30_000, 2, "c1") == first[1:]
+    assert [c.id for c in run(jobs.claim_many, queue, 30_000, 2, "c2")] == sent[2:]
+    assert run(jobs.claim_many, queue, 30_000, 2) == []
+
+
+def test_a_lost_claim_reply_does_not_strand_its_job_for_a_lease(proxy, server, queue):
+    # the issue: 1-4 jobs leased to no one for a full lease (30 s) after every cut; the
+    # claim loop sends a failed claim again with its id (runtime.claimloop)
+    from echomq import Connector
+    from echomq.core import ids
+
+    jid = ids.mint()
+    with Connector.connect(server.url) as direct, \
+            Connector.connect(proxy.url("socket_timeout=0.3")) as worker:
+        jobs.enqueue(direct, queue, jid, b"{}")
+        worker.ping()  # the connection is up: the claim itself reaches the server
+        proxy.drop_replies()
+        with pytest.raises(errors.WireError):
+            jobs.claim_many(worker, queue, 30_000, 4, "claim-1")
+        assert jobs.counts(direct, queue)["active"] == 1  # leased, the reply lost
+        proxy.heal()
+        again = jobs.claim_many(worker, queue, 30_000, 4, "claim-1")
+        assert [(c.id, c.token) for c in again] == [(jid, 1)]  # at once, not in 30 s
+        jobs.ack(worker, queue, jid, 1)
+        assert jobs.counts(direct, queue)["active"] == 0

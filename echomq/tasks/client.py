@@ -20,6 +20,7 @@ import os
 import pathlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Self, TypeVar
 
 from echomq.connectors import urls
@@ -115,9 +116,10 @@ class Client:
 
     def _submit(self, plan: Plan[T]) -> T:
         conn = self.connector()
+        wait = self._wait_on(conn)
         try:
-            got = (drive(conn, plan.steps) if self.wait is None or not plan.durable
-                   else confirmed(conn, plan.steps, self.wait))
+            got = (drive(conn, plan.steps) if wait is None or not plan.durable
+                   else confirmed(conn, plan.steps, wait))
         except NotDurable:
             self._noted(conn, plan.queues)
             raise
@@ -166,14 +168,24 @@ class Client:
 
     async def _asubmit_once(self, plan: Plan[T]) -> T:
         conn = await self.aconnector()
+        wait = self._wait_on(conn)
         try:
-            got = await (drive(conn, plan.steps) if self.wait is None or not plan.durable
-                         else confirmed(conn, plan.steps, self.wait))
+            got = await (drive(conn, plan.steps) if wait is None or not plan.durable
+                         else confirmed(conn, plan.steps, wait))
         except NotDurable:
             await self._anoted(conn, plan.queues)
             raise
         await self._anoted(conn, plan.queues)
         return plan.answer(got)
+
+    def _wait_on(self, conn: Connector | AsyncConnector) -> Wait | None:
+        """This app's ``wait``, its ``WAIT`` cut to what one blocking call may last on
+        ``conn`` (``block_for``): a wait the socket timeout would cut is an outage."""
+        wait = self.wait
+        if wait is None:
+            return None
+        ms = max(1, int(conn.block_for(wait.timeout_ms / 1000) * 1000))
+        return wait if ms >= wait.timeout_ms else replace(wait, timeout_ms=ms)
 
     @staticmethod
     def _noted(conn: Connector, queues: Iterable[str]) -> None:

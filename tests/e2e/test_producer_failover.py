@@ -85,10 +85,15 @@ def test_a_producer_through_a_failover_sees_no_error_and_admits_each_job_once():
             for t in threads:
                 t.join(60)
         after = {k: len(v) - at_promotion[k] for k, v in got.items()}
+        # the sync client refreshed its topology at most once per 250 ms, not once per
+        # failed call (connectors.steady.SteadySyncCluster)
+        refreshes = app.connector().client.nodes_manager.refreshes
         print(f"\nfailover: promoted {promoted - killed:.1f} s after the kill; ids "
               f"{ {k: len(v) for k, v in got.items()} }, after the promotion {after}; "
               f"errors { {k: len(v) for k, v in failed.items()} }; slowest call "
-              f"{ {k: round(v, 2) for k, v in slowest.items()} } s")
+              f"{ {k: round(v, 2) for k, v in slowest.items()} } s; sync topology "
+              f"refreshes {refreshes}")
+        assert refreshes <= (promoted - killed + 2.0) / 0.25 + 2, refreshes
         assert failed == {"sync": [], "async": []}, {k: v[:3] for k, v in failed.items()}
         assert all(n > 0 for n in after.values()), after
         returned = got["sync"] + got["async"]

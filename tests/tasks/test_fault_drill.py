@@ -54,6 +54,19 @@ def _replies_lost_for(proxy: FaultProxy, seconds: float) -> Iterator[None]:
         timer.join()
 
 
+@contextlib.contextmanager
+def _producer(url: str, queue: str, **options: Any) -> Iterator[tuple[App, Any]]:
+    """``App(url, **options)`` with one plain task on ``queue``, closed at the end."""
+    app = App(url, **options)
+    try:
+        @app.task(queue=queue)
+        def work(x): ...
+
+        yield app, work
+    finally:
+        app.close()
+
+
 # -- timeout: any value works ---------------------------------------------------------
 
 
@@ -123,17 +136,11 @@ def test_timeout_is_checked():
 
 def test_without_retry_for_a_lost_reply_reaches_the_caller_though_the_job_was_admitted(
         proxy, queue):
-    app = App(proxy.url(), timeout=0.3, retry_for=None)
-    try:
-        @app.task(queue=queue)
-        def work(x): ...
-
+    with _producer(proxy.url(), queue, timeout=0.3, retry_for=None) as (app, work):
         work.enqueue(0)
         with _replies_lost_for(proxy, 1.0), pytest.raises(errors.WireError):
             work.enqueue(1)
         wait_for(lambda: _admitted(app, queue) == 2, 5, "the lost call's job is there")
-    finally:
-        app.close()
 
 
 def test_a_lost_reply_is_retried_with_its_id_and_admitted_once(proxy, queue):
@@ -168,11 +175,7 @@ def test_a_lost_reply_is_retried_with_its_id_and_admitted_once(proxy, queue):
 
 
 def test_a_lost_reply_is_retried_on_the_async_path_too(proxy, queue):
-    app = App(proxy.url(), timeout=0.3)
-    try:
-        @app.task(queue=queue)
-        def work(x): ...
-
+    with _producer(proxy.url(), queue, timeout=0.3) as (app, work):
         async def main() -> list[str]:
             got = [await work.aenqueue(0)]  # connector made, queue noted: the fast path
             with _replies_lost_for(proxy, 1.0):
@@ -185,16 +188,10 @@ def test_a_lost_reply_is_retried_on_the_async_path_too(proxy, queue):
         got = asyncio.run(main())
         assert len(set(got)) == 22
         assert _admitted(app, queue) == 22
-    finally:
-        app.close()
 
 
 def test_connections_reset_every_few_ms_no_error_reaches_the_producer(proxy, queue):
-    app = App(proxy.url(), timeout=1.0)
-    try:
-        @app.task(queue=queue)
-        def work(x): ...
-
+    with _producer(proxy.url(), queue, timeout=1.0) as (app, work):
         work.enqueue(-1)
         stop = threading.Event()
         resets = [0]
@@ -214,22 +211,14 @@ def test_connections_reset_every_few_ms_no_error_reaches_the_producer(proxy, que
         assert resets[0] >= 5
         assert len(set(got)) == 300
         assert _admitted(app, queue) == 301
-    finally:
-        app.close()
 
 
 def test_a_refusal_is_not_retried(proxy, queue):
-    app = App(proxy.url(), max_payload_bytes=100)
-    try:
-        @app.task(queue=queue)
-        def work(x): ...
-
+    with _producer(proxy.url(), queue, max_payload_bytes=100) as (_, work):
         t0 = time.monotonic()
         with pytest.raises(errors.PayloadTooLarge):
             work.enqueue("x" * 1_000)
         assert time.monotonic() - t0 < 1
-    finally:
-        app.close()
 
 
 # -- the recovery line ------------------------------------------------------------------

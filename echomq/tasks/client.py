@@ -101,18 +101,27 @@ class Client:
         try:
             return self._submit(plan)
         except Exception as exc:
-            if plan.again is None or not self.retry.seconds:
+            if not self._retries(plan):
                 raise
-            failed, tries, since = exc, 1, time.monotonic()
-        while True:
-            pause = self.retry.pause(failed, tries, since)
-            if pause is None:
-                raise failed
+            return self._retry(plan, exc)
+
+    def _retries(self, plan: Plan[Any]) -> bool:
+        """Whether a failure of ``plan`` may be retried: it can make its steps again (the
+        same ids) and this app has a ``retry_for``."""
+        return plan.again is not None and self.retry.seconds > 0
+
+    def _retry(self, plan: Plan[T], failed: Exception) -> T:
+        """``plan`` driven again (same ids) after ``failed`` until an answer, a failure
+        that is not ambiguous, or the bound (HOST monotonic clock, ``Retry.pause``)."""
+        assert plan.again is not None
+        tries, since = 1, time.monotonic()
+        while (pause := self.retry.pause(failed, tries, since)) is not None:
             time.sleep(pause)
             try:
                 return self._submit(plan._replace(steps=plan.again()))
             except Exception as exc:
                 failed, tries = exc, tries + 1
+        raise failed
 
     def _submit(self, plan: Plan[T]) -> T:
         conn = self.connector()
@@ -139,7 +148,7 @@ class Client:
         try:
             return plan.answer(await reply)
         except Exception as exc:
-            if plan.again is None or not self.retry.seconds:
+            if not self._retries(plan):
                 raise
             return await self._aretry(plan, exc)
 
@@ -147,24 +156,21 @@ class Client:
         try:
             return await self._asubmit_once(plan)
         except Exception as exc:
-            if plan.again is None or not self.retry.seconds:
+            if not self._retries(plan):
                 raise
             return await self._aretry(plan, exc)
 
     async def _aretry(self, plan: Plan[T], failed: Exception) -> T:
-        """``plan`` driven again (same ids) after ``failed`` until an answer or the bound
-        (HOST monotonic clock): ``submit``'s loop, awaited."""
+        """``_retry``, awaited."""
         assert plan.again is not None
         tries, since = 1, time.monotonic()
-        while True:
-            pause = self.retry.pause(failed, tries, since)
-            if pause is None:
-                raise failed
+        while (pause := self.retry.pause(failed, tries, since)) is not None:
             await asyncio.sleep(pause)
             try:
                 return await self._asubmit_once(plan._replace(steps=plan.again()))
             except Exception as exc:
                 failed, tries = exc, tries + 1
+        raise failed
 
     async def _asubmit_once(self, plan: Plan[T]) -> T:
         conn = await self.aconnector()

@@ -35,15 +35,32 @@ def word_value(word: str) -> Any:
 
 
 def url_flag(p: argparse.ArgumentParser) -> None:
-    """``--url``, which every command that talks to a server takes."""
+    """``--url``, which every command that talks to a server takes, and
+    ``--command-timeout``, the socket timeout of its commands (``App(timeout=)``)."""
     p.add_argument("--url", default=None, help="server URL (default: $ECHOMQ_URL, else embedded)")
+    command_timeout_flag(p)
+
+
+def command_timeout_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--command-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds one server command may take on the socket (App(timeout=); "
+                        "default 5)")
+
+
+def command_timeout(args: argparse.Namespace) -> float | None:
+    """``--command-timeout`` (s), or ``None`` when not given (the app's own applies)."""
+    given: float | None = getattr(args, "command_timeout", None)
+    if given is not None and not given > 0:
+        raise SystemExit("echomq: --command-timeout must be > 0 seconds")
+    return given
 
 
 def connect(args: argparse.Namespace) -> tuple[Any, Any]:
     """``(connector, app)``: the app owns the embedded server when no URL is given."""
+    from echomq.connectors.plan import DEFAULT_TIMEOUT_S
     from echomq.tasks.app import App
 
-    app = App(default_url(args.url))
+    app = App(default_url(args.url), timeout=command_timeout(args) or DEFAULT_TIMEOUT_S)
     return app.connector(), app
 
 

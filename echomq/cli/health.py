@@ -13,7 +13,7 @@ import socket
 import sys
 from typing import Any
 
-from echomq.cli.common import default_url, url_flag, where
+from echomq.cli.common import command_timeout, default_url, url_flag, where
 from echomq.core import keyspace
 from echomq.core.times import parse_duration
 
@@ -72,7 +72,9 @@ def _health(args: argparse.Namespace, queues: list[str]) -> str:
     from echomq.verbs import backlog, registry, workers
 
     url = _health_url(args.url)
-    timeout = (args.timeout if args.timeout is not None else HEALTH_TIMEOUT_S * 1000) / 1000
+    given = command_timeout(args)  # --command-timeout when --timeout is not given
+    timeout = (args.timeout / 1000 if args.timeout is not None
+               else given if given is not None else HEALTH_TIMEOUT_S)
     try:
         conn = Connector.connect(url, socket_connect_timeout=timeout, socket_timeout=timeout)
     except errors.EchoMQError as exc:

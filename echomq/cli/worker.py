@@ -16,7 +16,12 @@ import sys
 import threading
 from typing import Any
 
-from echomq.cli.common import DefaultsFormatter, default_url
+from echomq.cli.common import (
+    DefaultsFormatter,
+    command_timeout,
+    command_timeout_flag,
+    default_url,
+)
 from echomq.runtime.beat import DEFAULT_BEAT_MS
 from echomq.runtime.consumer import DEFAULT_CONCURRENCY
 from echomq.tasks.worker import DEFAULT_GRACE_S
@@ -61,6 +66,7 @@ def register(sub: Any) -> None:
                    help="each consumer runs its own reap/promote legs (no pool election)")
     p.add_argument("--url", default=None,
                    help="server URL (default: $ECHOMQ_URL, else the embedded server)")
+    command_timeout_flag(p)
     p.set_defaults(func=run)
 
 
@@ -103,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     url = default_url(args.url)
     if url:
         app.url = url
+    # --command-timeout over the app's timeout=: the worker's connections use it too
+    app.timeout = command_timeout(args) or app.timeout
     queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
     if queues and not args.force:
         from echomq.cli.known import check

@@ -52,6 +52,7 @@ from echomq.connectors.replies import (
     mapped,
     wire_error,
 )
+from echomq.connectors.steady import SteadySyncCluster
 from echomq.core.steps import Arg, Command, Eval, Step, run_sync
 
 __all__ = ["Connector"]
@@ -94,7 +95,7 @@ class Connector(Base):
         cluster = cluster or target.cluster
         try:
             if cluster:
-                factory: Any = vcluster.ValkeyCluster
+                factory: Any = SteadySyncCluster  # one refresh per 250 ms in a failover
                 client = factory.from_url(
                     target.url, **startup(target, vcluster.ClusterNode), **options)
             else:

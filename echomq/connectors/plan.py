@@ -27,6 +27,12 @@ WIRES = (4, 6)
 AUTO = "auto"
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 MAX_COMMAND_BYTES = 512 * 1024 * 1024
+#: valkey-py's socket timeout (s) for one command when neither ``App(timeout=)`` nor the
+#: URL's ``?socket_timeout=`` sets one
+DEFAULT_TIMEOUT_S = 5.0
+#: the room a blocking call leaves under the socket timeout for its reply to come back
+#: (the server's timer, the round trip): a second, or half of a shorter timeout
+BLOCK_MARGIN_S = 1.0
 
 
 def check_payload_limit(limit: int) -> int:
@@ -87,6 +93,18 @@ class Pipe:
 Plan = Generator["Call | Pipe", Any, Any]
 
 
+def socket_timeout(client: Any) -> float | None:
+    """The socket timeout (s) a valkey-py client (single or cluster, sync or async) makes
+    its connections with; ``None`` when it has none."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = (pool.connection_kwargs if pool is not None
+              else getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None))
+    if not isinstance(kwargs, dict):
+        return DEFAULT_TIMEOUT_S
+    got = kwargs.get("socket_timeout", DEFAULT_TIMEOUT_S)
+    return None if got is None else float(got)
+
+
 def check_size(value: str | bytes, limit: int) -> None:
     """Refuse one argument over ``limit`` bytes (UTF-8 for a ``str``) with the connector's
     own ``PayloadTooLarge`` text, for a caller that checks before anything is sent."""
@@ -115,6 +133,18 @@ class Base:
         self.max_payload_bytes = check_payload_limit(max_payload_bytes)
         #: what this connector remembers of its traffic (``connectors.memory``)
         self.memory = Memory()
+        #: seconds one command may take on the socket (``None``: no limit), as the client
+        #: was made with; blocking calls are sized from it (``block_for``)
+        self.timeout = socket_timeout(client)
+
+    def block_for(self, wanted: float) -> float:
+        """How long one blocking call (``BLPOP``, ``BLMOVE``) may block on this connector:
+        ``wanted`` seconds, cut to a share of the socket timeout so the socket never gives
+        up on a healthy wait (a longer wait is several calls)."""
+        if self.timeout is None:
+            return wanted
+        room = max(self.timeout / 2, self.timeout - BLOCK_MARGIN_S)
+        return max(0.005, min(wanted, room))
 
     def _sized(self, args: tuple[Arg, ...]) -> None:
         """Refuse an argument over ``max_payload_bytes`` (or a command over

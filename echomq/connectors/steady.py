@@ -1,5 +1,5 @@
-"""The asyncio cluster client, steadied: a failing primary costs its own shard, not every
-shard's connections.
+"""The cluster clients, steadied: a failing primary costs its own shard, not every
+shard's connections, and one topology refresh per ``REFRESH_MIN_S``.
 
 What valkey-py's asyncio ``ValkeyCluster`` does when one node's connection fails: it
 closes the connections of every node (``_reset_for_reinitialize``), so every command in
@@ -22,6 +22,13 @@ primary failed over (the failover drill, ``tests/e2e/test_failover_drill.py``).
 
 A call routed to the failed primary still fails (``ConnectionError``, then ``WireError``
 in the connector): that queue's consumers degrade and recover on their own, as before.
+
+The sync ``ValkeyCluster`` already keeps the healthy nodes' connections through a refresh
+(a node still named keeps its object); what it lacks is the bound: every call that fails
+on the dead primary refreshes the topology at once, in the caller's thread, until the
+promotion. ``SteadySyncCluster`` refreshes at most once per ``REFRESH_MIN_S`` too
+(``SteadySyncNodes``); a producer's call retried through the failover
+(``App(retry_for=)``) finds the promoted replica at the first refresh after it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import asyncio
 import time
 from typing import Any
 
+from valkey import cluster as vcluster
 from valkey.asyncio import cluster as avcluster
 from valkey.exceptions import ValkeyClusterException
 
@@ -106,3 +114,30 @@ class SteadyCluster(avcluster.ValkeyCluster):
             finally:
                 self._refreshed_at = time.monotonic()
         return self
+
+
+class SteadySyncNodes(vcluster.NodesManager):
+    """The sync ``NodesManager``, its topology refreshes at most one per ``REFRESH_MIN_S``
+    (HOST monotonic) once it knows a slot table; ``refreshes`` counts the ones made."""
+
+    refreshes = 0
+
+    def initialize(self) -> None:
+        last = getattr(self, "_refreshed_at", None)
+        if (last is not None and self.slots_cache
+                and time.monotonic() - last < REFRESH_MIN_S):
+            return  # refreshed a moment ago: route by what it knows
+        try:
+            self.refreshes += 1
+            super().initialize()  # type: ignore[no-untyped-call]
+        finally:
+            self._refreshed_at = time.monotonic()
+
+
+class SteadySyncCluster(vcluster.ValkeyCluster):
+    """``valkey.cluster.ValkeyCluster`` whose failing primary costs one topology refresh
+    per ``REFRESH_MIN_S``, not one per call (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # the first refresh, at connect: unbounded
+        self.nodes_manager.__class__ = SteadySyncNodes

@@ -13,6 +13,7 @@ keys, as ``promote`` does).
 | ``emq:{q}:schedule``        | zset | ids scored by run-at ms                            |
 | ``emq:{q}:dead``            | zset | dead-lettered ids scored by the server ms they died|
 | ``emq:{q}:completed``       | zset | kept completed ids scored by server ms (retention) |
+| ``emq:{q}:claim:<cid>``     | hash | a claim's leased ids -> tokens, PX the lease (retry) |
 | ``emq:{q}:wake``            | list | at most one wake token for blocked consumers       |
 | ``emq:{q}:due``             | list | at most one token: a run-at now leads the schedule |
 | ``emq:{q}:metronome``       | str  | the metronome lease: its holder, expiring in 2 beats |

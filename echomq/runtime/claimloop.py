@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,8 @@ class ClaimLoop:
         self.on_lead: Callable[[str], None] | None = None
         self.streak = 0  # consecutive degraded beats
         self._degrading: asyncio.Event | None = None
+        #: the id of a claim sent and not answered (``jobs.claim_step``), kept for its retry
+        self.claim_id: str | None = None
         # wake and due list -> the queue they belong to
         self._wakes = {keyspace.queue_key(q, "wake"): q for q in ctx.queues}
         self._dues = {keyspace.queue_key(q, "due"): q for q in ctx.queues}
@@ -114,7 +117,13 @@ class ClaimLoop:
         try:
             if spread.single:
                 q, n = next(iter(split.items()))
-                got = {q: await jobs.claim_many(ctx.conn, q, ctx.lease_ms, n)}
+                # a claim whose reply is lost is sent again with its id at the next try:
+                # the jobs it leased come back instead of waiting out their lease
+                if self.claim_id is None:
+                    self.claim_id = secrets.token_hex(8)
+                got = {q: await jobs.claim_many(ctx.conn, q, ctx.lease_ms, n,
+                                                self.claim_id)}
+                self.claim_id = None
             else:
                 got = (await jobs.ack_and_claim_queues(ctx.conn, {}, split, ctx.lease_ms))[1]
         finally:
@@ -165,8 +174,9 @@ class ClaimLoop:
         wake. A wake token marks its queue as having work."""
         ctx, wake = self.ctx, self.ctx.wake
         conn = ctx.conn
-        # BLPOP's timeout is in seconds (a double); 0 would mean forever.
-        secs = max(timeout, 0.005)
+        # BLPOP's timeout is in seconds (a double); 0 would mean forever; and short of the
+        # socket timeout, which would otherwise cut a healthy wait as an outage
+        secs = conn.block_for(max(timeout, 0.005))
         assert ctx.stop is not None
         wake.kick.clear()
         wake.idle_until = asyncio.get_running_loop().time() + secs

@@ -10,8 +10,9 @@ keeps two small loops until its stop:
   one small script call per ``publish_ms`` at most, whatever its job rate; an idle one,
   one per heartbeat period. A heartbeat that finds its registration expired (the worker
   could not beat for two periods: an outage, a frozen host) registers again.
-- the control: it blocks on its control list (``BLPOP``, a second at most, so a socket
-  timeout never cuts it) and hands each quiet/stop request to ``on_request`` at once.
+- the control: it blocks on its control list (``BLPOP``, a second at most and short of
+  the connector's socket timeout, ``block_for``, so the socket never cuts it) and hands
+  each quiet/stop request to ``on_request`` at once.
 
 ``leave`` removes the registration on a clean exit. Errors count as the server's weather
 (``runtime.weather``): one line per outage, not one per try.
@@ -151,7 +152,7 @@ class Presence:
             last = time.monotonic()
 
     async def _control(self, stop: asyncio.Event) -> None:
-        wait_s = min(CONTROL_WAIT_S, self.heartbeat_ms / 1000)
+        wait_s = self.conn.block_for(min(CONTROL_WAIT_S, self.heartbeat_ms / 1000))
         streak = 0
         while not stop.is_set():
             pop = asyncio.ensure_future(workers.next_request(self.conn, self.id, wait_s))

@@ -6,10 +6,13 @@ checkpoints, the registry heartbeat) meets the same outage at about the same tim
 each retries on its own backoff curve. Logged per loop and per retry, a six-second outage
 printed dozens of lines. Instead they all report to one ``Weather``: the first failure of
 an outage logs a WARNING naming the error and the loop that met it, later failures log at
-DEBUG, and the outage ends (one INFO with its length) when every loop that failed has
-answered again. The first failed loop to answer wakes the others from their backoff sleeps
-(``pause``), so they try at once and the INFO follows the server's return within a round
-trip, not at the end of the longest backoff.
+DEBUG, and the first of them to answer again ends the outage: one INFO with its length,
+from the first failure to that first answer (the server is back: waiting for every loop
+that failed would time the slowest one's backoff or its call stuck in a socket timeout,
+and logged a 20 s blackhole as 26 s, 11 s after the network returned). That first answer
+wakes the others from their backoff sleeps (``pause``), so they try at once. The process
+stays ``degraded`` until every loop that failed has answered (on a cluster with one node
+down, the loops of the healthy nodes never failed and change nothing).
 A failure soon after a recovery (a pooled connection that broke in the outage fails once
 when next used) continues the same outage instead of starting a new one, so it logs
 nothing.
@@ -32,9 +35,9 @@ RELAPSE_S = 5.0
 
 class Weather:
     """What one process's loops report about the server: ``failed`` and ``answered``, each
-    naming its loop (``source``). The outage starts with the first loop that fails and ends
-    when every loop that failed has answered again, so on a cluster with one node down the
-    loops of the healthy nodes do not end it early (and start it anew on the next try).
+    naming its loop (``source``). The outage starts with the first loop that fails and its
+    line ends with the first failed loop that answers again; ``degraded`` holds until every
+    loop that failed has answered (a loop that never failed changes nothing).
 
     ``what`` names the process in the log lines (``worker 1234``)."""
 
@@ -82,8 +85,8 @@ class Weather:
                          exc, retry)
 
     def answered(self, source: str) -> None:
-        """A call of ``source`` answered: the end of the outage once every loop that
-        failed has answered."""
+        """A call of ``source`` answered: if it had failed, the server is back (the outage's
+        INFO, timed from its first failure to now, HOST monotonic)."""
         if source not in self.down:
             return
         self.down.discard(source)
@@ -92,7 +95,7 @@ class Weather:
         back, self._back = self._back, asyncio.Event()
         back.set()
         self.backs += 1
-        if self.down or self.since is None:
+        if self.since is None:
             return
         now = time.monotonic()
         if not self.quiet:

@@ -1,6 +1,7 @@
 -- the @claim script: lease the next waiting jobs: flat pending and the ready groups in turn.
 -- KEYS[1] = pending, KEYS[2] = active
--- ARGV[1] = the queue base, ARGV[2] = lease ms, ARGV[3] = how many at most (default 1)
+-- ARGV[1] = the queue base, ARGV[2] = lease ms, ARGV[3] = how many at most (default 1),
+-- ARGV[4] = a claim id the client chose ('' or absent: none)
 -- Reply: a flat array id1, token1, payload1, id2, ... (empty when nothing is claimable).
 -- The token is the row's attempts after the increment; every later verb on the job in
 -- hand is fenced on it. The lease expires at SERVER now + lease ms (the active score).
@@ -28,6 +29,11 @@
 -- lives on the set its state names (a second index of a job not lost) is only removed.
 -- A row past its deadline ends expired, not claimed; a claimed row drops its deadline
 -- (includes/expiry.lua).
+-- A claim id makes the claim safe to retry when its reply is lost: the ids and tokens it
+-- leased are kept on <base>claim:<claim id> for the lease (PX lease ms), and a claim
+-- sent again with that id leases nothing new: it answers those jobs again, each that is
+-- still active under the same token (EMQ.CLAIM has no claim id: the verb sends such a
+-- claim to this script).
 --@include now
 --@include ring
 --@include ended
@@ -39,6 +45,22 @@ local p = ARGV[1]
 local want = tonumber(ARGV[3] or '1')
 local now = now_ms()
 local expires = now + tonumber(ARGV[2])
+local ck = (ARGV[4] and ARGV[4] ~= '') and (p .. 'claim:' .. ARGV[4]) or nil
+if ck then
+  local held = redis.call('HGETALL', ck)
+  if #held > 0 then
+    local again = {}
+    for i = 1, #held, 2 do
+      local row = redis.pcall('HMGET', p .. 'job:' .. held[i], 'payload', 'attempts', 'state')
+      if not row.err and row[3] == 'active' and row[2] == held[i + 1] then
+        again[#again + 1] = held[i]
+        again[#again + 1] = tonumber(held[i + 1])
+        again[#again + 1] = row[1]
+      end
+    end
+    return again
+  end
+end
 -- windows and blocks move on even while paused, so a consumer told by next_due_ms that
 -- one reopened finds it reopened (and does not wake again for it)
 local qrate = redis.call('HMGET', p .. 'rate', 'max', 'ms')
@@ -171,6 +193,15 @@ end
 in_chunks(leased, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
 if seq then redis.call('SET', p .. 'ringseq', seq) end
 if qrate[1] and #out > 0 then record(p .. 'starts', now, #out / 3) end
+if ck and #out > 0 then
+  local kept = {}
+  for i = 1, #out, 3 do
+    kept[#kept + 1] = out[i]
+    kept[#kept + 1] = out[i + 1]
+  end
+  in_chunks(kept, 2000, function(...) redis.call('HSET', ck, ...) end)
+  redis.call('PEXPIRE', ck, ARGV[2])
+end
 -- work left behind wakes the next blocked consumer
 if count_out() == want and (redis.call('ZCARD', KEYS[1]) > 0 or redis.call('ZCARD', p .. 'ring') > 0) then
   wake(p .. 'wake')

@@ -48,6 +48,15 @@ class Plan(NamedTuple, Generic[T]):
     steps: Verb[Any]
     answer: Callable[[Any], T]
     durable: bool = True
+    #: the same steps made anew (the same ids) for a retry after an ambiguous failure
+    #: (``echomq.tasks.retrying``); ``None``: the plan is sent once
+    again: Callable[[], Verb[Any]] | None = None
+
+    @classmethod
+    def made(cls, queues: tuple[str, ...], make: Callable[[], Verb[Any]],
+             answer: Callable[[Any], T], durable: bool = True) -> Plan[T]:
+        """A plan whose steps ``make`` makes, again on each retry (its ids fixed in it)."""
+        return cls(queues, make(), answer, durable, make)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -135,9 +144,12 @@ class Admission:
         """A plain or flat run admitted now (``plain``/``flat`` said so): its plan."""
         job_id, q = self.job_id or ids.mint(), self.queue
         if self.plain:
-            return Plan((q,), jobs.enqueue.steps(q, job_id, body), lambda _: job_id)
-        assert self.flat is not None
-        return Plan((q,), jobs.admit_now.steps(q, job_id, body, self.flat), _owner(job_id))
+            return Plan.made((q,), lambda: jobs.enqueue.steps(q, job_id, body),
+                             lambda _: job_id)
+        flat = self.flat
+        assert flat is not None
+        return Plan.made((q,), lambda: jobs.admit_now.steps(q, job_id, body, flat),
+                         _owner(job_id))
 
     def plan(self, name: str, mode: str, value: int, body: bytes, group: str | None
              ) -> Plan[str]:
@@ -146,26 +158,28 @@ class Admission:
         ms): the general path (its verb's guards run here)."""
         job_id, q = self.job_id or ids.mint(), self.target_queue()
         opts = self.options(group)
-        if self.debounce is not None:
-            if mode != "now":
-                raise TypeError(f"{name} is debounced: its run-at is its debounce window, "
-                                f"so enqueue it (not enqueue_in/enqueue_at)")
-            window = self.debounce
-            steps: Verb[Any] = jobs.debounce.steps(
-                q, job_id, body, window.key, window.ms, window.max_ms,
-                notify_ms=self.keep_result_ms, **opts)
-        elif (self.unique is not None or self.keep_result_ms is not None
-                or self.expires is not None):
-            steps = jobs.admit.steps(q, job_id, body, mode=mode, value=value,
-                                     unique=self.unique, unique_for_ms=self.unique_for_ms,
-                                     notify_ms=self.keep_result_ms, **opts)
-        elif mode == "now":
-            steps = jobs.enqueue.steps(q, job_id, body, **opts)
-        elif mode == "in":
-            steps = jobs.enqueue_in.steps(q, job_id, body, value, **opts)
-        else:
-            steps = jobs.enqueue_at.steps(q, job_id, body, value, **opts)
-        return Plan((q,), steps, _owner(job_id))
+        if self.debounce is not None and mode != "now":
+            raise TypeError(f"{name} is debounced: its run-at is its debounce window, "
+                            f"so enqueue it (not enqueue_in/enqueue_at)")
+
+        def steps() -> Verb[Any]:
+            if self.debounce is not None:
+                window = self.debounce
+                return jobs.debounce.steps(q, job_id, body, window.key, window.ms,
+                                           window.max_ms, notify_ms=self.keep_result_ms,
+                                           **opts)
+            if (self.unique is not None or self.keep_result_ms is not None
+                    or self.expires is not None):
+                return jobs.admit.steps(q, job_id, body, mode=mode, value=value,
+                                        unique=self.unique, unique_for_ms=self.unique_for_ms,
+                                        notify_ms=self.keep_result_ms, **opts)
+            if mode == "now":
+                return jobs.enqueue.steps(q, job_id, body, **opts)
+            if mode == "in":
+                return jobs.enqueue_in.steps(q, job_id, body, value, **opts)
+            return jobs.enqueue_at.steps(q, job_id, body, value, **opts)
+
+        return Plan.made((q,), steps, _owner(job_id))
 
     def many(self, name: str, runs: Sequence[tuple[bytes, str | None]]) -> Plan[list[str]]:
         """Runs admitted now, together: one bulk call per 500 jobs per target queue, or
@@ -173,9 +187,10 @@ class Admission:
         owns the key; the bulk tail has no room for a deadline). The ids, in order."""
         if self.unique is not None or self.debounce is not None or self.expires is not None:
             plans = [self.plan(name, "now", 0, body, group) for body, group in runs]
-            return Plan(tuple(dict.fromkeys(q for p in plans for q in p.queues)),
-                        _each([p.steps for p in plans]),
-                        lambda got: [p.answer(g) for p, g in zip(plans, got, strict=True)])
+            return Plan.made(tuple(dict.fromkeys(q for p in plans for q in p.queues)),
+                             lambda: _each([_anew(p) for p in plans]),
+                             lambda got: [p.answer(g)
+                                          for p, g in zip(plans, got, strict=True)])
         job_ids = [ids.mint() for _ in runs]
         per_queue: dict[str, list[tuple[Any, ...]]] = {}
         for jid, (body, group) in zip(job_ids, runs, strict=True):
@@ -184,8 +199,15 @@ class Admission:
                 opts["notify_ms"] = self.keep_result_ms
             per_queue.setdefault(self.target_queue(), []).append(
                 (jid, body, opts) if opts else (jid, body))
-        bulks = [jobs.enqueue_many.steps(q, items) for q, items in per_queue.items()]
-        return Plan(tuple(per_queue), _each(bulks), lambda _: job_ids)
+        return Plan.made(tuple(per_queue),
+                         lambda: _each([jobs.enqueue_many.steps(q, items)
+                                        for q, items in per_queue.items()]),
+                         lambda _: job_ids)
+
+
+def _anew(plan: Plan[Any]) -> Verb[Any]:
+    """``plan``'s steps, made anew when it can make them (an inner plan of ``many``)."""
+    return plan.again() if plan.again is not None else plan.steps
 
 
 def _owner(job_id: str) -> Callable[[Any], str]:

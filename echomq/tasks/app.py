@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from echomq.connectors.plan import (
+    DEFAULT_TIMEOUT_S,
     MAX_PAYLOAD_BYTES,
 )
 from echomq.core import codecs, keyspace
@@ -55,13 +56,13 @@ from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
 from echomq.tasks import batches as batching
 from echomq.tasks import canvas, routing
-from echomq.tasks.client import Client
+from echomq.tasks.client import Client, check_timeout
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
+from echomq.tasks.retrying import DEFAULT_RETRY_FOR, Retry
 from echomq.tasks.task import Task
 from echomq.verbs import batches, durable, flows, results, status
-from echomq.verbs import registry as queue_registry
 from echomq.verbs.batches import BatchInfo
 from echomq.verbs.durability import Wait
 from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
@@ -129,6 +130,14 @@ class App(Client):
     ``serializer``: what turns arguments and kept results into text (``dumps``/``loads``);
     the default is JSON plus tagged datetime, date, UUID, Decimal, Enum, dataclasses and
     pydantic models (``echomq.core.serial``).
+    ``timeout``: seconds one command (and one connect) may take on the socket, 5 by
+    default, for the app and its workers (a URL's ``?socket_timeout=`` wins); every
+    blocking wait is sized from it, so any value works. ``None``: no limit.
+    ``retry_for`` (seconds or a ``timedelta``, 10 s by default; ``None`` or 0: off): an
+    admission that failed ambiguously (a reset, a socket timeout, a failover's
+    ``READONLY``/``MOVED``/``TRYAGAIN``) is sent again with the ids it minted until it is
+    known admitted (a duplicate means an earlier try landed), for up to that long after its
+    first failure (``echomq.tasks.retrying``); then the last error reaches the caller.
     """
 
     def __init__(
@@ -159,6 +168,8 @@ class App(Client):
         signal_ttl: float | dt.timedelta = DEFAULT_SIGNAL_TTL_MS / 1000,
         codec: Any = None,
         serializer: Serializer | None = None,
+        timeout: float | dt.timedelta | None = DEFAULT_TIMEOUT_S,
+        retry_for: float | dt.timedelta | None = DEFAULT_RETRY_FOR,
     ) -> None:
         keyspace.validate_queue(default_queue)
         if recurrence_clock not in ("host", "server"):
@@ -170,7 +181,8 @@ class App(Client):
             wait=(Wait(wait_replicas, wait_local, wait_timeout_ms)
                   if wait_replicas or wait_local else None),
             tls={"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
-                 "tls_verify": tls_verify})
+                 "tls_verify": tls_verify},
+            timeout=check_timeout(timeout), retry=Retry.of(retry_for))
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
@@ -378,12 +390,6 @@ class App(Client):
         return [keyspace.validate_queue(queue)] if queue else (
             self.queues() or [self.default_queue])
 
-    def _where(self, queue: str | None, found: str | None) -> list[str]:
-        """The queues a read given ``queue`` looks at, once ``registry.find`` (this app's
-        queues, then every registered one: a job sent with ``options(queue=...)`` or by
-        another app) has ``found`` the id's queue; this app's queues when it found none."""
-        return self._lookup(queue) if queue or found is None else [found]
-
     def job(self, job_id: str, queue: str | None = None) -> JobInfo | None:
         """A job's status (state, attempts, last error, run-at, progress, kept result),
         looked up on ``queue``, else on any queue the server knows; ``None`` when neither a row
@@ -424,18 +430,18 @@ class App(Client):
         ``errors.JobNotFound`` if no queue of this app knows it."""
         guard.string("job_id", job_id)
         conn = self.connector()
-        found = None if queue else queue_registry.find(conn, job_id, self._lookup(None))
-        return results.wait(conn, self._where(queue, found), job_id,
-                            results.timeout_s(timeout), self.format)
+        return results.wait_found(conn, job_id, self._lookup(queue), queue is not None,
+                                  results.timeout_s(timeout), self.format,
+                                  conn.block_for(results.BLOCK_S))
 
     async def aresult(self, job_id: str, timeout: float | dt.timedelta | None = None, *,
                       queue: str | None = None) -> Any:
         """``result``, awaited."""
         guard.string("job_id", job_id)
         conn = await self.aconnector()
-        found = None if queue else await queue_registry.find(conn, job_id, self._lookup(None))
-        return await results.wait(conn, self._where(queue, found), job_id,
-                                  results.timeout_s(timeout), self.format)
+        return await results.wait_found(conn, job_id, self._lookup(queue), queue is not None,
+                                        results.timeout_s(timeout), self.format,
+                                        conn.block_for(results.BLOCK_S))
 
     def cancel(self, job_id: str, *, queue: str | None = None) -> Outcome:
         """Cancel a job: ``"cancelled"`` (it was waiting: removed), ``"requested"`` (it is

@@ -271,11 +271,11 @@ class Flow:
         before any I/O: its plan, answering the root job's id (or, when a live job owns
         the root's unique key, that job's id: nothing was written)."""
         root = self.node()
-        steps = flows.admit.steps(root)
         _sized(root, self._producer().max_payload_bytes)
         queues = tuple(dict.fromkeys(n.queue for n in root.walk()))
-        return Plan(queues, steps, lambda got: str(got.links.get(root.id, root.id)),
-                    durable=False)
+        # a retried tree is admitted by the same ids: a level that landed answers duplicate
+        return Plan.made(queues, lambda: flows.admit.steps(root),
+                         lambda got: str(got.links.get(root.id, root.id)), durable=False)
 
     def _producer(self) -> Producer:
         producer: Producer = self.parent.task.app

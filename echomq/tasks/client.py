@@ -4,17 +4,23 @@
 (``url``), makes one sync ``Connector`` and one ``AsyncConnector`` per event loop, picks
 the wire at the first connect, and is the ``Producer`` a task submits its admission plans
 to (``submit``/``asubmit``, ``echomq.tasks.producer``): the same steps driven on either
-connector, under the durability wait, the queues registered once admitted.
+connector, under the durability wait, the queues registered once admitted. A plan that
+fails ambiguously (a lost reply, a failover) is driven again with the same ids for up to
+``retry_for`` (``echomq.tasks.retrying``); every connection's commands are bounded by
+``timeout`` seconds on the socket (``socket_timeout``, and ``socket_connect_timeout``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import datetime as dt
 import logging
 import os
 import pathlib
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Self, TypeVar
 
 from echomq.connectors import urls
@@ -22,6 +28,7 @@ from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
 from echomq.connectors.plan import (
     AUTO,
+    DEFAULT_TIMEOUT_S,
     check_payload_limit,
     check_wire,
     tls_options,
@@ -31,6 +38,7 @@ from echomq.core.errors import ConfigError, NotDurable
 from echomq.core.steps import drive
 from echomq.embedded.launch import check_durability
 from echomq.tasks.admission import Plan
+from echomq.tasks.retrying import Retry
 from echomq.verbs import registry as queue_registry
 from echomq.verbs.durability import Wait, confirmed
 
@@ -45,10 +53,17 @@ class Client:
     def __init__(self, url: str | None, *, wire: int | None,
                  data_dir: str | os.PathLike[str] | None, ephemeral: bool,
                  durability: str | None, max_payload_bytes: int, wait: Wait | None,
-                 tls: Mapping[str, str | os.PathLike[str] | None]) -> None:
+                 tls: Mapping[str, str | os.PathLike[str] | None],
+                 timeout: float | None = DEFAULT_TIMEOUT_S, retry: Retry | None = None
+                 ) -> None:
         url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
         #: the TLS keyword arguments every connector of this app is made with
         self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in tls.items() if v is not None}
+        #: seconds one command (and one connect) may take on the socket; a URL's
+        #: ``?socket_timeout=`` wins over it
+        self.timeout = check_timeout(timeout)
+        #: how long an ambiguous admission is retried with its ids (``tasks.retrying``)
+        self.retry = retry if retry is not None else Retry(0.0)
         if url is not None:  # a bad setting is refused here, before any I/O
             tls_options(urls.parse(url), dict(self.tls))
         self.durability = check_durability(durability)
@@ -81,11 +96,39 @@ class Client:
         """Drive ``plan`` on the sync connector under this app's ``wait`` (if the plan is
         durable), then register its queues: a refused admission writes nothing, the
         registry included; a ``NotDurable`` one was applied on the primary and registers
-        too. The plan's answer (a job id)."""
-        conn = self.connector()
+        too. The plan's answer (a job id). An ambiguous failure is retried with the same
+        ids for up to ``retry_for`` (HOST monotonic clock; ``tasks.retrying``)."""
         try:
-            got = (drive(conn, plan.steps) if self.wait is None or not plan.durable
-                   else confirmed(conn, plan.steps, self.wait))
+            return self._submit(plan)
+        except Exception as exc:
+            if not self._retries(plan):
+                raise
+            return self._retry(plan, exc)
+
+    def _retries(self, plan: Plan[Any]) -> bool:
+        """Whether a failure of ``plan`` may be retried: it can make its steps again (the
+        same ids) and this app has a ``retry_for``."""
+        return plan.again is not None and self.retry.seconds > 0
+
+    def _retry(self, plan: Plan[T], failed: Exception) -> T:
+        """``plan`` driven again (same ids) after ``failed`` until an answer, a failure
+        that is not ambiguous, or the bound (HOST monotonic clock, ``Retry.pause``)."""
+        assert plan.again is not None
+        tries, since = 1, time.monotonic()
+        while (pause := self.retry.pause(failed, tries, since)) is not None:
+            time.sleep(pause)
+            try:
+                return self._submit(plan._replace(steps=plan.again()))
+            except Exception as exc:
+                failed, tries = exc, tries + 1
+        raise failed
+
+    def _submit(self, plan: Plan[T]) -> T:
+        conn = self.connector()
+        wait = self._wait_on(conn)
+        try:
+            got = (drive(conn, plan.steps) if wait is None or not plan.durable
+                   else confirmed(conn, plan.steps, wait))
         except NotDurable:
             self._noted(conn, plan.queues)
             raise
@@ -98,19 +141,57 @@ class Client:
         if self.wait is None and len(plan.queues) == 1:
             conn = self.aconnector_ready(plan.queues[0])
             if conn is not None:
-                return _answered(drive(conn, plan.steps), plan)
+                return self._answered(drive(conn, plan.steps), plan)
         return self._asubmit(plan)
 
-    async def _asubmit(self, plan: Plan[T]) -> T:
-        conn = await self.aconnector()
+    async def _answered(self, reply: Awaitable[Any], plan: Plan[T]) -> T:
         try:
-            got = await (drive(conn, plan.steps) if self.wait is None or not plan.durable
-                         else confirmed(conn, plan.steps, self.wait))
+            return plan.answer(await reply)
+        except Exception as exc:
+            if not self._retries(plan):
+                raise
+            return await self._aretry(plan, exc)
+
+    async def _asubmit(self, plan: Plan[T]) -> T:
+        try:
+            return await self._asubmit_once(plan)
+        except Exception as exc:
+            if not self._retries(plan):
+                raise
+            return await self._aretry(plan, exc)
+
+    async def _aretry(self, plan: Plan[T], failed: Exception) -> T:
+        """``_retry``, awaited."""
+        assert plan.again is not None
+        tries, since = 1, time.monotonic()
+        while (pause := self.retry.pause(failed, tries, since)) is not None:
+            await asyncio.sleep(pause)
+            try:
+                return await self._asubmit_once(plan._replace(steps=plan.again()))
+            except Exception as exc:
+                failed, tries = exc, tries + 1
+        raise failed
+
+    async def _asubmit_once(self, plan: Plan[T]) -> T:
+        conn = await self.aconnector()
+        wait = self._wait_on(conn)
+        try:
+            got = await (drive(conn, plan.steps) if wait is None or not plan.durable
+                         else confirmed(conn, plan.steps, wait))
         except NotDurable:
             await self._anoted(conn, plan.queues)
             raise
         await self._anoted(conn, plan.queues)
         return plan.answer(got)
+
+    def _wait_on(self, conn: Connector | AsyncConnector) -> Wait | None:
+        """This app's ``wait``, its ``WAIT`` cut to what one blocking call may last on
+        ``conn`` (``block_for``): a wait the socket timeout would cut is an outage."""
+        wait = self.wait
+        if wait is None:
+            return None
+        ms = max(1, int(conn.block_for(wait.timeout_ms / 1000) * 1000))
+        return wait if ms >= wait.timeout_ms else replace(wait, timeout_ms=ms)
 
     @staticmethod
     def _noted(conn: Connector, queues: Iterable[str]) -> None:
@@ -184,6 +265,12 @@ class Client:
         if self._wire is None:
             self._wire, self.wire_reason = conn.wire, conn.wire_reason
 
+    def connect_options(self) -> dict[str, Any]:
+        """The keyword arguments every connection of this app (and of its workers) is made
+        with: TLS, and the socket timeouts from ``timeout``."""
+        return {**self.tls, "socket_timeout": self.timeout,
+                "socket_connect_timeout": self.timeout}
+
     def connector(self, queue: str | None = None) -> Connector:
         """The app's sync connector (made on first use). A ``queue`` named is only checked:
         the queue registry is written by an admission that succeeded (``admit``,
@@ -192,7 +279,8 @@ class Client:
             keyspace.validate_queue(queue)
         if self._conn is None:
             self._conn = Connector.connect(self.url, wire=self._connect_wire(),
-                                           max_payload_bytes=self.max_payload_bytes, **self.tls)
+                                           max_payload_bytes=self.max_payload_bytes,
+                                           **self.connect_options())
             self._picked(self._conn)
         return self._conn
 
@@ -228,7 +316,7 @@ class Client:
         if making is None or making[0] is not loop:
             making = (loop, loop.create_task(AsyncConnector.connect(
                 self.url, wire=self._connect_wire(), max_payload_bytes=self.max_payload_bytes,
-                **self.tls)))
+                **self.connect_options())))
             self._aconnecting[id(loop)] = making
         try:
             conn = await asyncio.shield(making[1])
@@ -270,5 +358,15 @@ class Client:
 
 
 
-async def _answered(reply: Awaitable[Any], plan: Plan[T]) -> T:
-    return plan.answer(await reply)
+def check_timeout(timeout: object) -> float | None:
+    """``App(timeout=)``: seconds > 0 (a number or a ``timedelta``), or ``None`` for no
+    socket timeout at all (a dead server then hangs the call)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, dt.timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
+    if not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
+    return float(timeout)

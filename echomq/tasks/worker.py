@@ -155,7 +155,7 @@ class Worker:
         # named connections: CLIENT LIST tells which worker process holds which connection
         conn = await AsyncConnector.connect(self.app.url, wire=self.wire_asked or AUTO,
                                             client_name=f"echomq-worker-{os.getpid()}",
-                                            **getattr(self.app, "tls", {}))
+                                            **self.app.connect_options())
         try:
             async with lifecycle.hooks(self.app):  # on_startup before, on_shutdown after
                 return await self._serve(conn, stop)

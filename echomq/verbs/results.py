@@ -28,12 +28,13 @@ from typing import Any, NamedTuple
 from echomq.core import errors
 from echomq.core.payload import PLAIN, Format
 from echomq.core.steps import Verb, verb
-from echomq.verbs import jobs
+from echomq.verbs import jobs, registry
 
 #: how long one blocking wait lasts for a job that pushes no done token
 POLL_S = 1.0
-#: the longest single blocking wait: valkey-py reads with a 5 s socket timeout by default,
-#: so a longer wait is several of these (the state is read again between them)
+#: the longest single blocking wait at the default 5 s socket timeout; the caller cuts it
+#: to its connector's (``block_s``, ``Base.block_for``): a longer wait is several of these
+#: (the state is read again between them)
 BLOCK_S = 4.0
 FINAL = ("completed", "dead", "cancelled", "expired")
 
@@ -74,8 +75,10 @@ def value_of(result: bytes | None, fmt: Format = PLAIN) -> Any:
 
 @verb
 def wait(queues: Sequence[str], job_id: str, timeout: float | None,
-         fmt: Format = PLAIN) -> Verb[Any]:
-    """Wait for ``job_id`` to end; its kept value, or the error of its end (see above)."""
+         fmt: Format = PLAIN, block_s: float = BLOCK_S) -> Verb[Any]:
+    """Wait for ``job_id`` to end; its kept value, or the error of its end (see above).
+    ``block_s``: the longest one blocking call may last on the caller's connector (short
+    of its socket timeout, ``Base.block_for``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     known: str | None = None
     while True:
@@ -111,8 +114,24 @@ def wait(queues: Sequence[str], job_id: str, timeout: float | None,
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise TimeoutError(f"job {job_id} still {state} after {timeout:g} s")
-        slice_s = POLL_S if not row.get("notify") else BLOCK_S
+        slice_s = min(POLL_S if not row.get("notify") else BLOCK_S, block_s)
         if left is not None:
             slice_s = min(slice_s, left)
         yield from jobs.wait_done.steps(known, job_id, max(slice_s, 0.01))
 
+
+@verb
+def wait_found(job_id: str, mine: Sequence[str], narrowed: bool, timeout: float | None,
+               fmt: Format = PLAIN, block_s: float = BLOCK_S) -> Verb[Any]:
+    """``wait`` where the job is: on ``mine`` when ``narrowed`` (a caller named the queue),
+    else on the queue ``registry.find`` locates among ``mine`` (an app's queues) and every
+    registered queue, or on ``mine`` when it finds none."""
+    where = list(mine)
+
+    def calls() -> Verb[Any]:
+        found = None if narrowed else (yield from registry.find.steps(job_id, where))
+        got = yield from wait.steps(where if found is None else [found], job_id, timeout,
+                                    fmt, block_s)
+        return got
+
+    return calls()

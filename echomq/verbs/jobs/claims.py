@@ -45,14 +45,22 @@ def claims_of(reply: Sequence[Any]) -> list[Claim]:
     ]
 
 
-def claim_step(queue: str, lease_ms: int, count: int) -> Eval:
+def claim_step(queue: str, lease_ms: int, count: int, claim_id: str | None = None) -> Eval:
+    """The claim script's step. ``claim_id`` (chosen by the caller, fresh per claim and
+    sent again on a retry) makes a claim whose reply was lost answer the same jobs again
+    instead of leaving them leased to no one for a lease; such a claim runs the script
+    (``EMQ.CLAIM`` keeps no claim ids)."""
     guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
+    args: tuple[str, ...] = (keyspace.base(queue), str(lease_ms), str(count))
+    if claim_id is not None:
+        guard.string("claim_id", claim_id)
+        args += (claim_id,)
     return Eval(
         "claim",
         (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
-        (keyspace.base(queue), str(lease_ms), str(count)),
-        native="EMQ.CLAIM",
+        args,
+        native=None if claim_id is not None else "EMQ.CLAIM",
     )
 
 
@@ -74,10 +82,12 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
 
 
 @verb
-def claim_many(queue: str, lease_ms: int, count: int) -> Verb[list[Claim]]:
+def claim_many(queue: str, lease_ms: int, count: int, claim_id: str | None = None
+               ) -> Verb[list[Claim]]:
     """Lease up to ``count`` pending jobs in mint order in one atomic call (at wire 6
-    ``EMQ.CLAIM``, as ``claim``)."""
-    step = claim_step(queue, lease_ms, count)
+    ``EMQ.CLAIM``, as ``claim``). ``claim_id``: see ``claim_step``; sent again after a
+    lost reply, the same jobs come back (those still held under their token)."""
+    step = claim_step(queue, lease_ms, count, claim_id)
 
     def calls() -> Verb[list[Claim]]:
         return claims_of((yield from native_or_script(step)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.core import guards as guard
-from echomq.core import keyspace
+from echomq.core import keyspace, readings
 from echomq.core.steps import Eval, Verb, single, text, verb
 
 
@@ -132,12 +132,15 @@ class Hold:
 
 
 def _num(value: str) -> Any:
-    """A number the script read, as an int; text that is none (or a score another client
-    wrote past any instant: ``inf``) stays text, so the words never raise on it."""
+    """A number the script read, as an int, clamped to the instants a ``datetime`` holds
+    (as the run-at line reads a score: ``readings.score_ms``), so a score another client
+    wrote past any instant (``1e300``, ``inf``) reads as year 9999, not a 300-digit span;
+    text that is none stays text, so the words never raise on it."""
     try:
-        return int(float(value))
-    except (ValueError, OverflowError):
+        f = float(value)
+    except ValueError:
         return value
+    return readings.score_ms(f) if abs(f) >= guard.MAX_TIME_MS else int(f)
 
 
 _TEXTS = frozenset({"group", "job", "its", "step", "key"})  # facts that are names, never numbers

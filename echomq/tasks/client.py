@@ -48,7 +48,40 @@ T = TypeVar("T")
 
 
 class Client:
-    """The server side of an ``App`` (its parameters of the same names, see ``App``)."""
+    """The server side of an ``App``: its keywords of these names.
+
+    ``url``: a server URL; ``None`` reads ``$ECHOMQ_URL`` and, failing that, starts (or
+    finds) the embedded server under ``data_dir`` (persistent unless ``ephemeral``). An
+    empty URL (``App("")``, ``ECHOMQ_URL=``) is no URL, here and in every command. That
+    server is detached: it keeps running after this process exits (``echomq server stop``
+    ends it); ``ephemeral=True`` starts a throwaway one that ``close()`` (or exit) stops.
+    ``durability``: ``"everysec"`` (default) or ``"always"`` (fsync before every reply),
+    for the embedded server only; an external server's fsync policy is its own config.
+    ``wait_replicas`` / ``wait_local`` / ``wait_timeout_ms``: every enqueue waits (``WAIT`` /
+    ``WAITAOF``, see ``echomq.verbs.durability``) until that many replicas (and the primary's own
+    fsync) have it, or raises ``errors.NotDurable`` after the timeout (the job is admitted
+    on the primary; ``exc.result``). Off by default: one round trip, AOF as configured.
+    ``wire``: ``None`` (default) picks wire 6 (the EMQ module's native commands) when every
+    node of the server has the module loaded, as the embedded server does, and wire 4
+    (scripts) otherwise, at the first connect (``wire_reason`` says which and why); 4 or 6
+    chooses (6 is refused at connect where the module is missing).
+    ``max_payload_bytes``: the largest payload (encoded arguments) an enqueue sends, 64 MiB
+    by default and at most 512 MiB; a larger one raises ``errors.PayloadTooLarge`` (a
+    ``ValueError``) naming the size and the limit, before anything is sent.
+    ``tls_ca`` / ``tls_cert`` / ``tls_key`` / ``tls_verify``: TLS for a ``valkeys://`` URL
+    (the CA that signed the server's certificate, this client's certificate and key for
+    mutual TLS, ``"full"``/``"ca"``/``"none"`` verification), over the URL's query
+    parameters of the same names and ``ECHOMQ_TLS_*`` (``echomq.connectors.tls``); every
+    connection of the app and of its workers uses them.
+    ``timeout``: seconds one command (and one connect) may take on the socket, 5 by
+    default, for the app and its workers (a URL's ``?socket_timeout=`` wins); every
+    blocking wait is sized from it, so any value works. ``None``: no limit.
+    ``retry_for`` (seconds or a ``timedelta``, 10 s by default; ``None`` or 0: off): an
+    admission that failed ambiguously (a reset, a socket timeout, a failover's
+    ``READONLY``/``MOVED``/``TRYAGAIN``) is sent again with the ids it minted until it is
+    known admitted (a duplicate means an earlier try landed), for up to that long after its
+    first failure (``echomq.tasks.retrying``); then the last error reaches the caller.
+    """
 
     def __init__(self, url: str | None, *, wire: int | None,
                  data_dir: str | os.PathLike[str] | None, ephemeral: bool,

@@ -1,7 +1,6 @@
 """The worker process: consumers for an app's queues, a Metronome, and a Pump when the app
 has recurring registrations. Flow completions are carried by the beat's legs (the
-Metronome's, or each lone consumer's), so a worker with ``pump=False`` releases flow
-parents too.
+Metronome's, or each lone consumer's): a worker with ``pump=False`` releases them too.
 
 ``run_worker(app, queues=..., concurrency=...)`` runs until SIGTERM or SIGINT. On the
 first signal it stops claiming and lets the jobs in flight finish within ``grace_s``

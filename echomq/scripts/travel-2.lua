@@ -9,7 +9,7 @@
 -- blocks moved}
 -- What moves, each by the same shift, so their order is kept and an instant within the
 -- shift of now is due now: run-ats on the schedule (and a debounced job's cap, the first
--- call on its debounce key), registrations' next runs on the repeat set (HOST ms; a parked
+-- call on its debounce key, and a sleeping durable job's wake on its sleep step), registrations' next runs on the repeat set (HOST ms; a parked
 -- +inf stays) and their pause ends (paused_until), deadlines (the deadlines set and each
 -- row's expires), groups' pause ends (paused_until on the meta) and every gwait entry (a
 -- pause end, a rate block), and the queue's pause end and rate block (PX flags: one the
@@ -20,6 +20,7 @@
 -- testing.drain(with_scheduled=True) with 'due').
 --@include now
 --@include wake
+--@include journal
 local p = ARGV[1]
 local function shift_set(key, d, each)
   local flat = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
@@ -49,12 +50,23 @@ local function shift_flag(key, d)
   end
   return 1
 end
+-- a durable job asleep on the schedule: its sleep step's wake moves with its run-at, so
+-- the re-run finds the sleep over (else it goes back to sleep for the time left)
+local function shift_sleep(id, d)
+  local jk = p .. 'job:' .. id
+  local name = redis.call('HGET', jk, 'sleeping')
+  local s = name and step_of(jk, name)
+  if s and tonumber(s.till) then
+    redis.call('HSET', jk, 'step:' .. name, s.ord .. ':' .. s.state .. ':' .. s.at .. ':'
+      .. string.format('%d', tonumber(s.till) - d))
+  end
+end
 local d
 if ARGV[2] == 'due' then
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   d = last[2] and math.max(0, tonumber(last[2]) - now_ms()) or 0
   if d == 0 then return {0, 0, 0, 0, 0} end
-  local n = shift_set(KEYS[1], d)
+  local n = shift_set(KEYS[1], d, function(id) shift_sleep(id, d) end)
   wake(p .. 'due')
   wake(p .. 'wake')
   return {d, n, 0, 0, 0}
@@ -64,6 +76,7 @@ if not d or d <= 0 or d ~= math.floor(d) then
   return redis.error_reply('ERR EMQ.TRAVEL the shift must be an integer of ms > 0')
 end
 local runs = shift_set(KEYS[1], d, function(id)
+  shift_sleep(id, d)
   local key = redis.call('HGET', p .. 'job:' .. id, 'debounce')
   if key then shift_field(p .. 'debounce:' .. key, 'first', d) end
 end)

@@ -15,5 +15,5 @@ def test_the_migration_guide_is_corrected_and_extended() -> None:
     for said in ("Arguments and results are JSON", "Handlers run in threads",
                  "chain(a.s(), group(b.s(), c.s()), d.s())", "soft limit",
                  "task.options(timeout=10)", "| signals |", "App(on_startup=f, on_shutdown=g)",
-                 "(guide/flows.md)"):
+                 "(guide/flows.md"):
         assert said in page, said

@@ -164,7 +164,7 @@ def test_a_lost_reply_is_retried_with_its_id_and_admitted_once(proxy, queue):
             ids = work.enqueue_many([(i,) for i in range(50)])
         assert len(set(ids)) == 50
         with _replies_lost_for(proxy, 1.0):
-            root = chain(work.s(1), work.s(2)).enqueue()
+            root = chain(work.s(1), work.si(2)).enqueue()  # .si: work takes one argument
         assert app.job(root) is not None
         # 1 + 1 + 1 + 50 jobs, and the chain's (its first link and the held rest)
         assert _admitted(app, queue) >= 53

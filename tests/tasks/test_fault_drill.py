@@ -38,8 +38,16 @@ def proxy(server: Any) -> Iterator[FaultProxy]:
 
 
 def _admitted(app: App, queue: str) -> int:
-    """How many admissions the queue's own counter recorded (a duplicate records none)."""
-    return jobs.stats(app.connector(), queue)["enqueued"]
+    """How many admissions the queue's own counter recorded (a duplicate records none), read
+    on a connector of its own: the app's pooled connection may be one the proxy just cut,
+    and a read is not retried (only admissions are)."""
+    from echomq import Connector
+
+    conn = Connector.connect(app.url)
+    try:
+        return jobs.stats(conn, queue)["enqueued"]
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ QUEUES = [f"drill{i}" for i in range(6)]
 BUSIEST = QUEUES[0]
 # the healthy queues (on the other primaries) get enough jobs to be still draining two
 # seconds after the promotion: their throughput is measured before, during and after
-SIZES = {"busiest": 5_000, "healthy": 16_000, "same shard": 1_500}
+SIZES = {"busiest": 5_000, "healthy": 26_000, "same shard": 1_500}
 WINDOW_S = 2.0  # the before and after windows
 SLICE_S = 0.5  # the failover is judged by its slowest half second, not its average
 LEASE_MS = 3_000

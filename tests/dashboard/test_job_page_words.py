@@ -65,3 +65,21 @@ def test_an_active_job_names_the_worker_holding_it(conn, board, queue):
         workers.unregister(conn, wid)
     assert code == 200
     assert f"{wid} (shop:app, pid 4242 on box-7)" in page
+
+
+def test_a_completed_job_kept_only_for_its_result_has_a_page(conn, board, queue):
+    """Its row deleted at the ack (the default retention), its return value kept: the page
+    (and ``/job/ID``, the link ``echomq job`` prints) shows it completed with the result,
+    as ``app.job`` reports it, instead of "Not found"."""
+    jid = ids.mint()
+    jobs.enqueue(conn, queue, jid, encode("t", []))
+    registry.add(conn, [queue])
+    claim = jobs.claim(conn, queue, 30_000)
+    assert claim is not None and claim.id == jid
+    jobs.ack(conn, queue, jid, claim.token, False, result='{"total": 90}',
+             keep_result_ms=60_000)
+    assert jobs.get(conn, queue, jid) is None  # no row: only the kept result
+    code, headers, _ = board.request("GET", f"/job/{jid}")
+    assert code == 303 and headers["location"].endswith(f"/q/{queue}/job/{jid}")
+    code, page = board.get(f"/q/{queue}/job/{jid}")
+    assert code == 200 and "completed" in page and "90" in page and "kept result" in page

@@ -21,7 +21,8 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     ``now_ms`` (SERVER), for a durable job ``steps`` (``{"name", "state", "at_ms"}`` in
     order, its ``step:``/``out:`` fields taken off the row), and for a waiting job
     ``waiting_on`` (``jobs.why``'s words);
-    ``None`` when there is no row. Two round trips (three for a waiting job)."""
+    ``None`` when there is neither a row nor a kept result. Two round trips (three for a
+    waiting job)."""
     guard.string("job_id", job_id)
     row_key = keyspace.job_key(queue, job_id)
 
@@ -39,7 +40,13 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
                     "score": None, "now_ms": time_reply_ms(now)}
         fields = as_fields(row)
         if not fields:
-            return None
+            if result is None:
+                return None
+            # completed, its row deleted at the ack (the default retention) but its return
+            # value kept (keep_result): the job as app.job and `echomq job` report it
+            return {"state": "completed", "note": "its row was deleted when it completed "
+                    "(retention); only its kept result remains", "result": result,
+                    "has_children": False, "score": None, "now_ms": time_reply_ms(now)}
         out: dict[str, Any] = {k: (v if k == "payload" else readings.text_of(v))
                                for k, v in fields.items()}
         state = out.get("state")

@@ -5,8 +5,9 @@ script that ends it; ``carry`` reads that outbox and runs ``@flow_carry`` on eac
 slot, where each child is counted exactly once (see ``echomq.verbs.flows``). The same outbox
 carries the ends of batch members that no worker reported (dead by the reaper, expired,
 cancelled while waiting: ``includes/member.lua``), settled on their batch's slot
-(``batches.settle``: a member counts once). ``turn`` is a beat's one-round-trip look at a queue's flow chores (the carrier lease, the outbox length, the
-uncommitted admissions to roll back); ``echomq.runtime.beat.carry_flows`` runs the whole leg.
+(``batches.settle``: a member counts once). ``turn`` is a beat's one-round-trip look at a
+queue's flow chores (the carrier lease, the outbox length, the uncommitted admissions to
+roll back); ``echomq.runtime.beat.carry_flows`` runs the whole leg.
 ``echomq.verbs.flows`` re-exports these names.
 
 Clocks: the carrier lease and the commit deadlines are SERVER ms.

@@ -132,3 +132,27 @@ def test_only_the_admission_mark_names_a_batch():
     assert batch_of(b'{"args":[],"kwargs":{"batch":"JOB1"},"task":"t"}') is None
     assert batch_of(b'{"args":["\\"batch\\":\\"x"],"task":"t"}') is None
     assert batch_of(b'{"args":[],"task":"t"}') is None
+
+
+def test_a_member_cancelled_while_waiting_still_lets_its_batch_end(app, queue):
+    # nobody runs the cancelled member: its end reaches the batch through the queue's flow
+    # outbox, carried by the worker's beat
+    calls: list[tuple[str, dict]] = []
+    lock = threading.Lock()
+
+    @app.task(queue=queue, name="b_wait")
+    def wait(n: int) -> None:
+        pass
+
+    @app.task(queue=queue, name="b_cb4")
+    def cb(tag: str, info: dict) -> None:
+        with lock:
+            calls.append((tag, info))
+
+    with app.batch(on_complete=cb.s("complete"), on_success=cb.s("success")) as b:
+        gone, _ = b.add(wait.s(1), wait.s(2))
+    assert app.cancel(gone, queue=queue) == "cancelled"
+    _serve(app, [queue], lambda: bool(calls))
+    assert calls == [("complete", {"total": 2, "pending": 0, "completed": 1, "dead": 0,
+                                   "closed": True})]  # once, and never success
+    assert app.batch_info(b.id) == BatchInfo(2, 0, 1, 0, True)

@@ -313,7 +313,11 @@ class Task(Generic[P, R]):
         return self.app.submit(self._now(args, kwargs))
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """``enqueue``, awaited on the app's ``AsyncConnector``."""
+        """``enqueue``, awaited on the app's ``AsyncConnector`` (inside an ``async with
+        app.batch(...)`` block the run joins that batch)."""
+        batch = current_batch()
+        if batch is not None:
+            return (await batch.aadd(self.s(*args, **kwargs)))[0]
         return await self.app.asubmit(self._now(args, kwargs))
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:

@@ -156,3 +156,31 @@ def test_a_member_cancelled_while_waiting_still_lets_its_batch_end(app, queue):
     assert calls == [("complete", {"total": 2, "pending": 0, "completed": 1, "dead": 0,
                                    "closed": True})]  # once, and never success
     assert app.batch_info(b.id) == BatchInfo(2, 0, 1, 0, True)
+
+
+def test_an_async_batch_takes_aadd_and_aenqueue(app, queue):
+    calls: list[dict] = []
+    ran: list[int] = []
+
+    @app.task(queue=queue, name="ab_send")
+    def send(n: int) -> None:
+        ran.append(n)
+
+    @app.task(queue=queue, name="ab_cb")
+    def cb(info: dict) -> None:
+        calls.append(info)
+
+    async def main() -> None:
+        async with app.batch(on_complete=cb.s()) as b:
+            assert len(await b.aadd(send.s(1), send.s(2))) == 2
+            await send.aenqueue(3)  # joins b inside the block
+            assert await b.ainfo() == BatchInfo(3, 3, 0, 0, False)
+        assert await b.ainfo() == BatchInfo(3, 3, 0, 0, True)
+        await send.aenqueue(4)  # after the block: a plain job
+        assert await b.ainfo() == BatchInfo(3, 3, 0, 0, True)
+        worker = Worker(app, [queue], concurrency=8, beat_ms=50, grace_s=2)
+        assert await run_until(worker, lambda: bool(calls) and len(ran) >= 4, 20) == 0
+
+    asyncio.run(main())
+    assert sorted(ran) == [1, 2, 3, 4]
+    assert calls == [{"total": 3, "pending": 0, "completed": 3, "dead": 0, "closed": True}]

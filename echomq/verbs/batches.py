@@ -124,11 +124,16 @@ def close(batch_id: str) -> Verb[BatchInfo]:
 def settle(batch_id: str, ended: Sequence[tuple[str, str]]) -> Verb[BatchInfo]:
     """Count ``ended`` members (``(job id, "completed" | "dead" | "cancelled" |
     "expired")``), each once, and enqueue the callbacks that made due."""
-    args: list[str] = []
+    first: dict[str, str] = {}  # a member named twice ends the first way named
     for job_id, outcome in ended:
         if outcome not in ENDINGS:
             raise ValueError(f"a member ends {', '.join(ENDINGS)}, not {outcome!r}")
-        args += (guard.string("job_id", job_id), outcome)
+        first.setdefault(guard.string("job_id", job_id), outcome)
+    by_outcome: dict[str, list[str]] = {}
+    for job_id, outcome in first.items():
+        by_outcome.setdefault(outcome, []).append(job_id)
+    # one group per outcome: the script takes each group off pending with one SREM
+    args = [x for outcome, ids in by_outcome.items() for x in (outcome, str(len(ids)), *ids)]
 
     def calls() -> Verb[BatchInfo]:
         reply = yield Eval("batch_settle", _keys(batch_id), tuple(args))

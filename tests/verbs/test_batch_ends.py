@@ -117,3 +117,16 @@ def test_a_plain_job_and_a_completed_member_write_no_outbox_entry(conn, queue):
     assert [x.id for x in c] == [member]
     jobs.ack(conn, queue, member, c[0].token)
     assert flows.outbox_size(conn, queue) == 0
+
+
+def test_one_notice_of_many_members_and_outcomes_counts_each_once(conn, queue):
+    bid, members = _batch(conn, queue, 12_000)
+    batches.close(conn, bid)
+    done, dead = members[:11_000], members[11_000:]
+    ends = [(m, "completed") for m in done] + [(m, "dead") for m in dead]
+    ends += [(done[0], "completed"), (dead[0], "completed")]  # repeats count nothing
+    got = batches.settle(conn, bid, ends[:6_000])
+    assert got == BatchInfo(12_000, 6_000, 6_000, 0, True)
+    got = batches.settle(conn, bid, ends)
+    assert got == BatchInfo(12_000, 0, 11_000, 1_000, True)
+    assert _callbacks(conn, queue, bid) == ["complete", "death"]

@@ -14,8 +14,9 @@ for it (``ChunkHandler.hold``): its route runs the task's retry policy, its even
 and callbacks as for any failure. A job whose payload asks for more than the chunk path
 gives (a flow node's marks, a per-call timeout, a sealed payload) goes the per-job way too.
 
-An ack that cannot be sent is logged: the jobs' leases lapse and the reaper returns them
-(a chunk task's jobs are run at least once, as every job).
+An ack that meets weather is sent again for up to a third of the lease; one that still
+cannot be sent is logged, and the jobs' leases lapse and the reaper returns them (a chunk
+task's jobs run at least once, as every job).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
     from echomq.runtime.context import Context
 
 log = logging.getLogger("echomq.consumer")
+
+#: the first pause (s, doubling) before an ack sent again through weather
+PAUSE_S = 0.05
 
 
 
@@ -163,36 +167,67 @@ class ChunkPath:
         """Ack ``done`` (one queue's or many partitions'), claiming for the freed slots in
         the same round trip on a single queue."""
         ctx = self.ctx
-        keep = ctx.retention.keeps_completed
         by_queue: dict[str, list[Job]] = {}
         for job in done:
             by_queue.setdefault(job.queue, []).append(job)
         for q, held in by_queue.items():
-            entries = [(job.id, job.token) for job in held]
             # the slots these acks free are refilled in the same round trip (a chunk's
             # jobs leave their slots together: the next chunk is claimed at once)
             want = len(held) + ctx.slots.free() if ctx.spread.single and ctx.claiming() else 0
             ctx.slots.reserved += want
             try:
-                replies, claims = await jobs.ack_and_claim(ctx.conn, q, entries, ctx.lease_ms,
-                                                           want, keep=keep)
-            except errors.EchoMQError as exc:
-                log.warning("%d job(s) of a chunk on %s not acked (their leases lapse and "
-                            "they run again): %s", len(held), q, exc)
-                continue
+                got = await self._send(q, held, want)
             finally:
                 ctx.slots.reserved -= want
-            for job, reply in zip(held, replies, strict=True):
-                if reply is None:
-                    ctx.stats.completed += 1
-                    ctx.member_ended(job, "completed")
-                else:
-                    ctx.stats.lost += 1
-                    log.warning("job %s: its chunk's ack was refused: %s", job.id, reply)
-            if claims:
-                ctx.spread.claimed(q, want, len(claims))
+            if want:
+                ctx.spread.claimed(q, want, len(got))
+            if got:
                 # this window's slots are still counted taken: free them first
                 for job in held:
                     ctx.slots.inflight.pop(job.id, None)
                     ctx.checkpoints.held.pop(job.id, None)
-                ctx.start(claims, q)
+                ctx.start(got, q)
+
+    async def _send(self, queue: str, held: list[Job], want: int) -> list[jobs.Claim]:
+        """Ack ``held`` on ``queue`` (and claim ``want``): the claims. Through weather the
+        ack alone is sent again (HOST monotonic pauses, doubling) for up to a third of the
+        lease (a refusal then may be an earlier try that landed: ``_landed``). After that the
+        jobs' leases lapse and they run again."""
+        ctx = self.ctx
+        entries = [(job.id, job.token) for job in held]
+        keep = ctx.retention.keeps_completed
+        pause, again = PAUSE_S, False
+        deadline = asyncio.get_running_loop().time() + ctx.lease_ms / 3000
+        while True:
+            try:
+                replies, claims = await jobs.ack_and_claim(ctx.conn, queue, entries,
+                                                           ctx.lease_ms, want, keep=keep)
+                break
+            except (errors.WireError, errors.Unavailable) as exc:
+                if asyncio.get_running_loop().time() + pause > deadline:
+                    log.warning("%d job(s) of a chunk on %s not acked (their leases lapse "
+                                "and they run again): %s", len(held), queue, exc)
+                    return []
+                await asyncio.sleep(pause)
+                pause, want, again = pause * 2, 0, True
+        stats = ctx.stats
+        for job, reply in zip(held, replies, strict=True):
+            landed = reply is None or (again and await self._landed(job))
+            if landed:
+                stats.completed += 1
+                stats.already_settled += reply is not None
+                ctx.member_ended(job, "completed")
+            else:
+                stats.lost += 1
+                log.warning("job %s: its chunk's ack was refused: %s", job.id, reply)
+        got: list[jobs.Claim] = claims
+        return got
+
+    async def _landed(self, job: Job) -> bool:
+        """Whether a refused ack sent again only found its own earlier try (``jobs.fate``:
+        the row is gone or settled at this job's token, not moved on)."""
+        try:
+            fate: str = await jobs.fate(self.ctx.conn, job.queue, job.id, job.token)
+        except errors.EchoMQError:
+            return False
+        return fate != "moved"

@@ -184,3 +184,24 @@ def test_an_async_batch_takes_aadd_and_aenqueue(app, queue):
     asyncio.run(main())
     assert sorted(ran) == [1, 2, 3, 4]
     assert calls == [{"total": 3, "pending": 0, "completed": 3, "dead": 0, "closed": True}]
+
+
+def test_enqueue_many_inside_a_batch_joins_it(app, queue):
+    @app.task(queue=queue, name="bm_send")
+    def send(n: int) -> None:
+        pass
+
+    with app.batch() as b:
+        ids = send.enqueue_many([(1,), (2,)])
+        with pytest.raises(TypeError):
+            send.enqueue_many(["x"])  # each call a tuple, checked before anything is written
+    assert len(ids) == 2 and app.batch_info(b.id) == BatchInfo(2, 2, 0, 0, True)
+
+    async def main() -> None:
+        async with app.batch() as ab:
+            assert len(await send.aenqueue_many([(3,), (4,), (5,)])) == 3
+        assert await ab.ainfo() == BatchInfo(3, 3, 0, 0, True)
+
+    asyncio.run(main())
+    assert send.enqueue_many([(6,)])  # outside a block: a plain job
+    assert app.batch_info(b.id) == BatchInfo(2, 2, 0, 0, True)

@@ -83,3 +83,42 @@ def test_a_chunk_task_with_callbacks_keeps_the_per_job_way(app, queue):
     ids = chunked.enqueue_many([(i,) for i in range(3)])
     _serve(app, queue, lambda: len(done) >= 3)
     assert sorted(done) == sorted(ids)  # each job's on_success ran: the per-job run
+
+
+def test_a_chunk_ack_whose_reply_is_lost_is_sent_again_and_counted_once(app, queue,
+                                                                        monkeypatch):
+    from echomq.core import errors
+    from echomq.runtime import chunking
+
+    real = chunking.jobs.ack_and_claim
+    lost: list[int] = []
+
+    async def lose_first_reply(conn, q, entries, *args, **kwargs):
+        got = await real(conn, q, entries, *args, **kwargs)  # applied on the server
+        if not lost and q == queue and len(entries) == 5:
+            lost.append(len(entries))
+            raise errors.WireError("reply lost")
+        return got
+
+    monkeypatch.setattr(chunking.jobs, "ack_and_claim", lose_first_reply)
+    calls: list[int] = []
+    ended: list[dict] = []
+    lock = threading.Lock()
+
+    @app.task(queue=queue, name="cp_lost", chunk=5, chunk_wait=1)
+    def chunked(items):
+        with lock:
+            calls.append(len(items))
+
+    @app.task(queue=queue, name="cp_lost_cb")
+    def cb(info):
+        with lock:
+            ended.append(info)
+
+    with app.batch(on_complete=cb.s(), on_success=cb.s()) as b:
+        b.add(*(chunked.s(i) for i in range(5)))
+    worker = _serve(app, queue, lambda: len(ended) >= 2)
+    assert lost == [5] and calls == [5]  # the ack went again; the handler ran once
+    assert app.batch_info(b.id) == (5, 0, 5, 0, True)
+    stats = worker.consumers[0].stats
+    assert stats.completed >= 5 and stats.already_settled == 5 and stats.lost == 0

@@ -59,6 +59,7 @@ def _carry_twice(conn, raw, queue: str) -> flows.Carried:
     return got
 
 
+@pytest.mark.topologies  # on a cluster too: the member's queue, the batch and the callbacks
 def test_a_member_dead_by_the_reaper_settles_its_batch(conn, raw, queue):
     bid, (dead, done) = _batch(conn, queue, 2)
     jobs.enqueue(conn, queue, dead, _member(bid, 1))

@@ -126,7 +126,7 @@ def _stats_rows(conn: Any, queues: list[str]) -> list[dict[str, Any]]:
             rate = (st.rate_max, st.rate_per_ms) if st.rate_max and st.rate_per_ms else None
             rows.append({"queue": q, "group": name, "waiting": st.waiting,
                          "active": st.active, "limit": st.limit, "rate": show_rate(rate),
-                         "paused": bool(st.paused)})
+                         "weight": st.weight, "paused": bool(st.paused)})
     return rows
 
 
@@ -151,11 +151,11 @@ def run_list(args: argparse.Namespace) -> int:
     qw = max(5, *(len(r["queue"]) for r in rows))
     gw = max(5, *(len(r["group"]) for r in rows))
     print(f"{'queue':<{qw}}  {'group':<{gw}}  {'waiting':>9}  {'active':>7}  {'limit':>6}  "
-          f"{'rate':>9}  paused")
+          f"{'rate':>9}  {'weight':>6}  paused")
     for r in rows:
         limit = "-" if r["limit"] is None else str(r["limit"])
         print(f"{r['queue']:<{qw}}  {r['group']:<{gw}}  {r['waiting']:>9}  {r['active']:>7}  "
-              f"{limit:>6}  {r['rate']:>9}  {'yes' if r['paused'] else 'no'}")
+              f"{limit:>6}  {r['rate']:>9}  {r['weight']:>6}  {'yes' if r['paused'] else 'no'}")
     return 0
 
 

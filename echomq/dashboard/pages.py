@@ -384,7 +384,7 @@ def groups_page(req: Request, queue: str, gp: insight.GroupPage, access: Access)
             f"<tr data-group='{e(name)}'><td><b>{e(name)}</b> {badge}</td>"
             f"<td class='n'>{g.waiting}</td><td class='n'>{g.active}</td>"
             f"<td class='n'>{e(g.limit if g.limit is not None else NONE)}</td>"
-            f"<td>{e(rate)}</td><td>{act}</td></tr>")
+            f"<td>{e(rate)}</td><td class='n'>{g.weight}</td><td>{act}</td></tr>")
     nav = ""
     if gp.next_cursor:
         nxt = req.url(f"/q/{q(queue)}/groups?" + urlencode({"cursor": gp.next_cursor}))
@@ -392,7 +392,9 @@ def groups_page(req: Request, queue: str, gp: insight.GroupPage, access: Access)
                "</a></div>")
     table = (
         "<table class='grid'><thead><tr><th>group</th><th class='n'>waiting</th>"
-        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th><th></th>"
+        "<th class='n'>active</th><th class='n'>limit</th><th>rate</th>"
+        "<th class='n' title='turns in the ring per round (echomq group weight)'>weight</th>"
+        "<th></th>"
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table>{nav}"
         if rows else "<p class='note'>No groups on this queue.</p>")
     return shell(req, f"{queue}: groups", table, crumbs(req, queue, "groups"))

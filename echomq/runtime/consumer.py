@@ -46,13 +46,14 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from echomq.core import backoff, keyspace
 from echomq.core import guards as guard
 from echomq.runtime.beat import DEFAULT_BATCH, DEFAULT_BEAT_MS, Legs
+from echomq.runtime.chunking import ChunkHandler, ChunkPath
 from echomq.runtime.claimloop import ClaimLoop
 from echomq.runtime.context import Context
 from echomq.runtime.events import Event, emit
@@ -102,7 +103,8 @@ class Consumer:
     second (``echomq.runtime.taskstats``, read with ``verbs.taskmetrics``). ``partitions``
     (the queues of a partitioned queue, ``mail#0`` ...): serve them all with one pool of
     ``concurrency`` slots; ``queue`` (the logical name, ``mail``) then only names the
-    consumer (metrics and task counts go to each job's partition).
+    consumer (metrics and task counts go to each job's partition). ``chunks`` (task name
+    -> ``ChunkHandler``): those tasks' jobs run a chunk at a time (``runtime.chunking``).
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Consumer:
         on_unknown: Callable[[Job, str], Awaitable[int | None]] | None = None,
         task_metrics: bool = False,
         partitions: Sequence[str] | None = None,
+        chunks: Mapping[str, ChunkHandler] | None = None,
     ) -> None:
         keyspace.validate_queue(queue)
         queues = list(dict.fromkeys(partitions)) if partitions else [queue]
@@ -176,6 +179,8 @@ class Consumer:
             beat_ms=beat_ms, pooled=pooled, retention=self.retention, on_event=on_event,
             weather=self.weather, checkpoints=self._leases, task_metrics=task_metrics,
             process=self._process)
+        if chunks:  # chunk tasks' jobs: one handler call and one ack per chunk
+            ctx.chunks = ChunkPath(ctx, chunks)
         self.claims = ClaimLoop(ctx)
         self.settler = Settler(ctx)
         self.legs = LegLoop(ctx, Legs(reap_batch, promote_batch, max_stalled, self.retention),

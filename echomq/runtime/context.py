@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echomq.runtime.batching import BatchNotices
 from echomq.runtime.events import Observer, emit
@@ -29,6 +29,9 @@ from echomq.runtime.taskstats import TaskTally
 from echomq.runtime.weather import Weather
 from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
+
+if TYPE_CHECKING:
+    from echomq.runtime.chunking import ChunkPath
 
 #: a noted instant cuts a wait short only when it comes this much (s) before the wait's end
 KICK_SLACK_S = 0.1
@@ -129,6 +132,8 @@ class Context:
         self.held_until: float | None = None  # no claims before then (loop clock)
         #: the ends owed to batches (their members' acks, deaths, cancels that landed)
         self.batches = BatchNotices(conn)
+        #: the chunk tasks' path (``runtime.chunking``), when the consumer serves some
+        self.chunks: ChunkPath | None = None
 
     @property
     def queues(self) -> list[str]:
@@ -139,8 +144,11 @@ class Context:
         settlement); the lease checkpoints run while any is held."""
         loop = asyncio.get_running_loop()
         conn, inflight, process = self.conn, self.slots.inflight, self.process
+        chunks = self.chunks
         for claim in claims:
             job = Job(queue, claim.id, claim.token, claim.payload, conn, loop)
+            if chunks is not None and chunks.take(job):
+                continue
             inflight[claim.id] = loop.create_task(process(job))
         self.stats.claimed += len(claims)
         self.checkpoints.ensure(self.busy)

@@ -9,6 +9,8 @@
 -- checkpoint and ends it with @finish_cancelled; a retry or reap of a marked row ends it
 -- cancelled too, an ack that lands first completes it), 0 absent (no row, or it already
 -- completed, died or was cancelled: nothing written).
+-- A batch member cancelled here has its end written for its batch (ended() ->
+-- includes/member.lua: the queue's flow outbox).
 -- Refusal (nothing written): EMQKIND.
 --@include kind
 --@include lane

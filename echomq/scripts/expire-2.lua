@@ -9,6 +9,8 @@
 -- started, ended or lost its row) only leaves the deadlines set. Claim and promote check
 -- deadlines themselves; this sweep ends the jobs nothing pops: a paused queue, a group at
 -- its limit, a run-at past the deadline.
+-- A batch member that expires has its end written for its batch (ended() ->
+-- includes/member.lua: the queue's flow outbox).
 -- A durable wait's timeout shares the set (includes/waits.lua): a job still waiting on a
 -- signal whose wait_until is at or before now times out here: its step is recorded
 -- timed_out, it leaves every wait index and goes back to pending at its priority (or its

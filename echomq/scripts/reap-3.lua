@@ -12,6 +12,8 @@
 -- A row marked cancel = 1 (a cancel was requested while it ran) ends cancelled instead.
 -- Counted on emq:{q}:stats: dead (and failed) or cancelled.
 -- A grouped job lowers its group's active count.
+-- A batch member dead-lettered or cancelled here has its end written for its batch
+-- (ended() -> includes/member.lua: the queue's flow outbox).
 -- A ghost (an active id with no row) is only removed from active.
 --@include ended
 --@include lane

@@ -4,6 +4,9 @@
         b.add(send.s(1), send.s(2))   # or send.enqueue(3): inside the block it joins b
     app.batch_info(b.id)              # BatchInfo(total, pending, completed, dead, closed)
 
+    async with app.batch(on_complete=report.s()) as b:   # on the app's AsyncConnector
+        await b.aadd(send.s(1))       # or await send.aenqueue(2): it joins b
+
 Members are task calls on any queues; each is enrolled in the batch (its slot,
 ``emq:{b:<id>}:``) and then admitted with a ``batch`` key in its payload, so the worker
 that settles it tells the batch (``echomq.runtime.batching``, counted once per member:
@@ -98,7 +101,8 @@ def members_plan(batch_id: str, sigs: Sequence[Signature]) -> Plan[list[str]]:
 
 
 class Batch:
-    """``app.batch(...)``: a context manager; ``id``, ``add(sig, ...)``, ``info()``."""
+    """``app.batch(...)``: a context manager, sync or async; ``id``, ``add(sig, ...)``,
+    ``info()``, and their awaited twins ``aadd``, ``ainfo`` (``aclose``)."""
 
     def __init__(self, app: Producer, *, on_complete: Signature | None = None,
                  on_success: Signature | None = None, on_death: Signature | None = None,
@@ -122,9 +126,26 @@ class Batch:
             self._token = None
         self.close()
 
+    async def __aenter__(self) -> Batch:
+        await self._acreate()
+        self._token = _open.set(self)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._token is not None:
+            _open.reset(self._token)
+            self._token = None
+        await self.aclose()
+
     def _create(self) -> None:
         if not self._created:
             batches.create(self.app.connector(), self.id, self.callbacks)
+            self._created = True
+
+    async def _acreate(self) -> None:
+        if not self._created:
+            await batches.create(await self.app.aconnector(), self.id, self.callbacks)
             self._created = True
 
     def add(self, *sigs: Signature) -> list[str]:
@@ -132,15 +153,29 @@ class Batch:
         self._create()
         return self.app.submit(members_plan(self.id, sigs)) if sigs else []
 
+    async def aadd(self, *sigs: Signature) -> list[str]:
+        """``add``, awaited on the app's ``AsyncConnector``."""
+        await self._acreate()
+        return await self.app.asubmit(members_plan(self.id, sigs)) if sigs else []
+
     def close(self) -> BatchInfo:
         """Close the batch (the ``with`` block does): the callbacks due now are enqueued
         (an empty batch fires ``on_complete`` and ``on_success`` at once)."""
         self._create()
         return batches.close(self.app.connector(), self.id)
 
+    async def aclose(self) -> BatchInfo:
+        """``close``, awaited (the ``async with`` block does)."""
+        await self._acreate()
+        return await batches.close(await self.app.aconnector(), self.id)
+
     def info(self) -> BatchInfo | None:
         """The batch's counts now (``app.batch_info``)."""
         return batches.info(self.app.connector(), self.id)
+
+    async def ainfo(self) -> BatchInfo | None:
+        """``info``, awaited."""
+        return await batches.info(await self.app.aconnector(), self.id)
 
     def __repr__(self) -> str:
         return f"<Batch {self.id}>"

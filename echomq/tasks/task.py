@@ -294,13 +294,21 @@ class Task(Generic[P, R]):
         if self.admission.job_id is not None:
             raise ValueError(f"{self.name}: options(job_id=...) names one job; "
                              "enqueue_many admits many (give each its own enqueue)")
-        runs: list[tuple[bytes, str | None]] = []
-        for i, call in enumerate(calls):
+        runs = [self._run(call, {}, traced=False) for call in self._calls(calls)]
+        return self.admission.many(self.name, runs)
+
+    def _calls(self, calls: Iterable[Sequence[Any]]) -> list[Sequence[Any]]:
+        """``enqueue_many``'s calls, each checked to be a tuple of positional arguments."""
+        out = list(calls)
+        for i, call in enumerate(out):
             if isinstance(call, (str, bytes)) or not isinstance(call, Sequence):
                 raise TypeError(f"{self.name}.enqueue_many: call {i} must be a tuple of "
                                 f"positional arguments, not {type(call).__name__}")
-            runs.append(self._run(call, {}, traced=False))
-        return self.admission.many(self.name, runs)
+        return out
+
+    def _signatures(self, calls: Iterable[Sequence[Any]]) -> list[Any]:
+        """``enqueue_many``'s calls as signatures (to join a batch)."""
+        return [self.s(*call) for call in self._calls(calls)]
 
     # -- enqueue, on either connector ----------------------------------------------------
 
@@ -313,7 +321,11 @@ class Task(Generic[P, R]):
         return self.app.submit(self._now(args, kwargs))
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """``enqueue``, awaited on the app's ``AsyncConnector``."""
+        """``enqueue``, awaited on the app's ``AsyncConnector`` (inside an ``async with
+        app.batch(...)`` block the run joins that batch)."""
+        batch = current_batch()
+        if batch is not None:
+            return (await batch.aadd(self.s(*args, **kwargs)))[0]
         return await self.app.asubmit(self._now(args, kwargs))
 
     def enqueue_in(self, delay: int | dt.timedelta, *args: P.args, **kwargs: P.kwargs) -> str:
@@ -342,12 +354,18 @@ class Task(Generic[P, R]):
         One bulk call per 500 jobs, all pipelined in one round trip; the task's options
         apply to every run. With a ``unique`` key each run is admitted on its own (the
         first owns the key; the others return its id). Every argument is checked before
-        anything is written.
+        anything is written. Inside an ``app.batch(...)`` block the runs join that batch.
         """
+        batch = current_batch()
+        if batch is not None:
+            return batch.add(*self._signatures(calls))
         return self.app.submit(self._many(calls))
 
     async def aenqueue_many(self, calls: Iterable[Sequence[Any]]) -> list[str]:
         """``enqueue_many``, awaited."""
+        batch = current_batch()
+        if batch is not None:
+            return await batch.aadd(*self._signatures(calls))
         return await self.app.asubmit(self._many(calls))
 
     def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> str:

@@ -178,7 +178,7 @@ class Worker:
                 timeout_ms=self.timeout_ms, weather=self.weather,
                 on_unknown=self._hand_back if self.use_presence else None,
                 task_metrics=self.task_metrics, partitions=parts if len(parts) > 1 else None,
-            )
+                chunks=chunks.handlers(self.app, name))
             for name, parts in self.served.items()
         ]
         background = asyncio.Event()  # the metronome, pump and presence outlive the drain

@@ -15,10 +15,11 @@ Callbacks fire only once the batch is closed (``close``: the ``with`` block ende
 ``on_death`` at the first dead member, ``on_complete`` when every member ended (dead and
 cancelled ones included), ``on_success`` when every member completed (never, once one died
 or was cancelled). Each callback job is called with its signature's arguments and then the
-batch's ``BatchInfo`` as a dict. Limits: a member dead-lettered by the reaper (its worker
-gone), expired on its queue or cancelled while waiting sends no notice (no worker settled
-it), so its batch stays pending; a dead member revived and completed later does not change
-the counts.
+batch's ``BatchInfo`` as a dict. A member that ends with no worker to tell (dead-lettered
+by the reaper, expired past its deadline, cancelled while waiting or scheduled) has its end
+written to its queue's flow outbox by the script that ends it (``includes/member.lua``),
+and the flow carrier settles it here; expired members count with the cancelled ones. A
+dead member revived and completed later does not change the counts.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from echomq.core.steps import Batch, Command, Eval, Verb, native_or_script, sing
 from echomq.verbs.jobs.admission import Options, _enqueue_step
 
 KINDS = ("complete", "success", "death")
-ENDINGS = ("completed", "dead", "cancelled")
+ENDINGS = ("completed", "dead", "cancelled", "expired")
 
 
 class BatchInfo(NamedTuple):
@@ -121,13 +122,18 @@ def close(batch_id: str) -> Verb[BatchInfo]:
 
 @verb
 def settle(batch_id: str, ended: Sequence[tuple[str, str]]) -> Verb[BatchInfo]:
-    """Count ``ended`` members (``(job id, "completed" | "dead" | "cancelled")``), each
-    once, and enqueue the callbacks that made due."""
-    args: list[str] = []
+    """Count ``ended`` members (``(job id, "completed" | "dead" | "cancelled" |
+    "expired")``), each once, and enqueue the callbacks that made due."""
+    first: dict[str, str] = {}  # a member named twice ends the first way named
     for job_id, outcome in ended:
         if outcome not in ENDINGS:
             raise ValueError(f"a member ends {', '.join(ENDINGS)}, not {outcome!r}")
-        args += (guard.string("job_id", job_id), outcome)
+        first.setdefault(guard.string("job_id", job_id), outcome)
+    by_outcome: dict[str, list[str]] = {}
+    for job_id, outcome in first.items():
+        by_outcome.setdefault(outcome, []).append(job_id)
+    # one group per outcome: the script takes each group off pending with one SREM
+    args = [x for outcome, ids in by_outcome.items() for x in (outcome, str(len(ids)), *ids)]
 
     def calls() -> Verb[BatchInfo]:
         reply = yield Eval("batch_settle", _keys(batch_id), tuple(args))

@@ -50,6 +50,8 @@ def test_group_controls_round_trip_through_the_cli(conn, url, queue):
     assert done.returncode == 0, done.stderr
     done = echomq("group", "pause", queue, "globex", url=url)
     assert done.returncode == 0, done.stderr
+    done = echomq("group", "weight", queue, "acme", "3", url=url)
+    assert done.returncode == 0, done.stderr
 
     stats = groups.stats(conn, queue)
     assert stats["acme"].limit == 2 and stats["acme"].waiting == 3
@@ -58,13 +60,14 @@ def test_group_controls_round_trip_through_the_cli(conn, url, queue):
     listed = echomq("group", "list", "--queue", queue, url=url)
     assert listed.returncode == 0, listed.stderr
     rows = {ln.split()[1]: ln.split() for ln in listed.stdout.splitlines()[1:]}
-    # queue group waiting active limit rate paused
-    assert rows["acme"][2:] == ["3", "0", "2", "10/1s", "no"]
-    assert rows["globex"][2:] == ["1", "0", "-", "-", "yes"]
+    # queue group waiting active limit rate weight paused
+    assert rows["acme"][2:] == ["3", "0", "2", "10/1s", "3", "no"]
+    assert rows["globex"][2:] == ["1", "0", "-", "-", "1", "yes"]
 
     as_json = json.loads(echomq("group", "list", "--queue", queue, "--json", url=url).stdout)
     mine = {r["group"]: r for r in as_json}
     assert mine["acme"]["rate"] == "10/1s" and mine["globex"]["paused"] is True
+    assert mine["acme"]["weight"] == 3 and mine["globex"]["weight"] == 1
 
     assert echomq("group", "resume", queue, "globex", url=url).returncode == 0
     assert echomq("group", "limit", queue, "acme", "none", url=url).returncode == 0

@@ -171,11 +171,18 @@ def test_groups_page_and_pause(board, conn, queue):
             jobs.enqueue(conn, queue, ids.mint(), b"x", group=g)
     groups.set_limit(conn, queue, "tenant-a", 2)
     groups.set_rate(conn, queue, "tenant-b", 10, 60_000)
+    groups.set_weight(conn, queue, "tenant-a", 3)
     code, page = board.get(f"/q/{queue}/groups")
     assert code == 200
     row_a = page.split("data-group='tenant-a'")[1].split("</tr>")[0]
     assert "<td class='n'>3</td><td class='n'>0</td><td class='n'>2</td>" in row_a
     assert "10 per 1m 00s" in page
+    # the weight column: tenant-a's 3, tenant-b's default 1
+    cells = [c.split(">", 1)[1].split("</td>")[0] for c in row_a.split("<td")[1:]]
+    assert cells[5] == "3"  # group, waiting, active, limit, rate, weight
+    row_b = page.split("data-group='tenant-b'")[1].split("</tr>")[0]
+    assert [c.split(">", 1)[1].split("</td>")[0] for c in row_b.split("<td")[1:]][5] == "1"
+    assert ">weight</th>" in page
     assert board.post(f"/q/{queue}/groups/tenant-a/pause") == 303
     assert groups.stats(conn, queue)["tenant-a"].paused
     assert "paused</span>" in board.get(f"/q/{queue}/groups")[1]

@@ -132,3 +132,76 @@ def test_only_the_admission_mark_names_a_batch():
     assert batch_of(b'{"args":[],"kwargs":{"batch":"JOB1"},"task":"t"}') is None
     assert batch_of(b'{"args":["\\"batch\\":\\"x"],"task":"t"}') is None
     assert batch_of(b'{"args":[],"task":"t"}') is None
+
+
+def test_a_member_cancelled_while_waiting_still_lets_its_batch_end(app, queue):
+    # nobody runs the cancelled member: its end reaches the batch through the queue's flow
+    # outbox, carried by the worker's beat
+    calls: list[tuple[str, dict]] = []
+    lock = threading.Lock()
+
+    @app.task(queue=queue, name="b_wait")
+    def wait(n: int) -> None:
+        pass
+
+    @app.task(queue=queue, name="b_cb4")
+    def cb(tag: str, info: dict) -> None:
+        with lock:
+            calls.append((tag, info))
+
+    with app.batch(on_complete=cb.s("complete"), on_success=cb.s("success")) as b:
+        gone, _ = b.add(wait.s(1), wait.s(2))
+    assert app.cancel(gone, queue=queue) == "cancelled"
+    _serve(app, [queue], lambda: bool(calls))
+    assert calls == [("complete", {"total": 2, "pending": 0, "completed": 1, "dead": 0,
+                                   "closed": True})]  # once, and never success
+    assert app.batch_info(b.id) == BatchInfo(2, 0, 1, 0, True)
+
+
+def test_an_async_batch_takes_aadd_and_aenqueue(app, queue):
+    calls: list[dict] = []
+    ran: list[int] = []
+
+    @app.task(queue=queue, name="ab_send")
+    def send(n: int) -> None:
+        ran.append(n)
+
+    @app.task(queue=queue, name="ab_cb")
+    def cb(info: dict) -> None:
+        calls.append(info)
+
+    async def main() -> None:
+        async with app.batch(on_complete=cb.s()) as b:
+            assert len(await b.aadd(send.s(1), send.s(2))) == 2
+            await send.aenqueue(3)  # joins b inside the block
+            assert await b.ainfo() == BatchInfo(3, 3, 0, 0, False)
+        assert await b.ainfo() == BatchInfo(3, 3, 0, 0, True)
+        await send.aenqueue(4)  # after the block: a plain job
+        assert await b.ainfo() == BatchInfo(3, 3, 0, 0, True)
+        worker = Worker(app, [queue], concurrency=8, beat_ms=50, grace_s=2)
+        assert await run_until(worker, lambda: bool(calls) and len(ran) >= 4, 20) == 0
+
+    asyncio.run(main())
+    assert sorted(ran) == [1, 2, 3, 4]
+    assert calls == [{"total": 3, "pending": 0, "completed": 3, "dead": 0, "closed": True}]
+
+
+def test_enqueue_many_inside_a_batch_joins_it(app, queue):
+    @app.task(queue=queue, name="bm_send")
+    def send(n: int) -> None:
+        pass
+
+    with app.batch() as b:
+        ids = send.enqueue_many([(1,), (2,)])
+        with pytest.raises(TypeError):
+            send.enqueue_many(["x"])  # each call a tuple, checked before anything is written
+    assert len(ids) == 2 and app.batch_info(b.id) == BatchInfo(2, 2, 0, 0, True)
+
+    async def main() -> None:
+        async with app.batch() as ab:
+            assert len(await send.aenqueue_many([(3,), (4,), (5,)])) == 3
+        assert await ab.ainfo() == BatchInfo(3, 3, 0, 0, True)
+
+    asyncio.run(main())
+    assert send.enqueue_many([(6,)])  # outside a block: a plain job
+    assert app.batch_info(b.id) == BatchInfo(2, 2, 0, 0, True)

@@ -48,12 +48,14 @@ def group_page(queue: str, cursor: str = "0", count: int = 100) -> Verb[GroupPag
                 step for g in names for step in (
                     Command(("ZCARD", keyspace.lane_key(queue, g))),
                     Command(("HMGET", keyspace.group_key(queue, g), "active", "limit",
-                             "paused", "rate_max", "rate_ms")),
+                             "paused", "rate_max", "rate_ms", "paused_until", "weight")),
                 )))
             for i, g in enumerate(names):
-                waiting, (active, limit, paused, rmax, rms) = replies[2 * i], replies[2 * i + 1]
+                waiting, (active, limit, paused, rmax, rms, until, weight) = (
+                    replies[2 * i], replies[2 * i + 1])
                 out[g] = GroupStats(int(waiting), int(active or 0), num(limit),
-                                    paused is not None, num(rmax), num(rms))
+                                    paused is not None, num(rmax), num(rms), num(until),
+                                    num(weight) or 1)
         more = text(nxt)
         return GroupPage(out, None if more == "0" else more)
 

@@ -4,6 +4,7 @@
 --@include flow
 --@include count
 --@include lead
+--@include member
 -- release_unique(p, key, id, until_ms): the unique key <base>unique:<key> is released by
 -- the job that owns it: deleted, or left to expire at unique_until (SERVER ms) when that
 -- is still ahead (the unique_for window outlives the job). A key another job owns by now
@@ -37,9 +38,12 @@ end
 -- that long, and when the row is a flow child records the end on its queue's flow outbox
 -- (flow_settled); a flow parent's bookkeeping starts its expiry (flow_ended); the flow
 -- nodes linked to it (its unique key was theirs) settle with it (flow_watched); a
--- recurrence occurrence held behind it is released (release_follower).
+-- recurrence occurrence held behind it is released (release_follower). A batch member
+-- that ended any other way than completed has its end recorded for its batch
+-- (member_ended: the reaper, the deadline sweep and a cancel have no worker to tell it).
 local function ended(p, jk, id, how)
   count(p, how)
+  if how ~= 'completed' then member_ended(p, jk, id, how) end
   local f = redis.call('HMGET', jk, 'unique', 'unique_until', 'notify', 'parent', 'policy',
     'error', 'flow', 'watched', 'debounce', 'follower')
   if f[1] then release_unique(p, f[1], id, f[2]) end

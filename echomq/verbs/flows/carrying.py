@@ -2,9 +2,12 @@
 
 A child's end is written on its own slot, to its queue's flow outbox (a stream), by the
 script that ends it; ``carry`` reads that outbox and runs ``@flow_carry`` on each parent's
-slot, where each child is counted exactly once (see ``echomq.verbs.flows``). ``turn`` is a beat's
-one-round-trip look at a queue's flow chores (the carrier lease, the outbox length, the
-uncommitted admissions to roll back); ``echomq.runtime.beat.carry_flows`` runs the whole leg.
+slot, where each child is counted exactly once (see ``echomq.verbs.flows``). The same outbox
+carries the ends of batch members that no worker reported (dead by the reaper, expired,
+cancelled while waiting: ``includes/member.lua``), settled on their batch's slot
+(``batches.settle``: a member counts once). ``turn`` is a beat's one-round-trip look at a
+queue's flow chores (the carrier lease, the outbox length, the uncommitted admissions to
+roll back); ``echomq.runtime.beat.carry_flows`` runs the whole leg.
 ``echomq.verbs.flows`` re-exports these names.
 
 Clocks: the carrier lease and the commit deadlines are SERVER ms.
@@ -18,6 +21,7 @@ from typing import Any, NamedTuple
 from echomq.core import errors, keyspace
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, text, verb
+from echomq.verbs import batches
 from echomq.verbs.flows.trees import parse_ref
 
 #: entries carried per outbox read
@@ -27,8 +31,9 @@ CARRY_BATCH = 500
 class Carried(NamedTuple):
     """What one ``carry`` did: entries ``read``, ``counted`` (a child newly settled),
     parents ``released``, parents ``failed``, ``stale`` (already carried), ``orphans``
-    (the parent row is gone) and ``refused`` (entries whose carry the server refused: left
-    in the outbox for the next carry)."""
+    (the parent row is gone), ``refused`` (entries whose carry the server refused: left
+    in the outbox for the next carry) and ``members``: batch members' ends taken to their
+    batches (each counted there once)."""
 
     read: int = 0
     counted: int = 0
@@ -37,6 +42,7 @@ class Carried(NamedTuple):
     stale: int = 0
     orphans: int = 0
     refused: int = 0
+    members: int = 0
 
     def plus(self, other: Carried) -> Carried:
         """Both counts added up."""
@@ -70,8 +76,12 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
         head = keyspace.job_key(queue, "").encode()
         parents: dict[Any, tuple[str, str]] = {}  # a fan-in names one parent many times
         by_queue: dict[str, list[tuple[Any, list[Any]]]] = defaultdict(list)
+        members: dict[str, list[tuple[Any, tuple[str, str]]]] = defaultdict(list)
         for eid, raw in got:
             f = _fields(raw)
+            if b"batch" in f:  # a batch member's end (includes/member.lua)
+                members[text(f[b"batch"])].append((eid, (text(f[b"child"]), text(f[b"how"]))))
+                continue
             parent = f[b"parent"]
             if parent not in parents:
                 parents[parent] = parse_ref(text(parent))
@@ -87,8 +97,14 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
                  (keyspace.base(pq), *(v for _, argv in items for v in argv)))
             for pq, items in plan
         )
-        replies = yield Batch(steps)
+        replies = (yield Batch(steps)) if steps else []
         done: list[Any] = []
+        for bid, ends in members.items():
+            try:
+                yield from batches.settle.steps(bid, [end for _, end in ends])
+            except errors.ServerError:
+                continue  # left in the outbox for the next carry
+            done += [eid for eid, _ in ends]
         codes: list[int] = []
         refused = 0
         for (_, items), reply in zip(plan, replies, strict=True):
@@ -107,6 +123,7 @@ def carry(queue: str, batch: int = CARRY_BATCH) -> Verb[Carried]:
             stale=codes.count(0),
             orphans=codes.count(3),
             refused=refused,
+            members=sum(map(len, members.values())),
         )
 
     return calls()

@@ -35,7 +35,7 @@ from echomq.connectors.plan import (
 )
 from echomq.core import keyspace
 from echomq.core.errors import ConfigError, NotDurable
-from echomq.core.steps import drive
+from echomq.core.steps import Maybe, Pause, Verb, drive
 from echomq.embedded.launch import check_durability
 from echomq.tasks.admission import Plan
 from echomq.tasks.retrying import Retry
@@ -126,96 +126,64 @@ class Client:
     # -- admission: the Producer a task submits its plans to -----------------------------
 
     def submit(self, plan: Plan[T]) -> T:
-        """Drive ``plan`` on the sync connector under this app's ``wait`` (if the plan is
-        durable), then register its queues: a refused admission writes nothing, the
-        registry included; a ``NotDurable`` one was applied on the primary and registers
-        too. The plan's answer (a job id). An ambiguous failure is retried with the same
-        ids for up to ``retry_for`` (HOST monotonic clock; ``tasks.retrying``)."""
-        try:
-            return self._submit(plan)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return self._retry(plan, exc)
-
-    def _retries(self, plan: Plan[Any]) -> bool:
-        """Whether a failure of ``plan`` may be retried: it can make its steps again (the
-        same ids) and this app has a ``retry_for``."""
-        return plan.again is not None and self.retry.seconds > 0
-
-    def _retry(self, plan: Plan[T], failed: Exception) -> T:
-        """``plan`` driven again (same ids) after ``failed`` until an answer, a failure
-        that is not ambiguous, or the bound (HOST monotonic clock, ``Retry.pause``)."""
-        assert plan.again is not None
-        tries, since = 1, time.monotonic()
-        while (pause := self.retry.pause(failed, tries, since)) is not None:
-            time.sleep(pause)
-            try:
-                return self._submit(plan._replace(steps=plan.again()))
-            except Exception as exc:
-                failed, tries = exc, tries + 1
-        raise failed
-
-    def _submit(self, plan: Plan[T]) -> T:
+        """Drive ``plan`` on the sync connector (``admitting``): the plan's answer (a job
+        id)."""
         conn = self.connector()
-        wait = self._wait_on(conn)
-        try:
-            got = (drive(conn, plan.steps) if wait is None or not plan.durable
-                   else confirmed(conn, plan.steps, wait))
-        except NotDurable:
-            self._noted(conn, plan.queues)
-            raise
-        self._noted(conn, plan.queues)
-        return plan.answer(got)
+        got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+        return got  # type: ignore[return-value]  # the result itself on a sync connector
 
     def asubmit(self, plan: Plan[T]) -> Awaitable[T]:
-        """``submit`` on the running loop's connector, awaited. Once that connector is made
-        and the plan's queue noted, no coroutine of its own: the per-call path."""
-        if self.wait is None and len(plan.queues) == 1:
-            conn = self.aconnector_ready(plan.queues[0])
-            if conn is not None:
-                return self._answered(drive(conn, plan.steps), plan)
+        """``submit`` on the running loop's connector, awaited. Once that connector is
+        made, no coroutine of its own: the per-call path."""
+        conn = self._loop_conn()
+        if conn is not None:
+            got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+            return got  # type: ignore[return-value]  # an awaitable on an async connector
         return self._asubmit(plan)
 
-    async def _answered(self, reply: Awaitable[Any], plan: Plan[T]) -> T:
-        try:
-            return plan.answer(await reply)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return await self._aretry(plan, exc)
-
     async def _asubmit(self, plan: Plan[T]) -> T:
-        try:
-            return await self._asubmit_once(plan)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return await self._aretry(plan, exc)
-
-    async def _aretry(self, plan: Plan[T], failed: Exception) -> T:
-        """``_retry``, awaited."""
-        assert plan.again is not None
-        tries, since = 1, time.monotonic()
-        while (pause := self.retry.pause(failed, tries, since)) is not None:
-            await asyncio.sleep(pause)
-            try:
-                return await self._asubmit_once(plan._replace(steps=plan.again()))
-            except Exception as exc:
-                failed, tries = exc, tries + 1
-        raise failed
-
-    async def _asubmit_once(self, plan: Plan[T]) -> T:
         conn = await self.aconnector()
-        wait = self._wait_on(conn)
-        try:
-            got = await (drive(conn, plan.steps) if wait is None or not plan.durable
-                         else confirmed(conn, plan.steps, wait))
-        except NotDurable:
-            await self._anoted(conn, plan.queues)
-            raise
-        await self._anoted(conn, plan.queues)
-        return plan.answer(got)
+        got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+        return await got  # type: ignore[misc,no-any-return]  # an awaitable on async
+
+    def admitting(self, conn: Connector | AsyncConnector, plan: Plan[T]) -> Verb[T]:
+        """The steps of admitting ``plan`` on ``conn``, either connector: its steps under
+        this app's ``wait`` (if the plan is durable), then its queues registered, so a
+        refused admission writes nothing, the registry included (a ``NotDurable`` one was
+        applied on the primary and registers too); the plan's answer. An ambiguous failure
+        (``tasks.retrying``: a lost connection ``drive`` throws in, a failover's refusal)
+        is tried again with the same ids after a ``Pause``, for up to ``retry_for`` after
+        the first (HOST monotonic clock)."""
+        wait = self._wait_on(conn) if plan.durable else None
+        steps, tries, since = plan.steps, 0, 0.0
+        while True:
+            try:
+                try:
+                    got = yield from (steps if wait is None else confirmed.steps(steps, wait))
+                except NotDurable:
+                    yield from self._noting(conn, plan.queues)
+                    raise
+                yield from self._noting(conn, plan.queues)
+                return plan.answer(got)
+            except Exception as exc:
+                if plan.again is None:
+                    raise
+                if not tries:
+                    since = time.monotonic()
+                tries += 1
+                pause = self.retry.pause(exc, tries, since)
+                if pause is None:
+                    raise
+            yield Pause(pause)
+            steps = plan.again()
+
+    @staticmethod
+    def _noting(conn: Connector | AsyncConnector, queues: Iterable[str]) -> Verb[None]:
+        """Add ``queues`` to the queue registry once per connector (``registry.noting``):
+        what an admission that succeeded does, never one that was refused."""
+        for q in queues:
+            if not queue_registry.noted(conn, q):  # the per-call path makes no generator
+                yield from queue_registry.noting(conn, q)
 
     def _wait_on(self, conn: Connector | AsyncConnector) -> Wait | None:
         """This app's ``wait``, its ``WAIT`` cut to what one blocking call may last on
@@ -225,19 +193,6 @@ class Client:
             return None
         ms = max(1, int(conn.block_for(wait.timeout_ms / 1000) * 1000))
         return wait if ms >= wait.timeout_ms else replace(wait, timeout_ms=ms)
-
-    @staticmethod
-    def _noted(conn: Connector, queues: Iterable[str]) -> None:
-        """Add ``queues`` to the queue registry once per connector (``registry.note``):
-        what an admission that succeeded does, never one that was refused."""
-        for q in queues:
-            queue_registry.note(conn, q)
-
-    @staticmethod
-    async def _anoted(conn: AsyncConnector, queues: Iterable[str]) -> None:
-        for q in queues:  # nothing to await once a queue is noted on conn
-            if not queue_registry.noted(conn, q):
-                await queue_registry.anote(conn, q)
 
     # -- the server ----------------------------------------------------------------------
 

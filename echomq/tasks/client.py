@@ -14,31 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import datetime as dt
 import logging
 import os
-import pathlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, Self, TypeVar
 
 from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
-from echomq.connectors.plan import (
-    AUTO,
-    DEFAULT_TIMEOUT_S,
-    check_payload_limit,
-    check_wire,
-    tls_options,
-)
+from echomq.connectors.plan import AUTO
 from echomq.core import keyspace
-from echomq.core.errors import ConfigError, NotDurable
+from echomq.core.errors import NotDurable
 from echomq.core.steps import Maybe, Pause, Verb, drive
-from echomq.embedded.launch import check_durability
 from echomq.tasks.admission import Plan
-from echomq.tasks.retrying import Retry
+from echomq.tasks.settings import AppSettings
 from echomq.verbs import registry as queue_registry
 from echomq.verbs.durability import Wait, confirmed
 
@@ -83,38 +74,28 @@ class Client:
     first failure (``echomq.tasks.retrying``); then the last error reaches the caller.
     """
 
-    def __init__(self, url: str | None, *, wire: int | None,
-                 data_dir: str | os.PathLike[str] | None, ephemeral: bool,
-                 durability: str | None, max_payload_bytes: int, wait: Wait | None,
-                 tls: Mapping[str, str | os.PathLike[str] | None],
-                 timeout: float | None = DEFAULT_TIMEOUT_S, retry: Retry | None = None
-                 ) -> None:
-        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
+    def __init__(self, settings: AppSettings) -> None:
+        #: the keywords this app was made with, checked (``echomq.tasks.settings``)
+        self.settings = settings
         #: the TLS keyword arguments every connector of this app is made with
-        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in tls.items() if v is not None}
+        self.tls: dict[str, Any] = dict(settings.tls)
         #: seconds one command (and one connect) may take on the socket; a URL's
         #: ``?socket_timeout=`` wins over it
-        self.timeout = check_timeout(timeout)
+        self.timeout = settings.timeout
         #: how long an ambiguous admission is retried with its ids (``tasks.retrying``)
-        self.retry = retry if retry is not None else Retry(0.0)
-        if url is not None:  # a bad setting is refused here, before any I/O
-            tls_options(urls.parse(url), dict(self.tls))
-        self.durability = check_durability(durability)
-        if ephemeral and durability is not None:
-            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
-        if url is not None and durability is not None:
-            raise ConfigError("durability is for the embedded server; the server at the URL "
-                              "keeps its own appendfsync setting")
-        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.retry = settings.retry
+        self.durability = settings.durability
+        self.max_payload_bytes = settings.max_payload_bytes
         #: what every admission waits for (``WAIT``/``WAITAOF``), if anything
-        self.wait = wait
-        self._url = url
+        self.wait = settings.wait
+        self._url = settings.url
         #: the wire asked for (None: let the first connect pick, see ``wire``)
-        self.wire_asked = None if wire is None else check_wire(wire)
+        self.wire_asked = settings.wire
         self._wire: int | None = self.wire_asked
-        self.wire_reason: str | None = None if wire is None else f"wire={wire} asked for"
-        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
-        self.ephemeral = ephemeral
+        self.wire_reason: str | None = (None if settings.wire is None
+                                        else f"wire={settings.wire} asked for")
+        self.data_dir = settings.data_dir
+        self.ephemeral = settings.ephemeral
         self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
         self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
@@ -343,18 +324,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-
-def check_timeout(timeout: object) -> float | None:
-    """``App(timeout=)``: seconds > 0 (a number or a ``timedelta``), or ``None`` for no
-    socket timeout at all (a dead server then hangs the call)."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, dt.timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
-    if not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
-    return float(timeout)

@@ -17,7 +17,7 @@ import atexit
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Self, TypeVar
 
@@ -139,12 +139,16 @@ class Client:
         steps, tries, since = plan.steps, 0, 0.0
         while True:
             try:
+                late: NotDurable | None = None
                 try:
                     got = yield from (steps if wait is None else confirmed.steps(steps, wait))
-                except NotDurable:
-                    yield from self._noting(conn, plan.queues)
-                    raise
-                yield from self._noting(conn, plan.queues)
+                except NotDurable as exc:  # applied on the primary: it registers too
+                    got, late = None, exc
+                for q in plan.queues:  # once per connector: nothing once noted
+                    if not queue_registry.noted(conn, q):
+                        yield from queue_registry.noting(conn, q)
+                if late is not None:
+                    raise late
                 return plan.answer(got)
             except Exception as exc:
                 if plan.again is None:
@@ -157,14 +161,6 @@ class Client:
                     raise
             yield Pause(pause)
             steps = plan.again()
-
-    @staticmethod
-    def _noting(conn: Connector | AsyncConnector, queues: Iterable[str]) -> Verb[None]:
-        """Add ``queues`` to the queue registry once per connector (``registry.noting``):
-        what an admission that succeeded does, never one that was refused."""
-        for q in queues:
-            if not queue_registry.noted(conn, q):  # the per-call path makes no generator
-                yield from queue_registry.noting(conn, q)
 
     def _wait_on(self, conn: Connector | AsyncConnector) -> Wait | None:
         """This app's ``wait``, its ``WAIT`` cut to what one blocking call may last on

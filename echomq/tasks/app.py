@@ -37,7 +37,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.connectors.plan import (
     DEFAULT_TIMEOUT_S,
@@ -59,7 +59,7 @@ from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
 from echomq.tasks.retrying import DEFAULT_RETRY_FOR
-from echomq.tasks.settings import DEFAULT_QUEUE, AppSettings
+from echomq.tasks.settings import DEFAULT_QUEUE, AppKeywords, AppSettings
 from echomq.tasks.task import Task
 from echomq.verbs import batches, durable, flows, results, status
 from echomq.verbs.batches import BatchInfo
@@ -139,10 +139,10 @@ class App(Client):
         retry_for: float | dt.timedelta | None = DEFAULT_RETRY_FOR,
     ) -> None:
         # the keywords as given, checked once, together, before anything is made: the
-        # signature above is the public one, AppSettings.of holds the checks and defaults
+        # signature above is the public one (names, types, defaults), AppSettings.of the checks
         given = dict(locals())  # first: the parameters and nothing else
-        settings = AppSettings.of(**{k: v for k, v in given.items()
-                                     if k not in ("self", "__class__")})
+        del given["self"], given["__class__"]
+        settings = AppSettings.of(cast(AppKeywords, given))
         super().__init__(settings)
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's

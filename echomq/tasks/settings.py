@@ -20,16 +20,10 @@ import datetime as dt
 import os
 import pathlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from echomq.connectors import urls
-from echomq.connectors.plan import (
-    DEFAULT_TIMEOUT_S,
-    MAX_PAYLOAD_BYTES,
-    check_payload_limit,
-    check_wire,
-    tls_options,
-)
+from echomq.connectors.plan import check_payload_limit, check_wire, tls_options
 from echomq.core import codecs, keyspace
 from echomq.core import guards as guard
 from echomq.core.errors import ConfigError
@@ -38,14 +32,50 @@ from echomq.core.times import seconds_to_ms
 from echomq.embedded.launch import check_durability
 from echomq.runtime.events import Observer
 from echomq.tasks.lifecycle import Hook
-from echomq.tasks.retrying import DEFAULT_RETRY_FOR, Retry
+from echomq.tasks.retrying import Retry
 from echomq.verbs.durability import Wait
-from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.retention import Retention
 from echomq.verbs.retention import resolve as resolve_retention
 
 DEFAULT_QUEUE = "default"
 RECURRENCE_CLOCKS = ("host", "server")
+
+
+TLS_KEYWORDS: tuple[Literal["tls_ca", "tls_cert", "tls_key", "tls_verify"], ...] = (
+    "tls_ca", "tls_cert", "tls_key", "tls_verify")
+
+
+class AppKeywords(TypedDict):
+    """``App``'s keywords as given, every one (``App.__init__`` holds their defaults and
+    hands them over as they are; ``App`` and ``Client`` document their meaning)."""
+
+    url: str | None
+    wire: int | None
+    data_dir: str | os.PathLike[str] | None
+    ephemeral: bool
+    default_queue: str
+    retention: Retention | None
+    keep_completed: int | None
+    keep_completed_for: int | dt.timedelta | None
+    on_event: Observer | None
+    durability: str | None
+    max_payload_bytes: int
+    wait_replicas: int
+    wait_local: bool
+    wait_timeout_ms: int
+    tls_ca: str | os.PathLike[str] | None
+    tls_cert: str | os.PathLike[str] | None
+    tls_key: str | os.PathLike[str] | None
+    tls_verify: str | None
+    recurrence_clock: str
+    keep_errors: int | None
+    on_startup: Hook | None
+    on_shutdown: Hook | None
+    signal_ttl: float | dt.timedelta
+    codec: Any
+    serializer: Serializer | None
+    timeout: float | dt.timedelta | None
+    retry_for: float | dt.timedelta | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,74 +106,45 @@ class AppSettings:
     format: Format
 
     @classmethod
-    def of(
-        cls,
-        url: str | None = None,
-        *,
-        wire: int | None = None,
-        data_dir: str | os.PathLike[str] | None = None,
-        ephemeral: bool = False,
-        default_queue: str = DEFAULT_QUEUE,
-        retention: Retention | None = None,
-        keep_completed: int | None = None,
-        keep_completed_for: int | dt.timedelta | None = None,
-        on_event: Observer | None = None,
-        durability: str | None = None,
-        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-        wait_replicas: int = 0,
-        wait_local: bool = False,
-        wait_timeout_ms: int = 1_000,
-        tls_ca: str | os.PathLike[str] | None = None,
-        tls_cert: str | os.PathLike[str] | None = None,
-        tls_key: str | os.PathLike[str] | None = None,
-        tls_verify: str | None = None,
-        recurrence_clock: str = "host",
-        keep_errors: int | None = None,
-        on_startup: Hook | None = None,
-        on_shutdown: Hook | None = None,
-        signal_ttl: float | dt.timedelta = DEFAULT_SIGNAL_TTL_MS / 1000,
-        codec: Any = None,
-        serializer: Serializer | None = None,
-        timeout: float | dt.timedelta | None = DEFAULT_TIMEOUT_S,
-        retry_for: float | dt.timedelta | None = DEFAULT_RETRY_FOR,
-    ) -> AppSettings:
-        """``App``'s keywords (the same names and defaults) checked, all of them, before
-        the app does anything; a bad one raises here."""
-        keyspace.validate_queue(default_queue)
-        if recurrence_clock not in RECURRENCE_CLOCKS:
+    def of(cls, given: AppKeywords) -> AppSettings:
+        """``App``'s keywords as given (its signature holds their defaults), checked, all
+        of them, before the app does anything: a bad one raises here."""
+        g = given
+        keyspace.validate_queue(g["default_queue"])
+        if g["recurrence_clock"] not in RECURRENCE_CLOCKS:
             raise ConfigError(f"recurrence_clock must be 'host' or 'server', "
-                              f"not {recurrence_clock!r}")
-        wait = (Wait(wait_replicas, wait_local, wait_timeout_ms)
-                if wait_replicas or wait_local else None)
-        timeout_s, retry = check_timeout(timeout), Retry.of(retry_for)
-        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
-        tls = {k: os.fspath(v) for k, v in (("tls_ca", tls_ca), ("tls_cert", tls_cert),
-                                            ("tls_key", tls_key), ("tls_verify", tls_verify))
-               if v is not None}
+                              f"not {g['recurrence_clock']!r}")
+        wait = (Wait(g["wait_replicas"], g["wait_local"], g["wait_timeout_ms"])
+                if g["wait_replicas"] or g["wait_local"] else None)
+        timeout, retry = check_timeout(g["timeout"]), Retry.of(g["retry_for"])
+        url = urls.given(g["url"])  # App("") (an empty $ECHOMQ_URL passed on) is no URL
+        tls: dict[str, Any] = {k: os.fspath(v) for k in TLS_KEYWORDS if (v := g[k]) is not None}
         if url is not None:  # a bad setting is refused here, before any I/O
             tls_options(urls.parse(url), dict(tls))
-        durability = check_durability(durability)
-        if ephemeral and durability is not None:
+        durability = check_durability(g["durability"])
+        if g["ephemeral"] and durability is not None:
             raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
         if url is not None and durability is not None:
             raise ConfigError("durability is for the embedded server; the server at the URL "
                               "keeps its own appendfsync setting")
-        max_payload_bytes = check_payload_limit(max_payload_bytes)
-        wire = None if wire is None else check_wire(wire)
-        signal_ttl_ms = seconds_to_ms("signal_ttl", signal_ttl) or 0
-        kept = resolve_retention(retention, keep_completed, keep_completed_for)
-        if keep_errors is not None:  # else the retention's own (10 by default)
-            kept = replace(kept, keep_errors=guard.non_negative("keep_errors", keep_errors))
+        max_payload_bytes = check_payload_limit(g["max_payload_bytes"])
+        wire = None if g["wire"] is None else check_wire(g["wire"])
+        signal_ttl_ms = seconds_to_ms("signal_ttl", g["signal_ttl"]) or 0
+        kept = resolve_retention(g["retention"], g["keep_completed"], g["keep_completed_for"])
+        if g["keep_errors"] is not None:  # else the retention's own (10 by default)
+            kept = replace(kept, keep_errors=guard.non_negative("keep_errors",
+                                                                g["keep_errors"]))
+        codec, serializer = g["codec"], g["serializer"]
         return cls(
-            url=url, wire=wire, ephemeral=ephemeral, durability=durability,
-            data_dir=pathlib.Path(data_dir) if data_dir is not None else None,
-            max_payload_bytes=max_payload_bytes, wait=wait, tls=tls, timeout=timeout_s,
-            retry=retry, default_queue=default_queue, recurrence_clock=recurrence_clock,
-            signal_ttl_ms=signal_ttl_ms, retention=kept, on_event=on_event,
-            on_startup=on_startup, on_shutdown=on_shutdown,
+            url=url, wire=wire, ephemeral=g["ephemeral"], durability=durability,
+            data_dir=pathlib.Path(g["data_dir"]) if g["data_dir"] is not None else None,
+            max_payload_bytes=max_payload_bytes, wait=wait, tls=tls, timeout=timeout,
+            retry=retry, default_queue=g["default_queue"],
+            recurrence_clock=g["recurrence_clock"], signal_ttl_ms=signal_ttl_ms,
+            retention=kept, on_event=g["on_event"], on_startup=g["on_startup"],
+            on_shutdown=g["on_shutdown"],
             format=(PLAIN if codec is None and serializer is None
                     else Format(serializer, codecs.of(codec))))
-
 
 def check_timeout(timeout: object) -> float | None:
     """``App(timeout=)``: seconds > 0 (a number or a ``timedelta``), or ``None`` for no

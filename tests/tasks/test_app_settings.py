@@ -1,6 +1,6 @@
 """``App``'s constructor keywords as one value, ``AppSettings``, checked once: the public
-signature and ``AppSettings.of`` agree name for name and default for default, a bad value
-raises before anything is started or written, and the app reads what the value made."""
+signature hands every keyword over (``AppKeywords``), a bad value raises before anything
+is started or written, and the app reads what the value made."""
 
 from __future__ import annotations
 
@@ -13,16 +13,18 @@ import pytest
 
 from echomq import App, errors
 from echomq.tasks.retrying import Retry
-from echomq.tasks.settings import AppSettings
+from echomq.tasks.settings import AppKeywords, AppSettings
 from echomq.verbs.durability import Wait
 
 
-def test_the_app_signature_and_the_settings_agree() -> None:
-    app = list(inspect.signature(App.__init__).parameters.values())[1:]  # less self
-    of = list(inspect.signature(AppSettings.of).parameters.values())
-    assert [(p.name, p.kind, p.default) for p in app] == [
-        (p.name, p.kind, p.default) for p in of]
-    assert len(app) >= 27
+def test_the_app_hands_every_keyword_of_its_signature_over() -> None:
+    params = list(inspect.signature(App.__init__).parameters.values())[1:]  # less self
+    assert [p.name for p in params] == list(AppKeywords.__annotations__)
+    assert len(params) >= 27
+    # the signature holds the defaults: an App made with none reads them
+    app = App("valkey://127.0.0.1:1")
+    assert app.settings.retry == Retry(10.0) and app.settings.timeout == 5.0
+    assert app.settings.default_queue == "default" and app.settings.wait is None
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [
@@ -69,5 +71,4 @@ def test_the_app_holds_the_checked_value_and_reads_it(tmp_path: pathlib.Path) ->
     assert s.data_dir == tmp_path == app.data_dir
     with pytest.raises(AttributeError):
         s.timeout = 9  # type: ignore[misc]  # frozen: made and checked once
-    assert AppSettings.of().retry == Retry(10.0)  # the default bound
     assert App("").settings.url is None  # an empty URL is no URL

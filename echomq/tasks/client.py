@@ -135,7 +135,7 @@ class Client:
         (``tasks.retrying``: a lost connection ``drive`` throws in, a failover's refusal)
         is tried again with the same ids after a ``Pause``, for up to ``retry_for`` after
         the first (HOST monotonic clock)."""
-        wait = self._wait_on(conn) if plan.durable else None
+        wait = None if self.wait is None or not plan.durable else self._wait_on(conn)
         steps, tries, since = plan.steps, 0, 0.0
         while True:
             try:

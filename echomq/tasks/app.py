@@ -141,7 +141,7 @@ class App(Client):
         # the keywords as given, checked once, together, before anything is made: the
         # signature above is the public one (names, types, defaults), AppSettings.of the checks
         given = dict(locals())  # first: the parameters and nothing else
-        del given["self"], given["__class__"]
+        given.pop("self"), given.pop("__class__", None)  # (super()'s cell)
         settings = AppSettings.of(cast(AppKeywords, given))
         super().__init__(settings)
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):

@@ -3,8 +3,11 @@
 A transition is written once, as either a single ``Eval`` step with a ``decode`` function or
 a generator that yields steps and receives their replies. ``drive`` runs it on whichever
 connector it is given: on a ``Connector`` it returns the result, on an ``AsyncConnector`` it
-returns an awaitable of the same result. Server refusals are thrown back into the generator
-at the ``yield`` that caused them (so a verb may translate them), then propagate.
+returns an awaitable of the same result. Server refusals and lost connections (``THROWN``)
+are thrown back into the generator at the ``yield`` that caused them (so a verb may
+translate them, or try again), then propagate. A ``Pause`` step sends nothing: the driver
+sleeps (``time.sleep`` or ``asyncio.sleep``), so a verb that waits between tries is still
+written once.
 
 Theory of operation, in the h11 sense: nothing in ``jobs``, ``repeat`` or ``groups`` opens a
 socket or reads a clock it does not name; every byte on the wire is one of these steps.
@@ -12,7 +15,9 @@ socket or reads a clock it does not name; every byte on the wire is one of these
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import (
@@ -92,8 +97,18 @@ class Batch:
     steps: tuple[Eval | Command | Native, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Wait ``seconds`` before the next step, sending nothing (a retry's back-off): the
+    driver sleeps on the HOST monotonic clock, ``time.sleep`` in the sync driver and
+    ``asyncio.sleep`` in the async one (the loop runs other tasks meanwhile). Its reply is
+    ``None``. Never reaches a connector's ``execute``."""
+
+    seconds: float
+
+
 Step: TypeAlias = Eval | Command | Native | Batch | Nodes
-Verb: TypeAlias = Generator[Step, Any, T]
+Verb: TypeAlias = Generator[Step | Pause, Any, T]
 Maybe: TypeAlias = T | Awaitable[T]
 
 
@@ -152,11 +167,23 @@ def batch_or_script(steps: tuple[Eval | Command | Native, ...]) -> Verb[list[Any
     return replies
 
 
+#: what ``drive`` throws back into a verb at the ``yield`` that caused it: a refusal, and a
+#: connection lost or timed out (``WireError``, as the connectors raise valkey-py's
+#: connection and timeout errors, or the builtins a connector of a caller's own may raise),
+#: so a verb may decide to try again (``tasks.client``'s admission under ``retry_for``)
+THROWN: tuple[type[BaseException], ...] = (
+    errors.ServerError, errors.WireError, ConnectionError, TimeoutError)
+
+
 def drive(conn: Connector | AsyncConnector, verb: Verb[T]) -> Maybe[T]:
-    """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async."""
+    """Run ``verb`` on ``conn``: the result for a sync connector, an awaitable for async.
+    A ``Pause`` sleeps on the HOST monotonic clock; the exceptions of ``THROWN`` go back
+    into ``verb``."""
+    # the loop sleeps a Pause itself: execute never sees one
+    issue: Callable[[Step | Pause], Any] = conn.execute  # type: ignore[assignment]
     if conn.is_async:
-        return run_async(conn.execute, verb, errors.ServerError)
-    return run_sync(conn.execute, verb, errors.ServerError)
+        return run_async(issue, verb, THROWN)
+    return run_sync(issue, verb, THROWN)
 
 
 class VerbFn(Generic[P, T]):
@@ -217,16 +244,21 @@ def _same(exc: BaseException) -> BaseException:
 
 
 def run_sync(issue: Callable[[S], Any], gen: Generator[S, Any, T],
-             refused: type[BaseException], faults: Faults = (),
+             refused: type[BaseException] | Faults, faults: Faults = (),
              fault: Callable[[BaseException], BaseException] = _same) -> T:
     """The driver loop, written once for a verb on a connector (``drive``) and for a
     connector's plan of client calls: each item ``gen`` yields goes to ``issue``, its reply
     goes back in; a ``refused`` exception is thrown back in at the ``yield`` that caused it
-    (the generator may translate it). An exception of ``faults`` that leaves the loop is
+    (the generator may translate it). A ``Pause`` item is slept here (``time.sleep``: HOST
+    monotonic clock), never issued. An exception of ``faults`` that leaves the loop is
     raised as ``fault(exc)`` (which sets its own chaining)."""
     try:
         item = next(gen)
         while True:
+            if isinstance(item, Pause):
+                time.sleep(item.seconds)
+                item = gen.send(None)
+                continue
             try:
                 reply = issue(item)
             except refused as exc:
@@ -240,12 +272,17 @@ def run_sync(issue: Callable[[S], Any], gen: Generator[S, Any, T],
 
 
 async def run_async(issue: Callable[[S], Awaitable[Any]], gen: Generator[S, Any, T],
-                    refused: type[BaseException], faults: Faults = (),
+                    refused: type[BaseException] | Faults, faults: Faults = (),
                     fault: Callable[[BaseException], BaseException] = _same) -> T:
-    """``run_sync`` with each call awaited."""
+    """``run_sync`` with each call awaited, and a ``Pause`` awaited as ``asyncio.sleep``
+    (the loop's clock, monotonic on the HOST)."""
     try:
         item = next(gen)
         while True:
+            if isinstance(item, Pause):
+                await asyncio.sleep(item.seconds)
+                item = gen.send(None)
+                continue
             try:
                 reply = await issue(item)
             except refused as exc:

@@ -37,38 +37,35 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
-from typing import Any, ParamSpec, TypeVar, Unpack, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from echomq.connectors.plan import (
     DEFAULT_TIMEOUT_S,
     MAX_PAYLOAD_BYTES,
 )
-from echomq.core import codecs, keyspace
 from echomq.core import guards as guard
+from echomq.core import keyspace
 from echomq.core.cron import CronError
-from echomq.core.errors import ConfigError
 from echomq.core.outcomes import Outcome
-from echomq.core.payload import PLAIN, Format, Serializer
-from echomq.core.times import seconds_to_ms, to_ms
+from echomq.core.payload import Serializer
+from echomq.core.times import to_ms
 from echomq.runtime.events import Observer
 from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
 from echomq.tasks import batches as batching
 from echomq.tasks import canvas, routing
-from echomq.tasks.client import Client, check_timeout
+from echomq.tasks.client import Client
 from echomq.tasks.declare import Recurrence, Registry
 from echomq.tasks.defaults import TaskDefaults, TaskOptions
 from echomq.tasks.lifecycle import Hook
-from echomq.tasks.retrying import DEFAULT_RETRY_FOR, Retry
+from echomq.tasks.retrying import DEFAULT_RETRY_FOR
+from echomq.tasks.settings import DEFAULT_QUEUE, AppKeywords, AppSettings
 from echomq.tasks.task import Task
 from echomq.verbs import batches, durable, flows, results, status
 from echomq.verbs.batches import BatchInfo
-from echomq.verbs.durability import Wait
 from echomq.verbs.durable import DEFAULT_SIGNAL_TTL_MS
 from echomq.verbs.repeat import Definition
 from echomq.verbs.retention import Retention
-from echomq.verbs.retention import resolve as resolve_retention
 from echomq.verbs.status import JobInfo
 
 __all__ = ["App"]
@@ -78,9 +75,6 @@ log = logging.getLogger("echomq.app")
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
-
-DEFAULT_QUEUE = "default"
-
 
 class App(Client):
     """A registry of tasks bound to one server.
@@ -144,38 +138,28 @@ class App(Client):
         timeout: float | dt.timedelta | None = DEFAULT_TIMEOUT_S,
         retry_for: float | dt.timedelta | None = DEFAULT_RETRY_FOR,
     ) -> None:
-        keyspace.validate_queue(default_queue)
-        if recurrence_clock not in ("host", "server"):
-            raise ConfigError(f"recurrence_clock must be 'host' or 'server', "
-                              f"not {recurrence_clock!r}")
-        super().__init__(
-            url, wire=wire, data_dir=data_dir, ephemeral=ephemeral, durability=durability,
-            max_payload_bytes=max_payload_bytes,
-            wait=(Wait(wait_replicas, wait_local, wait_timeout_ms)
-                  if wait_replicas or wait_local else None),
-            tls={"tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
-                 "tls_verify": tls_verify},
-            timeout=check_timeout(timeout), retry=Retry.of(retry_for))
+        # the keywords as given, checked once, together, before anything is made: the
+        # signature above is the public one (names, types, defaults), AppSettings.of the checks
+        given = dict(locals())  # first: the parameters and nothing else
+        given.pop("self"), given.pop("__class__", None)  # (super()'s cell)
+        settings = AppSettings.of(cast(AppKeywords, given))
+        super().__init__(settings)
         #: the clock a worker's Pump plans the recurrences on (and upserts them from):
         #: ``"host"`` (the specification's registry clock) or ``"server"`` (the server's
         #: ``TIME``, read once per sweep: a host clock that is off no longer shifts them)
-        self.recurrence_clock = recurrence_clock
+        self.recurrence_clock = settings.recurrence_clock
         #: how long (ms) ``signal`` keeps a signal for the waits that begin after it
-        self.signal_ttl_ms = seconds_to_ms("signal_ttl", signal_ttl) or 0
-        self.default_queue = default_queue
-        self.retention = resolve_retention(retention, keep_completed, keep_completed_for)
-        if keep_errors is not None:  # else the retention's own (10 by default)
-            self.retention = replace(self.retention, keep_errors=guard.non_negative(
-                "keep_errors", keep_errors))
+        self.signal_ttl_ms = settings.signal_ttl_ms
+        self.default_queue = settings.default_queue
+        self.retention = settings.retention
         #: run once per worker process, before its first claim and after its drain
         #: (``echomq.tasks.lifecycle``)
-        self.on_startup, self.on_shutdown = on_startup, on_shutdown
-        self.on_event = on_event  # the workers' observer (runtime.events) unless they get one
+        self.on_startup, self.on_shutdown = settings.on_startup, settings.on_shutdown
+        self.on_event = settings.on_event  # the workers' observer unless they get one
         #: the app's tasks by name and its recurrences (``echomq.tasks.declare``)
-        self.registry = Registry(self, default_queue)
+        self.registry = Registry(self, settings.default_queue)
         #: how this app's payloads and kept results are written (``serializer=``, ``codec=``)
-        self.format = (PLAIN if codec is None and serializer is None
-                       else Format(serializer, codecs.of(codec)))
+        self.format = settings.format
 
     @property
     def tasks(self) -> dict[str, Task[Any, Any]]:

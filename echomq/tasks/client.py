@@ -14,31 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import datetime as dt
 import logging
 import os
-import pathlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Self, TypeVar
 
 from echomq.connectors import urls
 from echomq.connectors.aconnector import AsyncConnector
 from echomq.connectors.connector import Connector
-from echomq.connectors.plan import (
-    AUTO,
-    DEFAULT_TIMEOUT_S,
-    check_payload_limit,
-    check_wire,
-    tls_options,
-)
+from echomq.connectors.plan import AUTO
 from echomq.core import keyspace
-from echomq.core.errors import ConfigError, NotDurable
-from echomq.core.steps import drive
-from echomq.embedded.launch import check_durability
+from echomq.core.errors import NotDurable
+from echomq.core.steps import Maybe, Pause, Verb, drive
 from echomq.tasks.admission import Plan
-from echomq.tasks.retrying import Retry
+from echomq.tasks.settings import AppSettings
 from echomq.verbs import registry as queue_registry
 from echomq.verbs.durability import Wait, confirmed
 
@@ -83,38 +74,28 @@ class Client:
     first failure (``echomq.tasks.retrying``); then the last error reaches the caller.
     """
 
-    def __init__(self, url: str | None, *, wire: int | None,
-                 data_dir: str | os.PathLike[str] | None, ephemeral: bool,
-                 durability: str | None, max_payload_bytes: int, wait: Wait | None,
-                 tls: Mapping[str, str | os.PathLike[str] | None],
-                 timeout: float | None = DEFAULT_TIMEOUT_S, retry: Retry | None = None
-                 ) -> None:
-        url = urls.given(url)  # App("") (an empty $ECHOMQ_URL passed on) is no URL
+    def __init__(self, settings: AppSettings) -> None:
+        #: the keywords this app was made with, checked (``echomq.tasks.settings``)
+        self.settings = settings
         #: the TLS keyword arguments every connector of this app is made with
-        self.tls: dict[str, Any] = {k: os.fspath(v) for k, v in tls.items() if v is not None}
+        self.tls: dict[str, Any] = dict(settings.tls)
         #: seconds one command (and one connect) may take on the socket; a URL's
         #: ``?socket_timeout=`` wins over it
-        self.timeout = check_timeout(timeout)
+        self.timeout = settings.timeout
         #: how long an ambiguous admission is retried with its ids (``tasks.retrying``)
-        self.retry = retry if retry is not None else Retry(0.0)
-        if url is not None:  # a bad setting is refused here, before any I/O
-            tls_options(urls.parse(url), dict(self.tls))
-        self.durability = check_durability(durability)
-        if ephemeral and durability is not None:
-            raise ConfigError("an ephemeral server keeps nothing: durability does not apply")
-        if url is not None and durability is not None:
-            raise ConfigError("durability is for the embedded server; the server at the URL "
-                              "keeps its own appendfsync setting")
-        self.max_payload_bytes = check_payload_limit(max_payload_bytes)
+        self.retry = settings.retry
+        self.durability = settings.durability
+        self.max_payload_bytes = settings.max_payload_bytes
         #: what every admission waits for (``WAIT``/``WAITAOF``), if anything
-        self.wait = wait
-        self._url = url
+        self.wait = settings.wait
+        self._url = settings.url
         #: the wire asked for (None: let the first connect pick, see ``wire``)
-        self.wire_asked = None if wire is None else check_wire(wire)
+        self.wire_asked = settings.wire
         self._wire: int | None = self.wire_asked
-        self.wire_reason: str | None = None if wire is None else f"wire={wire} asked for"
-        self.data_dir = pathlib.Path(data_dir) if data_dir is not None else None
-        self.ephemeral = ephemeral
+        self.wire_reason: str | None = (None if settings.wire is None
+                                        else f"wire={settings.wire} asked for")
+        self.data_dir = settings.data_dir
+        self.ephemeral = settings.ephemeral
         self.server: Any = None  # the ephemeral EmbeddedServer this app started, if any
         self.server_record: Any = None  # the data dir's record of the implicit server used
         self._conn: Connector | None = None
@@ -126,96 +107,60 @@ class Client:
     # -- admission: the Producer a task submits its plans to -----------------------------
 
     def submit(self, plan: Plan[T]) -> T:
-        """Drive ``plan`` on the sync connector under this app's ``wait`` (if the plan is
-        durable), then register its queues: a refused admission writes nothing, the
-        registry included; a ``NotDurable`` one was applied on the primary and registers
-        too. The plan's answer (a job id). An ambiguous failure is retried with the same
-        ids for up to ``retry_for`` (HOST monotonic clock; ``tasks.retrying``)."""
-        try:
-            return self._submit(plan)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return self._retry(plan, exc)
-
-    def _retries(self, plan: Plan[Any]) -> bool:
-        """Whether a failure of ``plan`` may be retried: it can make its steps again (the
-        same ids) and this app has a ``retry_for``."""
-        return plan.again is not None and self.retry.seconds > 0
-
-    def _retry(self, plan: Plan[T], failed: Exception) -> T:
-        """``plan`` driven again (same ids) after ``failed`` until an answer, a failure
-        that is not ambiguous, or the bound (HOST monotonic clock, ``Retry.pause``)."""
-        assert plan.again is not None
-        tries, since = 1, time.monotonic()
-        while (pause := self.retry.pause(failed, tries, since)) is not None:
-            time.sleep(pause)
-            try:
-                return self._submit(plan._replace(steps=plan.again()))
-            except Exception as exc:
-                failed, tries = exc, tries + 1
-        raise failed
-
-    def _submit(self, plan: Plan[T]) -> T:
+        """Drive ``plan`` on the sync connector (``admitting``): the plan's answer (a job
+        id)."""
         conn = self.connector()
-        wait = self._wait_on(conn)
-        try:
-            got = (drive(conn, plan.steps) if wait is None or not plan.durable
-                   else confirmed(conn, plan.steps, wait))
-        except NotDurable:
-            self._noted(conn, plan.queues)
-            raise
-        self._noted(conn, plan.queues)
-        return plan.answer(got)
+        got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+        return got  # type: ignore[return-value]  # the result itself on a sync connector
 
     def asubmit(self, plan: Plan[T]) -> Awaitable[T]:
-        """``submit`` on the running loop's connector, awaited. Once that connector is made
-        and the plan's queue noted, no coroutine of its own: the per-call path."""
-        if self.wait is None and len(plan.queues) == 1:
-            conn = self.aconnector_ready(plan.queues[0])
-            if conn is not None:
-                return self._answered(drive(conn, plan.steps), plan)
+        """``submit`` on the running loop's connector, awaited. Once that connector is
+        made, no coroutine of its own: the per-call path."""
+        conn = self._loop_conn()
+        if conn is not None:
+            got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+            return got  # type: ignore[return-value]  # an awaitable on an async connector
         return self._asubmit(plan)
 
-    async def _answered(self, reply: Awaitable[Any], plan: Plan[T]) -> T:
-        try:
-            return plan.answer(await reply)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return await self._aretry(plan, exc)
-
     async def _asubmit(self, plan: Plan[T]) -> T:
-        try:
-            return await self._asubmit_once(plan)
-        except Exception as exc:
-            if not self._retries(plan):
-                raise
-            return await self._aretry(plan, exc)
-
-    async def _aretry(self, plan: Plan[T], failed: Exception) -> T:
-        """``_retry``, awaited."""
-        assert plan.again is not None
-        tries, since = 1, time.monotonic()
-        while (pause := self.retry.pause(failed, tries, since)) is not None:
-            await asyncio.sleep(pause)
-            try:
-                return await self._asubmit_once(plan._replace(steps=plan.again()))
-            except Exception as exc:
-                failed, tries = exc, tries + 1
-        raise failed
-
-    async def _asubmit_once(self, plan: Plan[T]) -> T:
         conn = await self.aconnector()
-        wait = self._wait_on(conn)
-        try:
-            got = await (drive(conn, plan.steps) if wait is None or not plan.durable
-                         else confirmed(conn, plan.steps, wait))
-        except NotDurable:
-            await self._anoted(conn, plan.queues)
-            raise
-        await self._anoted(conn, plan.queues)
-        return plan.answer(got)
+        got: Maybe[T] = drive(conn, self.admitting(conn, plan))
+        return await got  # type: ignore[misc,no-any-return]  # an awaitable on async
+
+    def admitting(self, conn: Connector | AsyncConnector, plan: Plan[T]) -> Verb[T]:
+        """The steps of admitting ``plan`` on ``conn``, either connector: its steps under
+        this app's ``wait`` (if the plan is durable), then its queues registered, so a
+        refused admission writes nothing, the registry included (a ``NotDurable`` one was
+        applied on the primary and registers too); the plan's answer. An ambiguous failure
+        (``tasks.retrying``: a lost connection ``drive`` throws in, a failover's refusal)
+        is tried again with the same ids after a ``Pause``, for up to ``retry_for`` after
+        the first (HOST monotonic clock)."""
+        wait = None if self.wait is None or not plan.durable else self._wait_on(conn)
+        steps, tries, since = plan.steps, 0, 0.0
+        while True:
+            try:
+                late: NotDurable | None = None
+                try:
+                    got = yield from (steps if wait is None else confirmed.steps(steps, wait))
+                except NotDurable as exc:  # applied on the primary: it registers too
+                    got, late = None, exc
+                for q in plan.queues:  # once per connector: nothing once noted
+                    if not queue_registry.noted(conn, q):
+                        yield from queue_registry.noting(conn, q)
+                if late is not None:
+                    raise late
+                return plan.answer(got)
+            except Exception as exc:
+                if plan.again is None:
+                    raise
+                if not tries:
+                    since = time.monotonic()
+                tries += 1
+                pause = self.retry.pause(exc, tries, since)
+                if pause is None:
+                    raise
+            yield Pause(pause)
+            steps = plan.again()
 
     def _wait_on(self, conn: Connector | AsyncConnector) -> Wait | None:
         """This app's ``wait``, its ``WAIT`` cut to what one blocking call may last on
@@ -225,19 +170,6 @@ class Client:
             return None
         ms = max(1, int(conn.block_for(wait.timeout_ms / 1000) * 1000))
         return wait if ms >= wait.timeout_ms else replace(wait, timeout_ms=ms)
-
-    @staticmethod
-    def _noted(conn: Connector, queues: Iterable[str]) -> None:
-        """Add ``queues`` to the queue registry once per connector (``registry.note``):
-        what an admission that succeeded does, never one that was refused."""
-        for q in queues:
-            queue_registry.note(conn, q)
-
-    @staticmethod
-    async def _anoted(conn: AsyncConnector, queues: Iterable[str]) -> None:
-        for q in queues:  # nothing to await once a queue is noted on conn
-            if not queue_registry.noted(conn, q):
-                await queue_registry.anote(conn, q)
 
     # -- the server ----------------------------------------------------------------------
 
@@ -388,18 +320,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-
-def check_timeout(timeout: object) -> float | None:
-    """``App(timeout=)``: seconds > 0 (a number or a ``timedelta``), or ``None`` for no
-    socket timeout at all (a dead server then hangs the call)."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, dt.timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be seconds or a timedelta, not {type(timeout).__name__}")
-    if not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
-    return float(timeout)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from echomq.core import keyspace
-from echomq.core.steps import Batch, Command, Verb, single, text, verb
+from echomq.core.steps import Batch, Command, Verb, drive, single, text, verb
 from echomq.verbs import discovery
 
 KEY = keyspace.registry_key()
@@ -101,13 +101,27 @@ def _registered(conn: Any) -> set[str]:
     return memory.registered if memory is not None else set()
 
 
+def noting(conn: Any, queue: str) -> Verb[None]:
+    """The steps that register ``queue`` once per connector, sync or async (``note`` and
+    ``anote`` drive them; an admission runs them inside its own steps). The name counts as
+    noted from the moment its ``SADD`` is sent: a burst of first enqueues (a web app's
+    first requests) sends one, not one per caller, each on a connection of its own; a
+    failed one is forgotten so the next call sends it again."""
+    seen = _registered(conn)
+    if queue in seen:
+        return
+    seen.add(queue)
+    try:
+        yield from add.steps([queue])
+    except BaseException:
+        seen.discard(queue)
+        raise
+
+
 def note(conn: Any, queue: str) -> None:
     """Register ``queue`` once per (sync) connector: the first call sends ``SADD``, later
     ones nothing."""
-    seen = _registered(conn)
-    if queue not in seen:
-        add(conn, [queue])
-        seen.add(queue)
+    drive(conn, noting(conn, queue))
 
 
 def noted(conn: Any, queue: str) -> bool:
@@ -117,18 +131,8 @@ def noted(conn: Any, queue: str) -> bool:
 
 
 async def anote(conn: Any, queue: str) -> None:
-    """``note`` on an ``AsyncConnector``. The name counts as noted from the moment its
-    ``SADD`` is sent: a burst of first enqueues (a web app's first requests) sends one,
-    not one per caller, each on a connection of its own; a failed one is forgotten so
-    the next call sends it again."""
-    seen = _registered(conn)
-    if queue not in seen:
-        seen.add(queue)
-        try:
-            await add(conn, [queue])
-        except BaseException:
-            seen.discard(queue)
-            raise
+    """``note`` on an ``AsyncConnector``."""
+    await drive(conn, noting(conn, queue))  # type: ignore[misc]  # an awaitable on async
 
 
 def forget(conn: Any) -> None:

@@ -18,6 +18,7 @@ the SERVER clock; recurrences the app's ``recurrence_clock``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -32,7 +33,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
 from echomq.tasks import lifecycle
 from echomq.testing import loops
-from echomq.verbs import jobs, repeat, travel
+from echomq.verbs import repeat, testbed, travel
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
@@ -82,8 +83,18 @@ class _Recorder:
 
     def __init__(self, out: Drained, returned: dict[str, Any], forward: Observer | None):
         self.out, self.returned, self.forward = out, returned, forward
+        self.started, self.limit, self.stop = 0, 0, asyncio.Event()
+
+    def stop_at(self, limit: int) -> asyncio.Event:
+        """The event set once ``limit`` runs started: a chained ack claims no more."""
+        self.limit = limit
+        return self.stop
 
     def __call__(self, ev: Event) -> None:
+        if ev.kind == "started":
+            self.started += 1
+            if self.started >= self.limit:
+                self.stop.set()
         name = _COUNTED.get(ev.kind)
         if name is not None and ev.job_id is not None:
             setattr(self.out, name, getattr(self.out, name) + 1)
@@ -170,33 +181,58 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
     recurrences = [r for r in app.recurrences if r.queue in names] if with_recurrences else []
     for r in recurrences:  # what a worker does at start (same definition: no write)
         await repeat.put(conn, r.queue, r.name, r.spec)
-    expired_before = await _expired(conn, names)
-    runs = 0
+    # one queue's jobs run back to back: each ack claims the next in its round trip, as a
+    # running worker's does; with several queues the rounds claim (a budget per chain
+    # could overrun ``limit`` while chains settle side by side)
+    chained = consumers if len(consumers) == 1 else []
+    stop = observer.stop_at(limit)
+    found = await testbed.standing(conn, names)
+    expired_before = sum(s.expired for s in found.values())
+
+    def ran() -> int:
+        return sum(c.stats.claimed for c in consumers)
+
     try:
-        while runs < limit:
-            if with_scheduled:
-                for q in names:
+        while ran() < limit and (recurrences or any(
+                s.claimable or s.legs or (with_scheduled and s.scheduled)
+                for s in found.values())):
+            due: set[str] = set()
+            for q, s in found.items():
+                if with_scheduled and s.scheduled:
                     await travel.schedule_due(conn, q)
+                    due.add(q)
+                elif s.legs:
+                    due.add(q)
             for q in dict.fromkeys(r.queue for r in recurrences):
                 await repeat.sweep(conn, q, clock=app.recurrence_clock)
             claimed = 0
             for c in consumers:
-                if runs + claimed < limit:
-                    claimed += await c.beat()
-            if not claimed:
-                break
-            runs += claimed
+                if ran() >= limit:
+                    break
+                if recurrences or due.intersection(c.queues):
+                    await c.legs.once()  # a beat finding nothing to do is skipped
+                claimed += await c.claims.claim(c.ctx.slots.free())
+            _chaining(chained, stop, on=True)
             for c in consumers:
                 await c.drain(GRACE_S)
+            _chaining(chained, stop, on=False)
+            found = await testbed.standing(conn, names)
+            if not claimed:
+                break
     finally:
+        _chaining(chained, stop, on=False)
         for c in consumers:
             await c.drain(0)
-    out.expired = await _expired(conn, names) - expired_before
+    out.expired = sum(s.expired for s in found.values()) - expired_before
     return out
 
 
-async def _expired(conn: Any, queues: list[str]) -> int:
-    return sum([(await jobs.stats(conn, q)).get("expired", 0) for q in queues])
+def _chaining(consumers: list[Consumer], stop: asyncio.Event, *, on: bool) -> None:
+    """Let (or stop letting) each of ``consumers``' acks claim its next job in the same
+    round trip (``Settler``: an ack flush claims while its consumer runs and ``stop`` is
+    not set), so a drain settles one job and takes the next without a beat between."""
+    for c in consumers:
+        c.ctx.stop, c.ctx.running = stop, on
 
 
 def drain(app: App, queues: Iterable[str] | None = None, *, with_scheduled: bool = False,

@@ -1,16 +1,15 @@
 """Reads and wipes a test bed needs (``echomq.testing``): the waiting jobs of a queue as
 ``JobInfo`` rows, the flush that gives each test an empty keyspace, and ``standing``: what
 a drain round would find to do on each queue, in one round trip. Clock: ``standing``
-reads the SERVER clock (``TIME``); the rest none."""
+reads the SERVER clock; the rest none."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from echomq.core import keyspace, readings
-from echomq.core.steps import Batch, Command, Nodes, Step, Verb, scored, single, text, verb
-from echomq.verbs.jobs import Due, next_due
+from echomq.core import keyspace
+from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, text, verb
 from echomq.verbs.status import JobInfo, info_of
 
 
@@ -57,14 +56,12 @@ def waiting(queue: str) -> Verb[list[JobInfo]]:
 
 
 class Standing(NamedTuple):
-    """What one queue holds that a drain round acts on, read at one SERVER instant.
-
-    ``claimable``: jobs wait on pending or on a ready group's lane (a claim may take one);
-    ``scheduled``: the schedule holds jobs (``with_scheduled`` makes them due);
-    ``legs``: a beat's recovery legs have work: a lease lapsed (reap), something is due
-    by time alone (promote, a group or a pause reopening, the deadline sweep: the
-    ``next_due`` a beat reads), flow completions wait in the outbox or an admission
-    missed its deadline (the flow carrier); ``expired``: the queue's expired counter."""
+    """What one queue holds that a drain round acts on, read at one SERVER instant
+    (``@standing``). ``claimable``: jobs wait on pending or on a ready group's lane;
+    ``scheduled``: the schedule holds jobs (``with_scheduled`` makes them due); ``legs``:
+    a beat's recovery legs have work now (a lapsed lease, a due run-at, gwait entry or
+    deadline, flow completions or a stale flow admission); ``expired``: the queue's
+    expired counter."""
 
     claimable: bool
     scheduled: bool
@@ -72,78 +69,24 @@ class Standing(NamedTuple):
     expired: int
 
 
-def _past(head: Any, now: int) -> bool:
-    """Whether a ``ZRANGE 0 0 WITHSCORES`` head is scored at or before ``now`` (ms)."""
-    first = scored(head)
-    return bool(first) and readings.score_ms(first[0][1]) <= now
-
-
 @verb
 def standing(queues: Sequence[str]) -> Verb[dict[str, Standing]]:
-    """Each queue's ``Standing``, every read in ONE pipelined round trip (the queues'
-    ``next_due`` reads ride along). What lets a drain skip a beat that would find nothing:
-    the legs' four scripts, and a claim of an empty queue. SERVER clock."""
-    own: list[Command] = [Command(("TIME",))]
-    for q in queues:
-        base = keyspace.base(q)
-        own += [Command(("ZCARD", base + "pending")), Command(("ZCARD", base + "ring")),
-                Command(("ZCARD", base + "schedule")),
-                Command(("ZRANGE", base + "active", 0, 0, "WITHSCORES")),
-                Command(("XLEN", base + "flow:outbox")),
-                Command(("ZRANGE", base + "flows:open", 0, 0, "WITHSCORES")),
-                Command(("HGET", base + "stats", "expired"))]
-    width = (len(own) - 1) // max(1, len(queues))
+    """Each queue's ``Standing``, in ONE round trip (a ``@standing`` call per queue,
+    pipelined): what lets a drain skip a beat that would find nothing (the legs' scripts,
+    a claim of an empty queue). SERVER clock."""
+    steps = tuple(Eval("standing", (keyspace.queue_key(q, "pending"),
+                                    keyspace.queue_key(q, "active")), (keyspace.base(q),))
+                  for q in queues)
 
     def calls() -> Verb[dict[str, Standing]]:
-        replies, dues = yield from alongside(Batch(tuple(own)), [next_due.steps(q)
-                                                                  for q in queues])
-        secs, micros = replies[0]
-        now = int(secs) * 1000 + int(micros) // 1000
+        # one queue (the common drain): a lone script call, cheaper than a pipeline of one
+        replies = [(yield steps[0])] if len(steps) == 1 else (yield Batch(steps))
         out: dict[str, Standing] = {}
-        for i, q in enumerate(queues):
-            pending, ring, schedule, active, outbox, opened, expired = (
-                replies[1 + i * width:1 + (i + 1) * width])
-            due: Due = dues[i]
-            legs = (_past(active, now) or (due.ms is not None and due.ms <= 0)
-                    or int(outbox) > 0 or _past(opened, now))
-            out[q] = Standing(int(pending) + int(ring) > 0, int(schedule) > 0, legs,
-                              readings.whole(expired) or 0)
+        for q, reply in zip(queues, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            claimable, scheduled, legs, expired = reply
+            out[q] = Standing(bool(claimable), bool(scheduled), bool(legs), int(expired))
         return out
 
     return calls()
-
-
-def alongside(first: Batch, verbs: Sequence[Verb[Any]]) -> Verb[tuple[list[Any], list[Any]]]:
-    """Drive ``first`` and ``verbs`` side by side: ``first``'s steps and each verb's first
-    step (a read: a ``Command`` or a ``Batch`` of them) go out as ONE batch; a verb that
-    needs more round trips goes on alone after. Returns ``first``'s replies and each
-    verb's value, in order."""
-    steps, spans = list(first.steps), []
-    for v in verbs:
-        step = next(v)
-        if isinstance(step, Nodes):
-            raise TypeError("a per-node step cannot ride a pipelined batch")
-        parts = step.steps if isinstance(step, Batch) else (step,)
-        spans.append((len(steps), len(parts), isinstance(step, Batch)))
-        steps += parts
-    replies = yield Batch(tuple(steps))
-    values = []
-    for v, (at, n, batched) in zip(verbs, spans, strict=True):
-        values.append((yield from _resume(v, replies[at:at + n] if batched else replies[at])))
-    return replies[:len(first.steps)], values
-
-
-def _resume(v: Verb[Any], reply: Any) -> Verb[Any]:
-    """Go on driving ``v`` from ``reply`` (to the step it yielded first): a refusal in a
-    batch slot is thrown in, as the driver throws a lone step's."""
-    try:
-        step: Step = v.throw(reply) if isinstance(reply, Exception) else v.send(reply)
-        while True:
-            try:
-                got = yield step
-            except Exception as exc:  # handed to the verb, as the driver hands it
-                step = v.throw(exc)
-            else:
-                step = v.send(got)
-    except StopIteration as stop:
-        return stop.value

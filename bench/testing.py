@@ -47,8 +47,18 @@ CELERY = ["celery", "pytest"]
 TIMING = '''
 import json, os, time
 
+import pytest
+
 DURATIONS = {}
+CPU = []
 T0 = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    began = time.process_time()
+    yield
+    CPU.append(time.process_time() - began)
 
 
 def pytest_sessionstart(session):
@@ -61,7 +71,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     with open(os.environ["BENCH_OUT"], "w") as f:
-        json.dump({"durations": list(DURATIONS.values()),
+        json.dump({"durations": list(DURATIONS.values()), "cpu": CPU,
                    "session_s": time.perf_counter() - T0[0], "exit": int(exitstatus)}, f)
 '''
 
@@ -167,6 +177,14 @@ def per_test(got: dict[str, float | list[float] | int]) -> tuple[float, float, i
     return statistics.median(ms), ms[int(len(ms) * 0.9)], len(ms)
 
 
+def cpu_ms(got: dict[str, float | list[float] | int]) -> float:
+    """The median CPU time (ms) the test process spent per test, its threads included:
+    the kit's own cost, which a loaded machine does not swing as it swings wall time."""
+    raw = got["cpu"]
+    assert isinstance(raw, list)
+    return statistics.median(raw) * 1000
+
+
 def celery_python() -> str | None:
     """``bench/.venvs/celery``'s interpreter (made on first use), or None when celery cannot
     be installed here (no index reachable)."""
@@ -202,15 +220,18 @@ def main() -> int:
 
     rows: list[tuple[str, str]] = []
     for i in range(max(1, opts.repeat)):
-        med, p90, n = per_test(run_file("kit", KIT.format(n=opts.tests)))
+        got = run_file("kit", KIT.format(n=opts.tests))
+        med, p90, n = per_test(got)
         rows.append((f"kit: enqueue + drain one job, fixture included (#{i + 1})",
-                     f"median {med:.2f} ms, p90 {p90:.2f} ms ({n} tests; target <= 5 ms)"))
+                     f"median {med:.2f} ms, p90 {p90:.2f} ms, cpu {cpu_ms(got):.2f} ms "
+                     f"({n} tests; target <= 5 ms)"))
         if opts.against is not None:
-            other, p90, n = per_test(run_file("kit", KIT.format(n=opts.tests),
-                                              root=opts.against.resolve()))
+            theirs = run_file("kit", KIT.format(n=opts.tests), root=opts.against.resolve())
+            other, p90, n = per_test(theirs)
             rows.append((f"kit at {opts.against} (#{i + 1})",
-                         f"median {other:.2f} ms, p90 {p90:.2f} ms ({n} tests); this "
-                         f"checkout / that = {med / other:.2f}"))
+                         f"median {other:.2f} ms, p90 {p90:.2f} ms, cpu "
+                         f"{cpu_ms(theirs):.2f} ms ({n} tests); this checkout / that: "
+                         f"median {med / other:.2f}, cpu {cpu_ms(got) / cpu_ms(theirs):.2f}"))
     whole = run_file("kit_file", KIT.format(n=opts.file))
     rows.append((f"kit-file: {opts.file} such tests in one file",
                  f"session {whole['session_s']:.2f} s, process {whole['process_s']:.2f} s "

@@ -219,10 +219,11 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
             found = await testbed.standing(conn, names)
             if not claimed:
                 break
-    finally:
+    except BaseException:  # each round settled what it claimed: only a raise leaves runs
         _chaining(chained, stop, on=False)
         for c in consumers:
             await c.drain(0)
+        raise
     out.expired = sum(s.expired for s in found.values()) - expired_before
     return out
 

@@ -211,6 +211,9 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
                     break
                 if recurrences or due.intersection(c.queues):
                     await c.legs.once()  # a beat finding nothing to do is skipped
+                for q in c.queues:  # a partition a chained claim found empty has work now
+                    if found[q].claimable or q in due:
+                        c.ctx.spread.wake(q)
                 claimed += await c.claims.claim(c.ctx.slots.free())
             _chaining(chained, stop, on=True)
             for c in consumers:

@@ -102,3 +102,14 @@ def test_a_chained_queue_stops_at_the_limit(kit: App, queue: str) -> None:
     assert ran == [0, 1, 2]
     assert [j.args for j in testing.enqueued(kit, step)] == [[3]]
     assert testing.drain(kit, limit=2).completed == 2 and ran[-1] == 4
+
+
+def test_a_partitioned_queue_is_drained_whole(kit: App, queue: str) -> None:
+    @kit.task(queue=queue, partitions=4)
+    def part(n: int) -> int:
+        return n
+
+    ids = [part.enqueue(n) for n in range(12)]
+    got = testing.drain(kit)
+    assert got.completed == 12 and sorted(got.results) == sorted(ids)
+    assert testing.drain(kit).ran == 0

@@ -236,6 +236,11 @@ def main() -> int:
     rows.append((f"kit-file: {opts.file} such tests in one file",
                  f"session {whole['session_s']:.2f} s, process {whole['process_s']:.2f} s "
                  f"(target <= 15 s)"))
+    if opts.against is not None:
+        theirs = run_file("kit_file", KIT.format(n=opts.file), root=opts.against.resolve())
+        rows.append((f"kit-file at {opts.against}",
+                     f"session {theirs['session_s']:.2f} s, process "
+                     f"{theirs['process_s']:.2f} s"))
     med, p90, n = per_test(run_file("worker", WORKER.format(n=opts.worker_tests),
                                     extra={"benchapp.py": WORKER_APP}))
     rows.append(("subprocess-worker: enqueue, `echomq worker --burst`, read the result",

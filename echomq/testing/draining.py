@@ -85,9 +85,12 @@ class _Recorder:
         self.out, self.returned, self.forward = out, returned, forward
         self.started, self.limit, self.stop = 0, 0, asyncio.Event()
 
-    def stop_at(self, limit: int) -> asyncio.Event:
-        """The event set once ``limit`` runs started: a chained ack claims no more."""
-        self.limit = limit
+    def stop_at(self, runs: int) -> asyncio.Event:
+        """The event set once ``runs`` runs started (at once if ``runs`` <= 0): a chained
+        ack claims no more."""
+        self.limit = runs
+        if runs <= 0:
+            self.stop.set()
         return self.stop
 
     def __call__(self, ev: Event) -> None:
@@ -181,11 +184,11 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
     recurrences = [r for r in app.recurrences if r.queue in names] if with_recurrences else []
     for r in recurrences:  # what a worker does at start (same definition: no write)
         await repeat.put(conn, r.queue, r.name, r.spec)
-    # one queue's jobs run back to back: each ack claims the next in its round trip, as a
-    # running worker's does; with several queues the rounds claim (a budget per chain
-    # could overrun ``limit`` while chains settle side by side)
-    chained = consumers if len(consumers) == 1 else []
-    stop = observer.stop_at(limit)
+    # each queue's jobs run back to back: an ack claims the next job in its round trip, as
+    # a running worker's does. Each consumer holds at most one job claimed but not yet
+    # started, so the acks stop claiming n - 1 runs short of ``limit`` (n consumers) and
+    # the rounds' own claims take the rest: never more than ``limit`` runs
+    stop = observer.stop_at(limit - len(consumers) + 1)
     found = await testbed.standing(conn, names)
     expired_before = sum(s.expired for s in found.values())
 
@@ -205,25 +208,26 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
                     due.add(q)
             for q in dict.fromkeys(r.queue for r in recurrences):
                 await repeat.sweep(conn, q, clock=app.recurrence_clock)
-            claimed = 0
             for c in consumers:
-                if ran() >= limit:
-                    break
                 if recurrences or due.intersection(c.queues):
                     await c.legs.once()  # a beat finding nothing to do is skipped
                 for q in c.queues:  # a partition a chained claim found empty has work now
                     if found[q].claimable or q in due:
                         c.ctx.spread.wake(q)
-                claimed += await c.claims.claim(c.ctx.slots.free())
-            _chaining(chained, stop, on=True)
+            # the queues' claims side by side (one pipelined round trip), no chained
+            # claim in flight meanwhile: the count read before them is exact
+            takers = consumers[:max(0, limit - ran())]
+            claimed = sum(await asyncio.gather(
+                *(c.claims.claim(c.ctx.slots.free()) for c in takers)))
+            _chaining(consumers, stop, on=True)
             for c in consumers:
                 await c.drain(GRACE_S)
-            _chaining(chained, stop, on=False)
+            _chaining(consumers, stop, on=False)
             found = await testbed.standing(conn, names)
             if not claimed:
                 break
     except BaseException:  # each round settled what it claimed: only a raise leaves runs
-        _chaining(chained, stop, on=False)
+        _chaining(consumers, stop, on=False)
         for c in consumers:
             await c.drain(0)
         raise

@@ -214,12 +214,19 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
                 for q in c.queues:  # a partition a chained claim found empty has work now
                     if found[q].claimable or q in due:
                         c.ctx.spread.wake(q)
-            # the queues' claims side by side (one pipelined round trip), no chained
-            # claim in flight meanwhile: the count read before them is exact
-            takers = consumers[:max(0, limit - ran())]
-            claimed = sum(await asyncio.gather(
-                *(c.claims.claim(c.ctx.slots.free()) for c in takers)))
-            _chaining(consumers, stop, on=True)
+            ready = [c for c in consumers if recurrences or any(
+                found[q].claimable or q in due for q in c.queues)]
+            claimed = 0
+            if len(ready) <= limit - ran():
+                # side by side: all sent before any reply can start a job (so before any
+                # chained claim), on a count read while nothing was in flight
+                _chaining(consumers, stop, on=True)
+                claimed = sum(await asyncio.gather(*(_claim(c) for c in ready)))
+            else:  # near the limit: one by one, as long as runs are left
+                for c in ready:
+                    if ran() < limit:
+                        claimed += await _claim(c)
+                _chaining(consumers, stop, on=True)
             for c in consumers:
                 await c.drain(GRACE_S)
             _chaining(consumers, stop, on=False)
@@ -233,6 +240,17 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
         raise
     out.expired = sum(s.expired for s in found.values()) - expired_before
     return out
+
+
+async def _claim(c: Consumer) -> int:
+    """One claim for ``c``'s free slot. A partitioned queue's consumer claims from the
+    partition whose turn it is: one found empty leaves the turn, and the next is asked,
+    until one gives a job or each was asked."""
+    for _ in c.queues:
+        got = await c.claims.claim(c.ctx.slots.free())
+        if got:
+            return got
+    return 0
 
 
 def _chaining(consumers: list[Consumer], stop: asyncio.Event, *, on: bool) -> None:

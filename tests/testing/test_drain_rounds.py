@@ -37,6 +37,28 @@ def test_one_job_is_four_round_trips(kit: App, queue: str,
     assert len(steps) == 4, steps
 
 
+def test_each_queues_acks_claim_its_next_job(kit: App, queue: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [queue + s for s in "abc"]
+    tasks = [kit.task(lambda n: n, queue=q, name="echo_" + q) for q in names]
+    testing.drain(kit)
+    for t in tasks:
+        for n in range(4):
+            t.enqueue(n)
+    steps: list[Any] = []
+    execute = AsyncConnector.execute
+
+    async def counted(self: AsyncConnector, step: Any) -> Any:
+        steps.append(step)
+        return await execute(self, step)
+
+    monkeypatch.setattr(AsyncConnector, "execute", counted)
+    assert testing.drain(kit).completed == 12
+    # two standing reads, a claim per queue (side by side), then an ack per job, each
+    # with the queue's next claim: no round between the jobs
+    assert len(steps) == 2 + 3 + 12, steps
+
+
 def test_standing_reads_what_a_round_would_do(kit: App, queue: str) -> None:
     @kit.task(queue=queue)
     def noop() -> None:
@@ -109,7 +131,19 @@ def test_a_partitioned_queue_is_drained_whole(kit: App, queue: str) -> None:
     def part(n: int) -> int:
         return n
 
-    ids = [part.enqueue(n) for n in range(12)]
-    got = testing.drain(kit)
-    assert got.completed == 12 and sorted(got.results) == sorted(ids)
+    for size in (12, 1, 5, 2, 7, 3, 9, 4):  # each drain ends with the spread's turn elsewhere
+        ids = [part.enqueue(n) for n in range(size)]
+        got = testing.drain(kit)
+        assert got.completed == size and sorted(got.results) == sorted(ids)
     assert testing.drain(kit).ran == 0
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4, 5])
+def test_the_limit_is_exact_with_more_queues_than_runs_left(kit: App, queue: str,
+                                                             limit: int) -> None:
+    tasks = [kit.task(lambda n: n, queue=queue + s, name="echo_" + queue + s) for s in "abc"]
+    for t in tasks:
+        for n in range(2):
+            t.enqueue(n)
+    assert testing.drain(kit, limit=limit).completed == limit
+    assert testing.drain(kit).completed == 6 - limit

@@ -1,19 +1,23 @@
 """``drain``: run an app's claimable jobs in the test process, through the worker's path.
 
 A ``Consumer`` per served queue (one slot each, the app's router, leases and retention:
-what a ``Worker`` builds) is beaten by hand: each ``beat`` runs the recovery legs (reap,
-promote, the deadline sweep, flow completions) and claims one job with the real claim
-transition; the handler runs as a worker runs it (argument binding, ``current_job()``,
+what a ``Worker`` builds) is driven by hand, in rounds. Each round starts from one
+read-only ``testbed.standing`` read of every queue (one round trip): the recovery legs
+(reap, promote, the deadline sweep, flow completions) run only for a queue where that
+read shows them work, then each queue with work claims one job with the real claim
+transition. The handler runs as a worker runs it (argument binding, ``current_job()``,
 timeout, verdicts) and its outcome is settled by the real ack/retry/delay transitions,
-callbacks and flow hand-offs included. The loop goes on until a beat claims nothing, so
-jobs that drained jobs enqueue (a chain's next step, a released flow parent, a callback's
-job) run too, up to ``limit`` runs. ``with_scheduled`` first makes the schedule due (a
-retry's run-at too) before every beat; ``with_recurrences`` registers the app's
-recurrences (as a worker does at start) and fires the due ones before every beat.
+callbacks and flow hand-offs included; while the round runs, each ack claims its queue's
+next job in the same round trip, as a running worker's does. Rounds go on until one claims
+nothing, so jobs that drained jobs enqueue (a chain's next step, a released flow parent, a
+callback's job) run too, up to ``limit`` runs. ``with_scheduled`` first makes the schedule
+due (a retry's run-at too) in every round; ``with_recurrences`` registers the app's
+recurrences (as a worker does at start) and fires the due ones in every round.
 
 The counts come from the consumer's timeline (``runtime.events``: what the transitions
-answered), ``expired`` from the queues' server-side counters. Clocks: the transitions read
-the SERVER clock; recurrences the app's ``recurrence_clock``.
+answered), ``expired`` from the queues' server-side counters (the first and last standing
+reads). Clocks: the transitions read the SERVER clock; recurrences the app's
+``recurrence_clock``.
 """
 
 from __future__ import annotations
@@ -216,17 +220,7 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
                         c.ctx.spread.wake(q)
             ready = [c for c in consumers if recurrences or any(
                 found[q].claimable or q in due for q in c.queues)]
-            claimed = 0
-            if len(ready) <= limit - ran():
-                # side by side: all sent before any reply can start a job (so before any
-                # chained claim), on a count read while nothing was in flight
-                _chaining(consumers, stop, on=True)
-                claimed = sum(await asyncio.gather(*(_claim(c) for c in ready)))
-            else:  # near the limit: one by one, as long as runs are left
-                for c in ready:
-                    if ran() < limit:
-                        claimed += await _claim(c)
-                _chaining(consumers, stop, on=True)
+            claimed = await _claims(consumers, ready, limit - ran(), stop)
             for c in consumers:
                 await c.drain(GRACE_S)
             _chaining(consumers, stop, on=False)
@@ -240,6 +234,23 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
         raise
     out.expired = sum(s.expired for s in found.values()) - expired_before
     return out
+
+
+async def _claims(consumers: list[Consumer], ready: list[Consumer], room: int,
+                  stop: asyncio.Event) -> int:
+    """A round's claims, one per ``ready`` consumer while ``room`` runs are left; the acks
+    then claim on (``_chaining``). How many jobs came."""
+    if len(ready) <= room:
+        # side by side: all sent before any reply can start a job (so before any chained
+        # claim), on a count read while nothing was in flight
+        _chaining(consumers, stop, on=True)
+        return sum(await asyncio.gather(*(_claim(c) for c in ready)))
+    claimed = 0
+    for c in ready:  # near the limit: one by one, as long as runs are left
+        if claimed < room:
+            claimed += await _claim(c)
+    _chaining(consumers, stop, on=True)
+    return claimed
 
 
 async def _claim(c: Consumer) -> int:

@@ -15,14 +15,9 @@ from echomq.tasks.app import App
 from echomq.verbs import jobs, testbed
 
 
-def test_one_job_is_four_round_trips(kit: App, queue: str,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    @kit.task(queue=queue)
-    def add(a: int, b: int) -> int:
-        return a + b
-
-    testing.drain(kit)  # the kit loop's connector is made (and its scripts loaded) here
-    jid = add.enqueue(1, 2)
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The steps the async connectors execute from now on (a drain's round trips: one
+    step each, a lone script call or a pipelined batch)."""
     steps: list[Any] = []
     execute = AsyncConnector.execute
 
@@ -31,6 +26,18 @@ def test_one_job_is_four_round_trips(kit: App, queue: str,
         return await execute(self, step)
 
     monkeypatch.setattr(AsyncConnector, "execute", counted)
+    return steps
+
+
+def test_one_job_is_four_round_trips(kit: App, queue: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    @kit.task(queue=queue)
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    testing.drain(kit)  # the kit loop's connector is made (and its scripts loaded) here
+    jid = add.enqueue(1, 2)
+    steps = counting(monkeypatch)
     assert testing.drain(kit).results == {jid: 3}
     # the standing read, the claim, the ack with the next claim (none), the standing read
     # (a beat's legs, four scripts each, never ran: nothing was due)
@@ -45,14 +52,7 @@ def test_each_queues_acks_claim_its_next_job(kit: App, queue: str,
     for t in tasks:
         for n in range(4):
             t.enqueue(n)
-    steps: list[Any] = []
-    execute = AsyncConnector.execute
-
-    async def counted(self: AsyncConnector, step: Any) -> Any:
-        steps.append(step)
-        return await execute(self, step)
-
-    monkeypatch.setattr(AsyncConnector, "execute", counted)
+    steps = counting(monkeypatch)
     assert testing.drain(kit).completed == 12
     # two standing reads, a claim per queue (side by side), then an ack per job, each
     # with the queue's next claim: no round between the jobs

@@ -2,12 +2,17 @@
 
     .venv/bin/python bench/testing.py                 # all rows (Celery's when installable)
     .venv/bin/python bench/testing.py --tests 300 --file 1000 --no-celery
+    .venv/bin/python bench/testing.py --against /work/main --repeat 3   # side by side
 
 Each row is a generated test file run by pytest in a subprocess, with a small timing plugin
 that records every test's setup + call + teardown (pytest's own ``report.duration``):
 
 - ``kit``: "enqueue + drain one job" with ``echomq_app`` (an App on the session's ephemeral
   server, the keyspace flushed first): median and p90 per test (target: median <= 5 ms).
+- ``--against DIR``: the ``kit`` row of another checkout (its ``echomq`` first on the path,
+  e.g. the main branch) run alternately with this one, ``--repeat`` times each, and the
+  ratio of the medians in each pair: on a shared machine the ratio holds where the
+  absolute figures swing.
 - ``kit-file``: a file of ``--file`` such tests (1,000): the session's wall time, collection
   and the server's start included, and the whole process (interpreter and imports too)
   (target: <= 15 s).
@@ -42,8 +47,18 @@ CELERY = ["celery", "pytest"]
 TIMING = '''
 import json, os, time
 
+import pytest
+
 DURATIONS = {}
+CPU = []
 T0 = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    began = time.process_time()
+    yield
+    CPU.append(time.process_time() - began)
 
 
 def pytest_sessionstart(session):
@@ -56,7 +71,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     with open(os.environ["BENCH_OUT"], "w") as f:
-        json.dump({"durations": list(DURATIONS.values()),
+        json.dump({"durations": list(DURATIONS.values()), "cpu": CPU,
                    "session_s": time.perf_counter() - T0[0], "exit": int(exitstatus)}, f)
 '''
 
@@ -127,17 +142,19 @@ def test_delay_eager(i):
 
 
 def run_file(name: str, body: str, python: str = sys.executable, plugin: bool = True,
-             extra: dict[str, str] | None = None) -> dict[str, float | list[float] | int]:
-    """Run one generated test file in a fresh pytest process; its timings."""
+             extra: dict[str, str] | None = None, root: pathlib.Path | None = None
+             ) -> dict[str, float | list[float] | int]:
+    """Run one generated test file in a fresh pytest process; its timings. ``root``: the
+    checkout whose ``echomq`` it imports (default this one, and the caller's path)."""
     work = pathlib.Path(tempfile.mkdtemp(prefix="emq-bench-testing-"))
     (work / "conftest.py").write_text(TIMING)
     (work / f"test_{name}.py").write_text(textwrap.dedent(body))
     for file, text in (extra or {}).items():
         (work / file).write_text(text)
     out = work / "out.json"
-    env = {**os.environ, "BENCH_OUT": str(out),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(work), str(ROOT),
-                                                       os.environ.get("PYTHONPATH")]))}
+    path = [str(work), str(ROOT), os.environ.get("PYTHONPATH")] if root is None else [
+        str(work), str(root)]
+    env = {**os.environ, "BENCH_OUT": str(out), "PYTHONPATH": os.pathsep.join(filter(None, path))}
     args = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     if plugin:
         args += ["-p", "echomq.testing.plugin"]
@@ -158,6 +175,14 @@ def per_test(got: dict[str, float | list[float] | int]) -> tuple[float, float, i
     assert isinstance(raw, list)
     ms = sorted(d * 1000 for d in raw)
     return statistics.median(ms), ms[int(len(ms) * 0.9)], len(ms)
+
+
+def cpu_ms(got: dict[str, float | list[float] | int]) -> float:
+    """The median CPU time (ms) the test process spent per test, its threads included:
+    the kit's own cost, which a loaded machine does not swing as it swings wall time."""
+    raw = got["cpu"]
+    assert isinstance(raw, list)
+    return statistics.median(raw) * 1000
 
 
 def celery_python() -> str | None:
@@ -188,16 +213,34 @@ def main() -> int:
     parser.add_argument("--file", type=int, default=1000, help="tests in the file row")
     parser.add_argument("--worker-tests", type=int, default=5)
     parser.add_argument("--no-celery", action="store_true")
+    parser.add_argument("--against", type=pathlib.Path, default=None,
+                        help="another checkout whose kit row runs alternately with this one")
+    parser.add_argument("--repeat", type=int, default=1, help="kit rows (pairs) per run")
     opts = parser.parse_args()
 
     rows: list[tuple[str, str]] = []
-    med, p90, n = per_test(run_file("kit", KIT.format(n=opts.tests)))
-    rows.append(("kit: enqueue + drain one job, fixture included",
-                 f"median {med:.2f} ms, p90 {p90:.2f} ms ({n} tests; target <= 5 ms)"))
+    for i in range(max(1, opts.repeat)):
+        got = run_file("kit", KIT.format(n=opts.tests))
+        med, p90, n = per_test(got)
+        rows.append((f"kit: enqueue + drain one job, fixture included (#{i + 1})",
+                     f"median {med:.2f} ms, p90 {p90:.2f} ms, cpu {cpu_ms(got):.2f} ms "
+                     f"({n} tests; target <= 5 ms)"))
+        if opts.against is not None:
+            theirs = run_file("kit", KIT.format(n=opts.tests), root=opts.against.resolve())
+            other, p90, n = per_test(theirs)
+            rows.append((f"kit at {opts.against} (#{i + 1})",
+                         f"median {other:.2f} ms, p90 {p90:.2f} ms, cpu "
+                         f"{cpu_ms(theirs):.2f} ms ({n} tests); this checkout / that: "
+                         f"median {med / other:.2f}, cpu {cpu_ms(got) / cpu_ms(theirs):.2f}"))
     whole = run_file("kit_file", KIT.format(n=opts.file))
     rows.append((f"kit-file: {opts.file} such tests in one file",
                  f"session {whole['session_s']:.2f} s, process {whole['process_s']:.2f} s "
                  f"(target <= 15 s)"))
+    if opts.against is not None:
+        theirs = run_file("kit_file", KIT.format(n=opts.file), root=opts.against.resolve())
+        rows.append((f"kit-file at {opts.against}",
+                     f"session {theirs['session_s']:.2f} s, process "
+                     f"{theirs['process_s']:.2f} s"))
     med, p90, n = per_test(run_file("worker", WORKER.format(n=opts.worker_tests),
                                     extra={"benchapp.py": WORKER_APP}))
     rows.append(("subprocess-worker: enqueue, `echomq worker --burst`, read the result",

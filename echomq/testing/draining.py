@@ -1,23 +1,28 @@
 """``drain``: run an app's claimable jobs in the test process, through the worker's path.
 
 A ``Consumer`` per served queue (one slot each, the app's router, leases and retention:
-what a ``Worker`` builds) is beaten by hand: each ``beat`` runs the recovery legs (reap,
-promote, the deadline sweep, flow completions) and claims one job with the real claim
-transition; the handler runs as a worker runs it (argument binding, ``current_job()``,
+what a ``Worker`` builds) is driven by hand, in rounds. Each round starts from one
+read-only ``testbed.standing`` read of every queue (one round trip): the recovery legs
+(reap, promote, the deadline sweep, flow completions) run only for a queue where that
+read shows them work, then each queue with work claims one job with the real claim
+transition. The handler runs as a worker runs it (argument binding, ``current_job()``,
 timeout, verdicts) and its outcome is settled by the real ack/retry/delay transitions,
-callbacks and flow hand-offs included. The loop goes on until a beat claims nothing, so
-jobs that drained jobs enqueue (a chain's next step, a released flow parent, a callback's
-job) run too, up to ``limit`` runs. ``with_scheduled`` first makes the schedule due (a
-retry's run-at too) before every beat; ``with_recurrences`` registers the app's
-recurrences (as a worker does at start) and fires the due ones before every beat.
+callbacks and flow hand-offs included; while the round runs, each ack claims its queue's
+next job in the same round trip, as a running worker's does. Rounds go on until one claims
+nothing, so jobs that drained jobs enqueue (a chain's next step, a released flow parent, a
+callback's job) run too, up to ``limit`` runs. ``with_scheduled`` first makes the schedule
+due (a retry's run-at too) in every round; ``with_recurrences`` registers the app's
+recurrences (as a worker does at start) and fires the due ones in every round.
 
 The counts come from the consumer's timeline (``runtime.events``: what the transitions
-answered), ``expired`` from the queues' server-side counters. Clocks: the transitions read
-the SERVER clock; recurrences the app's ``recurrence_clock``.
+answered), ``expired`` from the queues' server-side counters (the first and last standing
+reads). Clocks: the transitions read the SERVER clock; recurrences the app's
+``recurrence_clock``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -32,7 +37,7 @@ from echomq.runtime.handler import Job
 from echomq.runtime.route import Route
 from echomq.tasks import lifecycle
 from echomq.testing import loops
-from echomq.verbs import jobs, repeat, travel
+from echomq.verbs import repeat, testbed, travel
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
@@ -82,8 +87,21 @@ class _Recorder:
 
     def __init__(self, out: Drained, returned: dict[str, Any], forward: Observer | None):
         self.out, self.returned, self.forward = out, returned, forward
+        self.started, self.limit, self.stop = 0, 0, asyncio.Event()
+
+    def stop_at(self, runs: int) -> asyncio.Event:
+        """The event set once ``runs`` runs started (at once if ``runs`` <= 0): a chained
+        ack claims no more."""
+        self.limit = runs
+        if runs <= 0:
+            self.stop.set()
+        return self.stop
 
     def __call__(self, ev: Event) -> None:
+        if ev.kind == "started":
+            self.started += 1
+            if self.started >= self.limit:
+                self.stop.set()
         name = _COUNTED.get(ev.kind)
         if name is not None and ev.job_id is not None:
             setattr(self.out, name, getattr(self.out, name) + 1)
@@ -170,33 +188,88 @@ async def _adrain(app: App, queues: Iterable[str] | None, with_scheduled: bool,
     recurrences = [r for r in app.recurrences if r.queue in names] if with_recurrences else []
     for r in recurrences:  # what a worker does at start (same definition: no write)
         await repeat.put(conn, r.queue, r.name, r.spec)
-    expired_before = await _expired(conn, names)
-    runs = 0
+    # each queue's jobs run back to back: an ack claims the next job in its round trip, as
+    # a running worker's does. Each consumer holds at most one job claimed but not yet
+    # started, so the acks stop claiming n - 1 runs short of ``limit`` (n consumers) and
+    # the rounds' own claims take the rest: never more than ``limit`` runs
+    stop = observer.stop_at(limit - len(consumers) + 1)
+    found = await testbed.standing(conn, names)
+    expired_before = sum(s.expired for s in found.values())
+
+    def ran() -> int:
+        return sum(c.stats.claimed for c in consumers)
+
     try:
-        while runs < limit:
-            if with_scheduled:
-                for q in names:
+        while ran() < limit and (recurrences or any(
+                s.claimable or s.legs or (with_scheduled and s.scheduled)
+                for s in found.values())):
+            due: set[str] = set()
+            for q, s in found.items():
+                if with_scheduled and s.scheduled:
                     await travel.schedule_due(conn, q)
+                    due.add(q)
+                elif s.legs:
+                    due.add(q)
             for q in dict.fromkeys(r.queue for r in recurrences):
                 await repeat.sweep(conn, q, clock=app.recurrence_clock)
-            claimed = 0
             for c in consumers:
-                if runs + claimed < limit:
-                    claimed += await c.beat()
-            if not claimed:
-                break
-            runs += claimed
+                if recurrences or due.intersection(c.queues):
+                    await c.legs.once()  # a beat finding nothing to do is skipped
+                for q in c.queues:  # a partition a chained claim found empty has work now
+                    if found[q].claimable or q in due:
+                        c.ctx.spread.wake(q)
+            ready = [c for c in consumers if recurrences or any(
+                found[q].claimable or q in due for q in c.queues)]
+            claimed = await _claims(consumers, ready, limit - ran(), stop)
             for c in consumers:
                 await c.drain(GRACE_S)
-    finally:
+            _chaining(consumers, stop, on=False)
+            found = await testbed.standing(conn, names)
+            if not claimed:
+                break
+    except BaseException:  # each round settled what it claimed: only a raise leaves runs
+        _chaining(consumers, stop, on=False)
         for c in consumers:
             await c.drain(0)
-    out.expired = await _expired(conn, names) - expired_before
+        raise
+    out.expired = sum(s.expired for s in found.values()) - expired_before
     return out
 
 
-async def _expired(conn: Any, queues: list[str]) -> int:
-    return sum([(await jobs.stats(conn, q)).get("expired", 0) for q in queues])
+async def _claims(consumers: list[Consumer], ready: list[Consumer], room: int,
+                  stop: asyncio.Event) -> int:
+    """A round's claims, one per ``ready`` consumer while ``room`` runs are left; the acks
+    then claim on (``_chaining``). How many jobs came."""
+    if len(ready) <= room:
+        # side by side: all sent before any reply can start a job (so before any chained
+        # claim), on a count read while nothing was in flight
+        _chaining(consumers, stop, on=True)
+        return sum(await asyncio.gather(*(_claim(c) for c in ready)))
+    claimed = 0
+    for c in ready:  # near the limit: one by one, as long as runs are left
+        if claimed < room:
+            claimed += await _claim(c)
+    _chaining(consumers, stop, on=True)
+    return claimed
+
+
+async def _claim(c: Consumer) -> int:
+    """One claim for ``c``'s free slot. A partitioned queue's consumer claims from the
+    partition whose turn it is: one found empty leaves the turn, and the next is asked,
+    until one gives a job or each was asked."""
+    for _ in c.queues:
+        got = await c.claims.claim(c.ctx.slots.free())
+        if got:
+            return got
+    return 0
+
+
+def _chaining(consumers: list[Consumer], stop: asyncio.Event, *, on: bool) -> None:
+    """Let (or stop letting) each of ``consumers``' acks claim its next job in the same
+    round trip (``Settler``: an ack flush claims while its consumer runs and ``stop`` is
+    not set), so a drain settles one job and takes the next without a beat between."""
+    for c in consumers:
+        c.ctx.stop, c.ctx.running = stop, on
 
 
 def drain(app: App, queues: Iterable[str] | None = None, *, with_scheduled: bool = False,

@@ -1,12 +1,15 @@
 """Reads and wipes a test bed needs (``echomq.testing``): the waiting jobs of a queue as
-``JobInfo`` rows, and the flush that gives each test an empty keyspace. No clock."""
+``JobInfo`` rows, the flush that gives each test an empty keyspace, and ``standing``: what
+a drain round would find to do on each queue, in one round trip. Clock: ``standing``
+reads the SERVER clock; the rest none."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from echomq.core import keyspace
-from echomq.core.steps import Batch, Command, Verb, scored, single, text, verb
+from echomq.core.steps import Batch, Command, Eval, Verb, scored, single, text, verb
 from echomq.verbs.status import JobInfo, info_of
 
 
@@ -48,5 +51,42 @@ def waiting(queue: str) -> Verb[list[JobInfo]]:
                                  for i, _ in found))
         return [info_of(queue, i, _row(r), at) for (i, at), r in zip(found, rows, strict=True)
                 if r]
+
+    return calls()
+
+
+class Standing(NamedTuple):
+    """What one queue holds that a drain round acts on, read at one SERVER instant
+    (``@standing``). ``claimable``: jobs wait on pending or on a ready group's lane;
+    ``scheduled``: the schedule holds jobs (``with_scheduled`` makes them due); ``legs``:
+    a beat's recovery legs have work now (a lapsed lease, a due run-at, gwait entry or
+    deadline, flow completions or a stale flow admission); ``expired``: the queue's
+    expired counter."""
+
+    claimable: bool
+    scheduled: bool
+    legs: bool
+    expired: int
+
+
+@verb
+def standing(queues: Sequence[str]) -> Verb[dict[str, Standing]]:
+    """Each queue's ``Standing``, in ONE round trip (a ``@standing`` call per queue,
+    pipelined): what lets a drain skip a beat that would find nothing (the legs' scripts,
+    a claim of an empty queue). SERVER clock."""
+    steps = tuple(Eval("standing", (keyspace.queue_key(q, "pending"),
+                                    keyspace.queue_key(q, "active")), (keyspace.base(q),))
+                  for q in queues)
+
+    def calls() -> Verb[dict[str, Standing]]:
+        # one queue (the common drain): a lone script call, cheaper than a pipeline of one
+        replies = [(yield steps[0])] if len(steps) == 1 else (yield Batch(steps))
+        out: dict[str, Standing] = {}
+        for q, reply in zip(queues, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            claimable, scheduled, legs, expired = reply
+            out[q] = Standing(bool(claimable), bool(scheduled), bool(legs), int(expired))
+        return out
 
     return calls()

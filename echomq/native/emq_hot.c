@@ -17,7 +17,9 @@
  *            (HDEL expires, ZREM <base>deadlines); a paused or blocked queue gives nothing;
  *   ack      rows without a group, a flow link (group, parent, flow, watched) or a held
  *            recurrence occurrence behind them (follower); a unique key, a debounce key
- *            and a kept result's done token (notify) are released as ended() does.
+ *            and a kept result's done token (notify) are released as ended() does; a
+ *            deleted row leaves its task and runs beside a kept result and its id on
+ *            <base>seen (emq_kept.c, as includes/kept.lua and seen.lua).
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
@@ -342,7 +344,7 @@ done:
 
 /* One job to complete, read before any write. */
 typedef struct {
-    EmqStr *id, *row;
+    EmqStr *id, *row, *token; /* the token: the runs a deleted row leaves (emq_kept.c) */
     EmqStr *unique, *until, *notify, *cancel, *debounce;
     EmqStr *result;     /* a result to keep, NULL for none */
     long long keep_ms;  /* its PX */
@@ -358,6 +360,7 @@ static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
     EmqKey *k = Emq_OpenKey(ctx, d->row, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     const char *why = NULL;
+    d->token = token;
     if (t != EMQ_KEYTYPE_HASH) {
         Emq_CloseKey(k);
         return t == EMQ_KEYTYPE_EMPTY ? GONE : ACK_ROW;
@@ -434,13 +437,20 @@ static void release(EmqCtx *ctx, Bag *b, EmqStr *basestr, Done *d, long long now
 }
 
 /* Checks on what the completion writes besides the row, before any write: the unique key
- * is a string or absent, the counter can take +n, the completed set is a sorted set. */
+ * is a string or absent, the counter can take +n, the completed set is a sorted set; rows
+ * deleted (not keep): the seen set is a sorted set, a kept result's kept hash a hash. */
 static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *stats,
-                                 EmqStr *completed, Done *ds, size_t n, long long *count) {
+                                 EmqStr *completed, Done *ds, size_t n, long long *count,
+                                 int keep) {
     size_t i;
     if (!counter(ctx, stats, "completed", (long long)n, count)) return ACK_ROW;
     if (!is_type_or_empty(ctx, completed, EMQ_KEYTYPE_ZSET)) return ACK_ROW;
+    if (!keep && !is_type_or_empty(ctx, derived(ctx, b, basestr, "seen", NULL), EMQ_KEYTYPE_ZSET))
+        return ACK_ROW;
     for (i = 0; i < n; i++) {
+        if (!keep && ds[i].result &&
+            !is_type_or_empty(ctx, derived(ctx, b, basestr, "kept:", ds[i].id), EMQ_KEYTYPE_HASH))
+            return ACK_ROW;
         if (ds[i].unique &&
             owns_unique(ctx, derived(ctx, b, basestr, "unique:", ds[i].unique), ds[i].id) < 0)
             return ACK_ROW;
@@ -506,6 +516,10 @@ static void complete(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, EmqSt
         notify(ctx, EMQ_NOTIFY_ZSET, "zadd", completed);
         Emq_Replicate(ctx, "ZADD", "sv", completed, v, 2 * n);
     } else {
+        for (i = 0; i < n; i++)
+            if (ds[i].result)
+                keep_beside(ctx, derived(ctx, b, basestr, "kept:", ds[i].id), ds[i].row,
+                            ds[i].token, ds[i].keep_ms, now);
         for (i = 0; i < n; i++) {
             k = Emq_OpenKey(ctx, ds[i].row, EMQ_READ | EMQ_WRITE);
             Emq_DeleteKey(k);
@@ -514,6 +528,8 @@ static void complete(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, EmqSt
             v[i] = ds[i].row;
         }
         Emq_Replicate(ctx, "DEL", "v", v, n);
+        for (i = 0; i < n; i++) v[i] = ds[i].id;
+        mark_seen(ctx, derived(ctx, b, basestr, "seen", NULL), v, n, now);
     }
     Emq_Free(v);
 }
@@ -555,7 +571,8 @@ static int cmd_ack(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (!refusal && !zset_has(ctx, active, d.id)) refusal = NOT_ACTIVE;
     basestr = base_of(ctx, &b, active, 6);
     stats = derived(ctx, &b, basestr, "stats", NULL);
-    if (!refusal) refusal = check_targets(ctx, &b, basestr, stats, completed, &d, 1, &count);
+    if (!refusal) refusal = check_targets(ctx, &b, basestr, stats, completed, &d, 1, &count,
+                                            str_is(argv[7], "1"));
     if (refusal) {
         bag_free(ctx, &b);
         return Emq_ReplyWithError(ctx, refusal);
@@ -643,7 +660,7 @@ static int cmd_ackmany(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_CloseKey(k);
     stats = derived(ctx, &b, basestr, "stats", NULL);
     if (!refusal && live)
-        refusal = check_targets(ctx, &b, basestr, stats, completed, ds, live, &count);
+        refusal = check_targets(ctx, &b, basestr, stats, completed, ds, live, &count, keep);
     if (refusal) {
         Emq_ReplyWithError(ctx, refusal);
         goto done;

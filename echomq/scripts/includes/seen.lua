@@ -1,0 +1,29 @@
+-- The "seen" mark (issue 37): an ack that deletes its row leaves the id on <base>seen
+-- (a sorted set scored by the SERVER ms of the delete), so a retried admission of the same
+-- id (App(retry_for=): the reply of the first was lost, the job ran and was deleted
+-- meanwhile) writes nothing and answers 0 (duplicate), as it would while the row lived.
+-- One sorted set per queue, trimmed by age at every ack that adds to it: memory is
+-- bounded by SEEN_MS of deletes (a member costs ~70 bytes), and an admission pays one
+-- ZSCORE. SEEN_MS covers retry_for's default (10 s) three times over. The native twins
+-- (EMQ.ACK, EMQ.ACKMANY, EMQ.ENQUEUE, EMQ.SCHEDULE) hold the same window.
+--@include now
+local SEEN_MS = 30000
+-- seen_recently(p, id): true when id was deleted at its ack less than SEEN_MS ago.
+local function seen_recently(p, id)
+  local at = redis.call('ZSCORE', p .. 'seen', id)
+  return at ~= false and at ~= nil and tonumber(at) > now_ms() - SEEN_MS
+end
+-- mark_seen(p, ids, now): the ids deleted at their ack at SERVER ms now join <base>seen;
+-- members older than the window leave it.
+local function mark_seen(p, ids, now)
+  local k = p .. 'seen'
+  for c = 1, #ids, 1000 do
+    local pairs_ = {}
+    for j = c, math.min(c + 999, #ids) do
+      pairs_[#pairs_ + 1] = now
+      pairs_[#pairs_ + 1] = ids[j]
+    end
+    redis.call('ZADD', k, unpack(pairs_))
+  end
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (now - SEEN_MS))
+end

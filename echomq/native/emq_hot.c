@@ -1,6 +1,6 @@
 /* emq_hot.c: the worker's hot path, native twins of the claim, ack and ack_many scripts.
  *
- *   EMQ.CLAIM   2 <pending> <active> <queue base> <lease ms> <count>
+ *   EMQ.CLAIM   2 <pending> <active> <queue base> <lease ms> <count> [<claim id>]
  *               -> id1, token1, payload1, id2, ... (empty when nothing is claimable)
  *   EMQ.ACK     3 <row> <active> <completed> <id> <token> <keep 1|0> [<result> <keep ms>]
  *               -> 1
@@ -25,6 +25,8 @@
  *   EMQSTATE claim rate not native     a queue rate is set
  *   EMQSTATE claim limit not native    a queue cap is set (the script counts live leases)
  *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
+ *   EMQSTATE claim id not native       the claim id has leased before (<base>claim:<id>
+ *                                      exists): the script answers those jobs again
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
  *                                      claim writes holds another type
@@ -55,6 +57,7 @@
 static const char CLAIM_RATE[] = "EMQSTATE claim rate not native";
 static const char CLAIM_LIMIT[] = "EMQSTATE claim limit not native";
 static const char CLAIM_RING[] = "EMQSTATE claim ring not native";
+static const char CLAIM_ID[] = "EMQSTATE claim id not native";
 static const char CLAIM_ROW[] = "EMQSTATE claim row not native";
 static const char ACK_LANE[] = "EMQSTATE ack lane not native";
 static const char ACK_FLOW[] = "EMQSTATE ack flow not native";
@@ -158,7 +161,7 @@ static void call(EmqReply *r) {
 static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *pending, *active, *basestr, **ids = NULL, **rows = NULL, **atts = NULL, **pays = NULL,
                                          **pairs = NULL, **dls = NULL, *wake_key, *score = NULL,
-                                         *deadlines = NULL;
+                                         *deadlines = NULL, *claim_key = NULL;
     EmqKey *k;
     Bag b = {0};
     long long lease, want, now, *tokens = NULL;
@@ -166,7 +169,7 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     const char *refusal = NULL;
     int t;
 
-    if (!check_shape(ctx, argv, argc, 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
+    if (!check_shape(ctx, argv, argc, argc == 8 ? 8 : 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
                      "ERR EMQ.CLAIM keys must be distinct"))
         return EMQ_OK;
     pending = argv[2], active = argv[3], basestr = argv[4];
@@ -179,9 +182,15 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
     now = Emq_Milliseconds();
 
-    /* the queue's controls, in the script's order: its rate, the groups reopening now,
-     * then a pause or block (nothing claimed, nothing written) */
-    if (exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
+    /* the queue's controls, in the script's order: a claim id used before, its rate, the
+     * groups reopening now, then a pause or block (nothing claimed, nothing written) */
+    /* a claim id (the script's ARGV[4]): a first use claims here and records what it
+     * leased on <base>claim:<id>; one used before is the script's replay */
+    if (argc == 8 && !is_empty_str(argv[7])) {
+        claim_key = derived(ctx, &b, basestr, "claim:", argv[7]);
+        if (exists(ctx, claim_key)) refusal = CLAIM_ID;
+    }
+    if (!refusal && exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
     if (!refusal && exists(ctx, derived(ctx, &b, basestr, "limit", NULL))) refusal = CLAIM_LIMIT;
     if (!refusal) {
         k = Emq_OpenKey(ctx, derived(ctx, &b, basestr, "gwait", NULL), EMQ_READ);
@@ -318,6 +327,11 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_CloseKey(k);
     notify(ctx, EMQ_NOTIFY_ZSET, "zadd", active);
     Emq_Replicate(ctx, "ZADD", "sv", active, pairs, 2 * n);
+    if (claim_key) { /* the script's: HSET <claim key> id token ..., PEXPIRE lease */
+        for (i = 0; i < n; i++) pairs[2 * i] = ids[i], pairs[2 * i + 1] = atts[i];
+        call(Emq_Call(ctx, "HSET", "!sv", claim_key, pairs, 2 * n));
+        call(Emq_Call(ctx, "PEXPIRE", "!sl", claim_key, lease));
+    }
     if ((long long)n == want && left > 0) wake(ctx, wake_key);
 
     Emq_ReplyWithArray(ctx, (long)(3 * n));

@@ -151,3 +151,38 @@ def test_script_and_module_keep_the_same_bytes(r: valkey.Valkey, payload: bytes)
     assert h6[b"runs"] == b"3"
     assert set(snapshot(r, q4)) == set(snapshot(r, q6)) == {
         "kept:" + jid, "result:" + jid, "seen", "stats"}
+
+
+def test_a_claim_id_is_recorded_natively_as_the_script_records_it(r: valkey.Valkey) -> None:
+    from echomq import scripts
+
+    q4, q6 = fresh_queue(), fresh_queue()
+    jid = ids.mint()
+    for q in (q4, q6):
+        r.hset(k(q, "job:" + jid), mapping={"state": "pending", "attempts": "0",
+                                             "payload": b"p"})
+        r.zadd(k(q, "pending"), {jid: 0})
+    got4 = send(r, "EVAL", scripts.source("claim"), 2, k(q4, "pending"), k(q4, "active"),
+                "emq:{%s}:" % q4, 60_000, 5, "c1")
+    got6 = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), "emq:{%s}:" % q6,
+                60_000, 5, "c1")
+    assert got4 == got6 == [jid.encode(), 1, b"p"]
+    assert r.hgetall(k(q4, "claim:c1")) == r.hgetall(k(q6, "claim:c1")) == {jid.encode(): b"1"}
+    assert 0 < r.pttl(k(q6, "claim:c1")) <= 60_000
+    # the id used again: the module hands the replay to the script, writing nothing
+    before = snapshot(r, q6)
+    again = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), "emq:{%s}:" % q6,
+                 60_000, 5, "c1")
+    assert str(again) == "EMQSTATE claim id not native" and snapshot(r, q6) == before
+
+
+def test_a_claim_sent_again_with_its_id_answers_the_same_jobs_at_wire_6(
+        conn: Connector) -> None:
+    q = fresh_queue()
+    sent = [ids.mint() for _ in range(3)]
+    for jid in sent:
+        jobs.enqueue(conn, q, jid, b"{}")
+    first = jobs.claim_many(conn, q, 30_000, 2, "c1")
+    assert [c.id for c in first] == sent[:2]
+    assert jobs.claim_many(conn, q, 30_000, 2, "c1") == first  # its reply was lost
+    assert [c.id for c in jobs.claim_many(conn, q, 30_000, 2, "c2")] == sent[2:]

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
-from echomq import Connector
+from echomq import Connector, scripts
 from echomq.core import codecs, ids
 from echomq.core.outcomes import Outcome
 from echomq.core.payload import Format, encode
 from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs, status
-from tests.support.native import fresh_queue, k, send, snapshot
+from tests.support.native import base, fresh_queue, k, send, snapshot
 
 SEEN_MS = 30_000  # includes/seen.lua, emq.h
 
@@ -135,8 +135,6 @@ def test_no_result_kept_leaves_no_kept_hash(conn: Connector, r: valkey.Valkey) -
 def test_script_and_module_keep_the_same_bytes(r: valkey.Valkey, payload: bytes) -> None:
     q4, q6 = fresh_queue(), fresh_queue()
     jid = ids.mint()
-    from echomq import scripts
-
     for q in (q4, q6):
         r.hset(k(q, "job:" + jid), mapping={"state": "active", "attempts": "3",
                                              "payload": payload})
@@ -154,7 +152,6 @@ def test_script_and_module_keep_the_same_bytes(r: valkey.Valkey, payload: bytes)
 
 
 def test_a_claim_id_is_recorded_natively_as_the_script_records_it(r: valkey.Valkey) -> None:
-    from echomq import scripts
 
     q4, q6 = fresh_queue(), fresh_queue()
     jid = ids.mint()
@@ -163,15 +160,15 @@ def test_a_claim_id_is_recorded_natively_as_the_script_records_it(r: valkey.Valk
                                              "payload": b"p"})
         r.zadd(k(q, "pending"), {jid: 0})
     got4 = send(r, "EVAL", scripts.source("claim"), 2, k(q4, "pending"), k(q4, "active"),
-                "emq:{%s}:" % q4, 60_000, 5, "c1")
-    got6 = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), "emq:{%s}:" % q6,
+                base(q4), 60_000, 5, "c1")
+    got6 = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), base(q6),
                 60_000, 5, "c1")
     assert got4 == got6 == [jid.encode(), 1, b"p"]
     assert r.hgetall(k(q4, "claim:c1")) == r.hgetall(k(q6, "claim:c1")) == {jid.encode(): b"1"}
     assert 0 < r.pttl(k(q6, "claim:c1")) <= 60_000
     # the id used again: the module hands the replay to the script, writing nothing
     before = snapshot(r, q6)
-    again = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), "emq:{%s}:" % q6,
+    again = send(r, "EMQ.CLAIM", 2, k(q6, "pending"), k(q6, "active"), base(q6),
                  60_000, 5, "c1")
     assert str(again) == "EMQSTATE claim id not native" and snapshot(r, q6) == before
 

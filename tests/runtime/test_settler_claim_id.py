@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +16,6 @@ from echomq.core import ids
 from echomq.runtime.consumer import Consumer
 from echomq.verbs import jobs
 from tests.support.faults import FaultProxy
-
-
-@pytest.fixture
-def proxy(server: Any) -> Iterator[FaultProxy]:
-    with FaultProxy.to(server.url) as px:
-        yield px
 
 
 @pytest.mark.parametrize("wire", [4, 6], ids=["scripts", "native"])

@@ -11,7 +11,6 @@ admitted it a second time)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,12 +19,6 @@ from echomq import App, Connector
 from echomq.verbs import jobs
 from tests.support.faults import FaultProxy
 from tests.support.polling import wait_for
-
-
-@pytest.fixture
-def proxy(server: Any) -> Iterator[FaultProxy]:
-    with FaultProxy.to(server.url) as px:
-        yield px
 
 
 @pytest.mark.parametrize("wire", [4, 6], ids=["scripts", "native"])

@@ -1,13 +1,10 @@
---@include seen
 -- new_row(jk, state, payload): write a fresh job row (state, attempts 0, payload) unless
--- the key exists or the id was deleted at its ack moments ago (includes/seen.lua); false
--- when it does (nothing written). One HSETEX NX (Valkey 9) instead
--- of EXISTS + HSET; a server without HSETEX gets the two (it is asked once per script
--- run: a bulk call does not pay a refused HSETEX per job).
+-- the key exists; false when it does (nothing written). The caller checks the seen mark
+-- first (includes/seen.lua: one id, or a bulk call's ids at once). One HSETEX NX
+-- (Valkey 9) instead of EXISTS + HSET; a server without HSETEX gets the two (it is asked
+-- once per script run: a bulk call does not pay a refused HSETEX per job).
 local hsetex = true
 local function new_row(jk, state, payload)
-  local p, id = string.match(jk, '^(.*)job:(.*)$')
-  if seen_recently(p, id) then return false end
   if hsetex then
     local r = redis.pcall('HSETEX', jk, 'NX', 'FIELDS', 3, 'state', state, 'attempts', '0',
       'payload', payload)

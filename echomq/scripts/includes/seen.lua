@@ -13,6 +13,24 @@ local function seen_recently(p, id)
   local at = redis.call('ZSCORE', p .. 'seen', id)
   return at ~= false and at ~= nil and tonumber(at) > now_ms() - SEEN_MS
 end
+-- seen_among(p, first, stride): the ids of ARGV (from `first`, one per `stride` values)
+-- deleted at their ack less than SEEN_MS ago, as a set: a bulk admission's check, one
+-- ZMSCORE per 1000 ids, none at all while the queue has no mark.
+local function seen_among(p, first, stride)
+  local out, k = {}, p .. 'seen'
+  if redis.call('EXISTS', k) == 0 then return out end
+  local cut = now_ms() - SEEN_MS
+  local ids = {}
+  for i = first, #ARGV, stride do ids[#ids + 1] = ARGV[i] end
+  for c = 1, #ids, 1000 do
+    local part = {unpack(ids, c, math.min(c + 999, #ids))}
+    local at = redis.call('ZMSCORE', k, unpack(part))
+    for j = 1, #part do
+      if at[j] and tonumber(at[j]) > cut then out[part[j]] = true end
+    end
+  end
+  return out
+end
 -- mark_seen(p, ids, now): the ids deleted at their ack at SERVER ms now join <base>seen;
 -- members older than the window leave it.
 local function mark_seen(p, ids, now)

@@ -62,8 +62,14 @@ def test_a_retried_admission_after_the_job_ran_and_was_deleted_writes_nothing(
     assert jobs.enqueue_at(conn, q, jid, again, 10**12) == Outcome.DUPLICATE
     assert jobs.enqueue_many(conn, q, [(jid, again)]) == [Outcome.DUPLICATE]
     assert jobs.schedule_many(conn, q, [(jid, again, "in", 1000)]) == [Outcome.DUPLICATE]
+    assert jobs.enqueue_many(conn, q, [(jid, again, {"priority": 5})]) == [Outcome.DUPLICATE]
     assert snapshot(r, q) == before  # nothing written, not even a counter
     assert jobs.claim(conn, q, 30_000) is None
+    # @admit_many: a plain item beside one with options (its own, fresh id: admitted)
+    fresh = ids.mint()
+    assert jobs.enqueue_many(conn, q, [(jid, again), (fresh, again, {"priority": 5})]) == [
+        Outcome.DUPLICATE, Outcome.ENQUEUED]
+    assert jobs.get(conn, q, jid) is None and jobs.get(conn, q, fresh) is not None
 
 
 def test_the_mark_lapses_after_its_window(conn: Connector, r: valkey.Valkey) -> None:

@@ -328,9 +328,17 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     notify(ctx, EMQ_NOTIFY_ZSET, "zadd", active);
     Emq_Replicate(ctx, "ZADD", "sv", active, pairs, 2 * n);
     if (claim_key) { /* the script's: HSET <claim key> id token ..., PEXPIRE lease */
-        for (i = 0; i < n; i++) pairs[2 * i] = ids[i], pairs[2 * i + 1] = atts[i];
-        call(Emq_Call(ctx, "HSET", "!sv", claim_key, pairs, 2 * n));
-        call(Emq_Call(ctx, "PEXPIRE", "!sl", claim_key, lease));
+        k = Emq_OpenKey(ctx, claim_key, EMQ_READ | EMQ_WRITE);
+        for (i = 0; i < n; i++) {
+            Emq_HashSet(k, EMQ_HASH_NONE, ids[i], atts[i], NULL);
+            pairs[2 * i] = ids[i], pairs[2 * i + 1] = atts[i];
+        }
+        Emq_SetExpire(k, lease);
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_HASH, "hset", claim_key);
+        notify(ctx, EMQ_NOTIFY_GENERIC, "expire", claim_key);
+        Emq_Replicate(ctx, "HSET", "sv", claim_key, pairs, 2 * n);
+        Emq_Replicate(ctx, "PEXPIRE", "sl", claim_key, lease);
     }
     if ((long long)n == want && left > 0) wake(ctx, wake_key);
 

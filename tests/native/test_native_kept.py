@@ -189,3 +189,19 @@ def test_a_claim_sent_again_with_its_id_answers_the_same_jobs_at_wire_6(
     assert [c.id for c in first] == sent[:2]
     assert jobs.claim_many(conn, q, 30_000, 2, "c1") == first  # its reply was lost
     assert [c.id for c in jobs.claim_many(conn, q, 30_000, 2, "c2")] == sent[2:]
+
+
+def test_a_flow_admitted_again_after_its_node_ran_and_was_deleted_writes_nothing(
+        conn: Connector, r: valkey.Valkey) -> None:
+    from echomq.verbs import flows
+    from echomq.verbs.flows import Node
+
+    q = fresh_queue()
+    node = Node(q, ids.mint(), encode("t"))
+    assert flows.admit(conn, node)[node.id] == "enqueued"
+    claim = jobs.claim(conn, q, 30_000)
+    assert claim is not None and claim.id == node.id
+    jobs.ack(conn, q, node.id, claim.token, False)
+    before = snapshot(r, q)
+    assert flows.admit(conn, node)[node.id] == "duplicate"  # the retry of the same flow
+    assert snapshot(r, q) == before and jobs.get(conn, q, node.id) is None

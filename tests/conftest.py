@@ -24,6 +24,14 @@ from echomq.embedded.server import EmbeddedServer
 from echomq.tasks.app import App
 from tests.support.board import Client
 from tests.support.clients import WIRES, Runner, client_for, snapshot
+from tests.support.faults import FaultProxy
+
+
+@pytest.fixture
+def proxy(server: EmbeddedServer) -> Iterator[FaultProxy]:
+    """The tests' fault proxy (``tests.support.faults``) in front of the session server."""
+    with FaultProxy.to(server.url) as px:
+        yield px
 
 
 @pytest.fixture(scope="session")

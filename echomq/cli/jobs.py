@@ -23,7 +23,7 @@ ORDER = ("pending", "scheduled", "active", "waiting", "dead", "expired", "cancel
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("jobs", help="list a queue's jobs (id, state, runs, when, error)")
+    p = sub.add_parser("jobs", help="list a queue's jobs (id, state, runs, task, when, error)")
     p.add_argument("queue")
     p.add_argument("--state", choices=ORDER, default=None,
                    help="only jobs in this state (default: every state)")
@@ -67,10 +67,11 @@ def run_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"(no {args.state + ' ' if args.state else ''}jobs on {queue})")
         return 0
-    print(f"{'id':<30} {'state':<10} {'runs':>4}  {'when (UTC)':<23}  error")
+    width = max([len(row["task"] or "-") for row in rows] + [4])
+    print(f"{'id':<30} {'state':<10} {'runs':>4}  {'task':<{width}}  {'when (UTC)':<23}  error")
     for row in rows:
         print(f"{row['id']:<30} {row['state']:<10} {row['attempts'] or 0:>4}  "
-              f"{_when(row['score']):<23}  {row['error'] or '-'}")
+              f"{row['task'] or '-':<{width}}  {_when(row['score']):<23}  {row['error'] or '-'}")
     return 0
 
 

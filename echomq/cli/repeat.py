@@ -152,10 +152,22 @@ def _duration(ms: int) -> str:
 
 
 def _plain(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry for JSON: the template as text; one under an app's codec (``App(codec=)``)
+    opened with ``ECHOMQ_KEYS``, else ``"encrypted"``."""
+    from echomq.core import codecs
+
     out = dict(entry)
     tpl = out.get("template")
+    if isinstance(tpl, bytes) and codecs.sealed(tpl):
+        try:
+            _, opened = codecs.shown(tpl)
+        except ValueError:  # a malformed envelope: shown as it is
+            opened = tpl
+        tpl = opened if opened is not None else "encrypted"
     if isinstance(tpl, bytes):
         out["template"] = tpl.decode("utf-8", "replace")
+    elif tpl is not None:
+        out["template"] = tpl
     return out
 
 

@@ -298,11 +298,12 @@ def job_page(req: Request, queue: str, job_id: str, row: dict[str, Any], access:
     known = {"state", "attempts", "failures", "delays", "stalled", "priority", "group", "unique",
              "payload", "error", "progress", "result", "score", "now_ms", "completed_at",
              "died_at", "cancelled_at", "expired_at", "expires", "has_children", "parent",
-             "waiting_on", "steps"} | FIELDS
+             "waiting_on", "steps", "task"} | FIELDS
     for k in sorted(set(row) - known):
         facts.append((k, explained(k, row[k])))
     table = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in facts)
     task, _ = insight.preview(row.get("payload"))
+    task = task or row.get("task")  # a row deleted at the ack: the task kept beside its result
     actions = []
     if not access.read_only:
         if state == "dead":

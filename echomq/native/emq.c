@@ -25,6 +25,9 @@
  * in active is refused (EMQSTATE delay not active); a key of the wrong type is refused
  * with WRONGTYPE before anything is written (a script would fail midway).
  *
+ * Like the scripts (includes/seen.lua), EMQ.ENQUEUE and EMQ.SCHEDULE admit nothing (reply
+ * 0) for an id on <base>seen within its window: deleted at its ack moments ago.
+ *
  * Like the scripted enqueue and schedule, EMQ.ENQUEUE and EMQ.SCHEDULE bump the queue's
  * 'enqueued' counter on <base>stats (the base is the pending or schedule key minus its
  * last word).
@@ -267,6 +270,19 @@ typedef struct AdmitVerb AdmitVerb;
 static const AdmitVerb ENQUEUE_VERB, SCHEDULE_VERB;
 static int cmd_admit(EmqCtx *ctx, EmqStr **argv, int argc, const AdmitVerb *v);
 
+/* The seen mark's check (includes/seen.lua's seen_recently) for an admission whose set
+ * key (pending, schedule) ends in `cut` bytes past the queue base: 1 when id was deleted
+ * at its ack moments ago (the admission writes nothing, replies 0), 0 when not, -1 when
+ * <base>seen is no sorted set (the script's ZSCORE fails: WRONGTYPE). */
+static int seen_id(EmqCtx *ctx, EmqStr *set, size_t cut, EmqStr *id) {
+    size_t len;
+    const char *p = Emq_StringPtrLen(set, &len);
+    EmqStr *seen = keyat(ctx, p, len > cut ? len - cut : 0, "seen", "", 0);
+    int got = seen_recently(ctx, seen, id);
+    Emq_FreeString(ctx, seen);
+    return got;
+}
+
 /* -- EMQ.SCHEDULE 2 <row> <schedule> <id> <payload> <in|at> <due> ---------------------- */
 
 static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
@@ -289,7 +305,10 @@ static int cmd_schedule(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (!due_in_range(relative, due))
         return Emq_ReplyWithError(ctx, "ERR EMQ.SCHEDULE due must be at most 253402300799999 (year 9999)");
     if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
-    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    /* Idempotency, as the script: a recently deleted id or any existing row is a no-op. */
+    first = seen_id(ctx, sched, 8, id);
+    if (first) return first < 0 ? Emq_ReplyWithError(ctx, WRONGTYPE_ERROR)
+                                : Emq_ReplyWithLongLong(ctx, 0);
     if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
     if (!is_type_or_empty(ctx, sched, EMQ_KEYTYPE_ZSET))
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
@@ -674,7 +693,9 @@ static int cmd_enqueue(EmqCtx *ctx, EmqStr **argv, int argc) {
         return EMQ_OK;
     row = argv[2], pending = argv[3], id = argv[4];
     if (!is_job(id)) return Emq_ReplyWithError(ctx, KIND_ERROR);
-    /* Idempotency, as the script: any existing row (of any type) is a no-op. */
+    /* Idempotency, as the script: a recently deleted id or any existing row is a no-op. */
+    n = seen_id(ctx, pending, 7, id);
+    if (n) return n < 0 ? Emq_ReplyWithError(ctx, WRONGTYPE_ERROR) : Emq_ReplyWithLongLong(ctx, 0);
     if (type_of(ctx, row) != EMQ_KEYTYPE_EMPTY) return Emq_ReplyWithLongLong(ctx, 0);
     if (!is_type_or_empty(ctx, pending, EMQ_KEYTYPE_ZSET))
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
@@ -896,6 +917,9 @@ static int cmd_admit(EmqCtx *ctx, EmqStr **argv, int argc, const AdmitVerb *v) {
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
     base = Emq_StringPtrLen(set, &blen);
     blen = blen > v->cut ? blen - v->cut : 0;
+    first = seen_id(ctx, set, v->cut, id); /* after the row, as admit() */
+    if (first) return first < 0 ? Emq_ReplyWithError(ctx, WRONGTYPE_ERROR)
+                                : Emq_ReplyWithLongLong(ctx, 0);
     if (o.unique) {
         size_t ulen;
         const char *u = Emq_StringPtrLen(o.unique, &ulen);

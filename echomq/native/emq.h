@@ -4,6 +4,7 @@
  *   emq.c      the admissions and the schedule: EMQ.ENQUEUE, EMQ.SCHEDULE, EMQ.PROMOTE,
  *              EMQ.DELAY, EMQ.RESCHEDULE; load/unload
  *   emq_hot.c  the worker's hot path: EMQ.CLAIM, EMQ.ACK, EMQ.ACKMANY
+ *   emq_kept.c what an ack that deletes its row leaves: the kept task/runs, the seen mark
  */
 #ifndef EMQ_H
 #define EMQ_H
@@ -38,6 +39,16 @@ void wake(EmqCtx *ctx, EmqStr *key);
 EmqStr *keyat(EmqCtx *ctx, const char *base, size_t blen, const char *mid, const char *tail,
               size_t tlen);
 EmqStr *num_str(EmqCtx *ctx, long long n);
+
+/* emq_kept.c: what an ack that deletes its row leaves (includes/kept.lua, seen.lua) */
+#define SEEN_MS 30000LL /* how long a deleted id stays on <base>seen */
+/* 1 when id is on seen within SEEN_MS of now, 0 when not, -1 when seen is no sorted set */
+int seen_recently(EmqCtx *ctx, EmqStr *seen, EmqStr *id);
+/* the ids deleted at SERVER ms now join seen; members older than the window leave it */
+void mark_seen(EmqCtx *ctx, EmqStr *seen, EmqStr **ids, size_t n, long long now);
+/* row's task and runs on the hash kept, PX keep_ms (the row is read, not deleted) */
+void keep_beside(EmqCtx *ctx, EmqStr *kept, EmqStr *row, EmqStr *runs, long long keep_ms,
+                 long long now);
 
 /* emq_hot.c: register its commands (from load); free what it made (from unload) */
 int emq_hot_register(EmqCtx *ctx);

@@ -75,6 +75,7 @@ typedef int (*EmqCmdFunc)(EmqCtx *ctx, EmqStr **argv, int argc);
     X(size_t, ValueLength, (EmqKey *))                                                  \
     X(int, StringSet, (EmqKey *, EmqStr *))                                             \
     X(long long, GetExpire, (EmqKey *))                                                 \
+    X(int, SetExpire, (EmqKey *, long long))                                            \
     X(int, DeleteKey, (EmqKey *))                                                       \
     X(int, ZsetAdd, (EmqKey *, double, EmqStr *, int *))                                \
     X(int, ZsetRem, (EmqKey *, EmqStr *, int *))                                        \

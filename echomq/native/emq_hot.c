@@ -1,6 +1,6 @@
 /* emq_hot.c: the worker's hot path, native twins of the claim, ack and ack_many scripts.
  *
- *   EMQ.CLAIM   2 <pending> <active> <queue base> <lease ms> <count>
+ *   EMQ.CLAIM   2 <pending> <active> <queue base> <lease ms> <count> [<claim id>]
  *               -> id1, token1, payload1, id2, ... (empty when nothing is claimable)
  *   EMQ.ACK     3 <row> <active> <completed> <id> <token> <keep 1|0> [<result> <keep ms>]
  *               -> 1
@@ -17,12 +17,16 @@
  *            (HDEL expires, ZREM <base>deadlines); a paused or blocked queue gives nothing;
  *   ack      rows without a group, a flow link (group, parent, flow, watched) or a held
  *            recurrence occurrence behind them (follower); a unique key, a debounce key
- *            and a kept result's done token (notify) are released as ended() does.
+ *            and a kept result's done token (notify) are released as ended() does; a
+ *            deleted row leaves its task and runs beside a kept result and its id on
+ *            <base>seen (emq_kept.c, as includes/kept.lua and seen.lua).
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
  *   EMQSTATE claim limit not native    a queue cap is set (the script counts live leases)
  *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
+ *   EMQSTATE claim id not native       the claim id has leased before (<base>claim:<id>
+ *                                      exists): the script answers those jobs again
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
  *                                      claim writes holds another type
@@ -53,6 +57,7 @@
 static const char CLAIM_RATE[] = "EMQSTATE claim rate not native";
 static const char CLAIM_LIMIT[] = "EMQSTATE claim limit not native";
 static const char CLAIM_RING[] = "EMQSTATE claim ring not native";
+static const char CLAIM_ID[] = "EMQSTATE claim id not native";
 static const char CLAIM_ROW[] = "EMQSTATE claim row not native";
 static const char ACK_LANE[] = "EMQSTATE ack lane not native";
 static const char ACK_FLOW[] = "EMQSTATE ack flow not native";
@@ -156,7 +161,7 @@ static void call(EmqReply *r) {
 static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     EmqStr *pending, *active, *basestr, **ids = NULL, **rows = NULL, **atts = NULL, **pays = NULL,
                                          **pairs = NULL, **dls = NULL, *wake_key, *score = NULL,
-                                         *deadlines = NULL;
+                                         *deadlines = NULL, *claim_key = NULL;
     EmqKey *k;
     Bag b = {0};
     long long lease, want, now, *tokens = NULL;
@@ -164,7 +169,7 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     const char *refusal = NULL;
     int t;
 
-    if (!check_shape(ctx, argv, argc, 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
+    if (!check_shape(ctx, argv, argc, argc == 8 ? 8 : 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
                      "ERR EMQ.CLAIM keys must be distinct"))
         return EMQ_OK;
     pending = argv[2], active = argv[3], basestr = argv[4];
@@ -177,9 +182,15 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
     now = Emq_Milliseconds();
 
-    /* the queue's controls, in the script's order: its rate, the groups reopening now,
-     * then a pause or block (nothing claimed, nothing written) */
-    if (exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
+    /* the queue's controls, in the script's order: a claim id used before, its rate, the
+     * groups reopening now, then a pause or block (nothing claimed, nothing written) */
+    /* a claim id (the script's ARGV[4]): a first use claims here and records what it
+     * leased on <base>claim:<id>; one used before is the script's replay */
+    if (argc == 8 && !is_empty_str(argv[7])) {
+        claim_key = derived(ctx, &b, basestr, "claim:", argv[7]);
+        if (exists(ctx, claim_key)) refusal = CLAIM_ID;
+    }
+    if (!refusal && exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
     if (!refusal && exists(ctx, derived(ctx, &b, basestr, "limit", NULL))) refusal = CLAIM_LIMIT;
     if (!refusal) {
         k = Emq_OpenKey(ctx, derived(ctx, &b, basestr, "gwait", NULL), EMQ_READ);
@@ -316,6 +327,19 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_CloseKey(k);
     notify(ctx, EMQ_NOTIFY_ZSET, "zadd", active);
     Emq_Replicate(ctx, "ZADD", "sv", active, pairs, 2 * n);
+    if (claim_key) { /* the script's: HSET <claim key> id token ..., PEXPIRE lease */
+        k = Emq_OpenKey(ctx, claim_key, EMQ_READ | EMQ_WRITE);
+        for (i = 0; i < n; i++) {
+            Emq_HashSet(k, EMQ_HASH_NONE, ids[i], atts[i], NULL);
+            pairs[2 * i] = ids[i], pairs[2 * i + 1] = atts[i];
+        }
+        Emq_SetExpire(k, lease);
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_HASH, "hset", claim_key);
+        notify(ctx, EMQ_NOTIFY_GENERIC, "expire", claim_key);
+        Emq_Replicate(ctx, "HSET", "sv", claim_key, pairs, 2 * n);
+        Emq_Replicate(ctx, "PEXPIRE", "sl", claim_key, lease);
+    }
     if ((long long)n == want && left > 0) wake(ctx, wake_key);
 
     Emq_ReplyWithArray(ctx, (long)(3 * n));
@@ -342,7 +366,7 @@ done:
 
 /* One job to complete, read before any write. */
 typedef struct {
-    EmqStr *id, *row;
+    EmqStr *id, *row, *token; /* the token: the runs a deleted row leaves (emq_kept.c) */
     EmqStr *unique, *until, *notify, *cancel, *debounce;
     EmqStr *result;     /* a result to keep, NULL for none */
     long long keep_ms;  /* its PX */
@@ -358,6 +382,7 @@ static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
     EmqKey *k = Emq_OpenKey(ctx, d->row, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     const char *why = NULL;
+    d->token = token;
     if (t != EMQ_KEYTYPE_HASH) {
         Emq_CloseKey(k);
         return t == EMQ_KEYTYPE_EMPTY ? GONE : ACK_ROW;
@@ -434,13 +459,20 @@ static void release(EmqCtx *ctx, Bag *b, EmqStr *basestr, Done *d, long long now
 }
 
 /* Checks on what the completion writes besides the row, before any write: the unique key
- * is a string or absent, the counter can take +n, the completed set is a sorted set. */
+ * is a string or absent, the counter can take +n, the completed set is a sorted set; rows
+ * deleted (not keep): the seen set is a sorted set, a kept result's kept hash a hash. */
 static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *stats,
-                                 EmqStr *completed, Done *ds, size_t n, long long *count) {
+                                 EmqStr *completed, Done *ds, size_t n, long long *count,
+                                 int keep) {
     size_t i;
     if (!counter(ctx, stats, "completed", (long long)n, count)) return ACK_ROW;
     if (!is_type_or_empty(ctx, completed, EMQ_KEYTYPE_ZSET)) return ACK_ROW;
+    if (!keep && !is_type_or_empty(ctx, derived(ctx, b, basestr, "seen", NULL), EMQ_KEYTYPE_ZSET))
+        return ACK_ROW;
     for (i = 0; i < n; i++) {
+        if (!keep && ds[i].result &&
+            !is_type_or_empty(ctx, derived(ctx, b, basestr, "kept:", ds[i].id), EMQ_KEYTYPE_HASH))
+            return ACK_ROW;
         if (ds[i].unique &&
             owns_unique(ctx, derived(ctx, b, basestr, "unique:", ds[i].unique), ds[i].id) < 0)
             return ACK_ROW;
@@ -506,6 +538,10 @@ static void complete(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, EmqSt
         notify(ctx, EMQ_NOTIFY_ZSET, "zadd", completed);
         Emq_Replicate(ctx, "ZADD", "sv", completed, v, 2 * n);
     } else {
+        for (i = 0; i < n; i++)
+            if (ds[i].result)
+                keep_beside(ctx, derived(ctx, b, basestr, "kept:", ds[i].id), ds[i].row,
+                            ds[i].token, ds[i].keep_ms, now);
         for (i = 0; i < n; i++) {
             k = Emq_OpenKey(ctx, ds[i].row, EMQ_READ | EMQ_WRITE);
             Emq_DeleteKey(k);
@@ -514,6 +550,8 @@ static void complete(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, EmqSt
             v[i] = ds[i].row;
         }
         Emq_Replicate(ctx, "DEL", "v", v, n);
+        for (i = 0; i < n; i++) v[i] = ds[i].id;
+        mark_seen(ctx, derived(ctx, b, basestr, "seen", NULL), v, n, now);
     }
     Emq_Free(v);
 }
@@ -555,7 +593,8 @@ static int cmd_ack(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (!refusal && !zset_has(ctx, active, d.id)) refusal = NOT_ACTIVE;
     basestr = base_of(ctx, &b, active, 6);
     stats = derived(ctx, &b, basestr, "stats", NULL);
-    if (!refusal) refusal = check_targets(ctx, &b, basestr, stats, completed, &d, 1, &count);
+    if (!refusal) refusal = check_targets(ctx, &b, basestr, stats, completed, &d, 1, &count,
+                                            str_is(argv[7], "1"));
     if (refusal) {
         bag_free(ctx, &b);
         return Emq_ReplyWithError(ctx, refusal);
@@ -643,7 +682,7 @@ static int cmd_ackmany(EmqCtx *ctx, EmqStr **argv, int argc) {
     Emq_CloseKey(k);
     stats = derived(ctx, &b, basestr, "stats", NULL);
     if (!refusal && live)
-        refusal = check_targets(ctx, &b, basestr, stats, completed, ds, live, &count);
+        refusal = check_targets(ctx, &b, basestr, stats, completed, ds, live, &count, keep);
     if (refusal) {
         Emq_ReplyWithError(ctx, refusal);
         goto done;

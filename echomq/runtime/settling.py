@@ -6,7 +6,9 @@ callback) made once it landed.
 
 Success acks (the row is deleted unless the retention keeps completed rows); acks of jobs
 finishing in the same loop turn share one pipelined ``ack_many``, and the slots they free
-are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``). An
+are refilled by a ``claim_many`` in the same round trip (``jobs.ack_and_claim``), which
+carries a claim id kept until it is answered: a lost reply's claimed jobs come back at the
+next flush instead of being leased to no one for a lease. An
 exception (or a timeout) retries after the route's ``retry_delay_ms`` or ``backoff``, or
 dead-letters (priced and reported in ``echomq.runtime.reporting``); raising ``Delay`` (or
 calling ``job.delay(...)``) sends the job back to the schedule without a failure and
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, assert_never
 
@@ -103,6 +106,10 @@ class Settler:
         self._acking: list[Ack] = []  # the batch in flight
         #: the task sending the queued acks, while one runs
         self.flushing: asyncio.Task[None] | None = None
+        #: the id of an ack+claim's claim sent and not answered, kept for the next flush
+        #: (as ``ClaimLoop.claim_id``): a lost reply's jobs come back instead of waiting
+        #: out their lease
+        self.claim_id: str | None = None
 
     def unacked(self) -> list[str]:
         """The hot-path successes whose ack never went out or never came back."""
@@ -159,9 +166,13 @@ class Settler:
             try:
                 if spread.single:
                     q = spread.queues[0]
+                    if asked and self.claim_id is None:
+                        self.claim_id = secrets.token_hex(8)
                     replies, got = await jobs.ack_and_claim(
                         ctx.conn, q, [a.item() for a in batch], ctx.lease_ms, asked,
-                        keep=keep)
+                        keep=keep, claim_id=self.claim_id if asked else None)
+                    if asked:
+                        self.claim_id = None
                     claimed = {q: got} if asked else {}
                 else:
                     replies, claimed = await self._across(batch, split, keep)

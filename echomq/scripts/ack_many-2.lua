@@ -8,11 +8,15 @@
 -- ('EMQKIND ...', 'EMQSTALE job gone', 'EMQSTALE ack token mismatch',
 -- 'EMQSTATE ack not active') as a string; a refused job is left exactly as it was.
 -- Kept rows are written state = completed, completed_at = SERVER ms, and indexed on the
--- completed set; deleted rows go in one DEL. Counted on emq:{q}:stats (completed).
+-- completed set; deleted rows go in one DEL, their ids join <base>seen and a kept
+-- result's row leaves its task and runs on <base>kept:<id> (as @ack). Counted on
+-- emq:{q}:stats (completed).
 --@include fence
 --@include ended
 --@include ring
 --@include chunks
+--@include kept
+--@include seen
 local p = ARGV[1]
 local out, fenced, slot, seen, dups = {}, {}, {}, {}, {}
 local keep = string.sub(ARGV[2], 1, 1)
@@ -71,7 +75,13 @@ if #live > 0 then
     end
     in_chunks(done, 2000, function(...) redis.call('ZADD', KEYS[2], ...) end)
   else
+    local now = now_ms()
+    for j, id in ipairs(live) do
+      local r = results[id]
+      if r then keep_beside(p, rows[j], id, ARGV[r - 1], tonumber(ARGV[r + 1]), now) end
+    end
     in_chunks(rows, 1000, function(...) redis.call('DEL', ...) end)
+    mark_seen(p, live, now)
   end
 end
 -- an id repeated in one call answers what a second @ack after the first would

@@ -19,6 +19,7 @@ local p = ARGV[1]
 local now, refused = checked_dues(9)
 if refused then return redis.error_reply(refused) end
 local out, batch = {}, {}
+local recent = seen_among(p, 2, 9)
 local pending, schedule = {}, {}
 batch[KEYS[1]], batch[KEYS[2]] = pending, schedule
 for i = 2, #ARGV, 9 do
@@ -27,7 +28,8 @@ for i = 2, #ARGV, 9 do
   if ARGV[i + 4] == '' and ARGV[i + 5] == '' and ARGV[i + 6] == '' and ARGV[i + 7] == ''
       and ARGV[i + 8] == '' then
     local id = ARGV[i]
-    if new_row(p .. 'job:' .. id, mode == 'now' and 'pending' or 'scheduled', ARGV[i + 1]) then
+    if not recent[id] and
+        new_row(p .. 'job:' .. id, mode == 'now' and 'pending' or 'scheduled', ARGV[i + 1]) then
       local list = mode == 'now' and pending or schedule
       list[#list + 1] = mode == 'now' and 0 or price(mode, ARGV[i + 3], now)
       list[#list + 1] = id

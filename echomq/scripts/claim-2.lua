@@ -32,8 +32,8 @@
 -- A claim id makes the claim safe to retry when its reply is lost: the ids and tokens it
 -- leased are kept on <base>claim:<claim id> for the lease (PX lease ms), and a claim
 -- sent again with that id leases nothing new: it answers those jobs again, each that is
--- still active under the same token (EMQ.CLAIM has no claim id: the verb sends such a
--- claim to this script).
+-- still active under the same token (EMQ.CLAIM records a first use the same way and
+-- hands a replay to this script).
 --@include now
 --@include ring
 --@include ended

@@ -11,6 +11,7 @@
 -- Derived (same slot): the queue base (KEYS[2] minus 'pending'), the lane and wake keys.
 --@include kind
 --@include row
+--@include seen
 --@include wake
 --@include count
 if not is_job(ARGV[1]) then
@@ -21,7 +22,7 @@ local p = string.sub(KEYS[2], 1, -8)
 -- before the includes admit() needs are defined (defining them costs more than the
 -- writes); the same writes and reply.
 if #ARGV == 2 then
-  if not new_row(KEYS[1], 'pending', ARGV[2]) then return 0 end
+  if seen_recently(p, ARGV[1]) or not new_row(KEYS[1], 'pending', ARGV[2]) then return 0 end
   redis.call('ZADD', KEYS[2], 0, ARGV[1])
   wake(p .. 'wake')
   count(p, 'enqueued')

@@ -15,8 +15,9 @@
 -- of a job of this queue whose end this leaf shares, '' = none: the node is linked to it,
 -- as to the owner of its unique key; a chain step feeding a group's members feeds one
 -- member as a job and the others through such links, written after the job).
--- Reply: an array with one entry per node: 1 admitted, 0 duplicate (the id has a row:
--- nothing written for it), or the id of the live job that owns the node's unique key (for
+-- Reply: an array with one entry per node: 1 admitted, 0 duplicate (the id has a row, or
+-- was deleted at its ack moments ago: includes/seen.lua; nothing written for it), or
+-- the id of the live job that owns the node's unique key (for
 -- a same node: the job it shares): the node is then linked to that job (a stub row, state = linked, on the owner's watch list;
 -- see flow_watched in includes/flow.lua): the owner's end counts as the node's, and a
 -- linked parent's children are not admitted (the caller leaves them out).
@@ -82,7 +83,7 @@ for i = 3, #ARGV, N do
     if ARGV[i + 7] ~= '' then fields[3], fields[4] = 'policy', ARGV[i + 7] end
   end
   local r
-  if redis.call('EXISTS', jk) == 1 then
+  if redis.call('EXISTS', jk) == 1 or seen_recently(p, id) then
     r = 0
   elseif ARGV[i + 12] ~= '' then
     r = ARGV[i + 12]

@@ -14,6 +14,7 @@
 -- score past year 9999 (includes/bound.lua: ERR EMQ.SCHEDULE due ...).
 --@include kind
 --@include row
+--@include seen
 --@include price
 --@include lead
 --@include count
@@ -29,7 +30,9 @@ if refused then return redis.error_reply(refused) end
 -- No option tail: admit() without its options, before the includes it needs are defined
 -- (see enqueue-2.lua); the same writes and reply.
 if #ARGV == 4 then
-  if not new_row(KEYS[1], 'scheduled', ARGV[2]) then return 0 end
+  if seen_recently(p, ARGV[1]) or not new_row(KEYS[1], 'scheduled', ARGV[2]) then
+    return 0
+  end
   local score = price(mode, ARGV[4], now)
   lead(p, score)
   redis.call('ZADD', KEYS[2], score, ARGV[1])

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.core import rates
-from echomq.core.payload import decode, encode
+from echomq.core import codecs, rates
+from echomq.core.payload import PLAIN, Format, decode, encode
 from echomq.runtime.route import DEFAULT_LEASE_MS
 from echomq.tasks.defaults import TaskDefaults, default_name
 from echomq.tasks.producer import Producer
@@ -28,12 +28,28 @@ from echomq.verbs.repeat import Definition
 @dataclass(frozen=True, slots=True)
 class Recurrence:
     """A recurring registration a worker upserts at start (the Pump fires it): the task it
-    fires, the queue it lives on, its name and its checked definition."""
+    fires, the queue it lives on, its name and its checked definition, whose template is
+    written the app's way (``fmt``: its serializer and codec, as a job's payload), so an
+    occurrence the Pump mints from it decodes in the worker like any job."""
 
     task: str
     queue: str
     name: str
     spec: Definition
+    fmt: Format = PLAIN
+
+    def steady(self, stored: bytes | None) -> Definition:
+        """The definition to upsert over a stored template: a coded template is sealed
+        anew by each process (Fernet's IV and time), so a stored one that decodes to the
+        same call is kept (the upsert then writes nothing); otherwise ``spec``."""
+        mine = self.spec.template
+        if stored is None or stored == mine or not codecs.sealed(mine):
+            return self.spec
+        try:
+            same = decode(stored, self.fmt) == decode(mine, self.fmt)
+        except ValueError:  # written with a key this app no longer has: rewritten
+            same = False
+        return self.spec.with_template(stored) if same else self.spec
 
     @property
     def every_ms(self) -> int | None:
@@ -109,7 +125,8 @@ class Registry:
         def register(t: Any) -> Task[Any, Any]:
             task = t if isinstance(t, Task) else self.declare(
                 t, TaskDefaults.of(self.default_queue))
-            self._add(task, name, spec.with_template(encode(task.name, *call)))
+            self._add(task, name, spec.with_template(
+                encode(task.name, *call, fmt=self.producer.format)))
             return task
 
         return register
@@ -121,7 +138,8 @@ class Registry:
         if any(r.queue == queue and r.name == reg_name for r in self.recurrences):
             raise ValueError(f"a recurrence named {reg_name!r} is already registered on "
                              f"{task.queue!r}; pass name=")
-        self.recurrences.append(Recurrence(task.name, queue, reg_name, spec))
+        self.recurrences.append(Recurrence(task.name, queue, reg_name, spec,
+                                           self.producer.format))
 
     def _moved(self, old: Task[Any, Any], new: Task[Any, Any]) -> None:
         """Re-register ``old``'s recurrences for ``new`` (its queue, its name), keeping
@@ -130,8 +148,8 @@ class Registry:
         for r in mine:
             self.recurrences.remove(r)
         for r in mine:
-            _, args, kwargs = decode(r.template)
-            template = encode(new.name, args, kwargs)
+            _, args, kwargs = decode(r.template, r.fmt)
+            template = encode(new.name, args, kwargs, fmt=r.fmt)
             # a name the recurrence took from the old task follows the task's new name
             self._add(new, None if r.name == old.name else r.name,
                       r.spec.with_template(template))

@@ -1,5 +1,6 @@
 """What a worker does for its app's recurrences: upsert each definition as it is
-(``repeat.put``: the same definition writes nothing) and start a Pump that fires them."""
+(``repeat.put``: the same definition writes nothing; a template under the app's codec is
+compared decoded, ``Recurrence.steady``) and start a Pump that fires them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from echomq.connectors.aconnector import AsyncConnector
+from echomq.core import codecs
 from echomq.runtime.pump import Pump
 from echomq.runtime.weather import Weather
 from echomq.tasks.declare import Recurrence
@@ -26,7 +28,11 @@ async def start_pump(conn: AsyncConnector, recurrences: Sequence[Recurrence],
     are then priced on it too)."""
     for r in recurrences:
         now = await jobs.server_now_ms(conn) if clock == "server" else None
-        result = await repeat.put(conn, r.queue, r.name, r.spec, now=now)
+        spec = r.spec
+        if codecs.sealed(spec.template):  # sealed anew by this process: keep the stored one
+            stored = await repeat.get(conn, r.queue, r.name)
+            spec = r.steady(stored.template if stored is not None else None)
+        result = await repeat.put(conn, r.queue, r.name, spec, now=now)
         log.info("recurrence %s on %s: %s", r.name, r.queue, result)
     # tick at half the shortest period (a 200 ms heartbeat fires on time), between one
     # beat and one second (cron's resolution is a minute)

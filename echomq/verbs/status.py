@@ -1,6 +1,7 @@
 """A job's status as the friendly layer shows it: ``JobInfo`` (``app.job(id)``, ``echomq job``).
 
-Read from the job's row (``jobs.get``), its schedule score and its kept result by one verb
+Read from the job's row (``jobs.get``), its schedule score and its kept result (with, for a
+row deleted at its ack, the task and runs the ack kept beside it: ``kept:<id>``) by one verb
 (``read``) that serves both connectors; nothing here does I/O itself. Times are ms: SERVER
 ms for what the transitions stamp (``died_at``, ``completed_at``, a run-at priced by
 ``enqueue_in``), the caller's for an ``enqueue_at``.
@@ -97,9 +98,14 @@ _TIMES = ("died_at", "completed_at")
 
 def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
             result: bytes | None = None, notes: tuple[str, ...] = (),
-            waiting_on: str | None = None, fmt: Format = PLAIN) -> JobInfo:
+            waiting_on: str | None = None, fmt: Format = PLAIN,
+            kept: dict[str, str] | None = None) -> JobInfo:
+    """``kept``: what the ack that deleted the row left beside its kept result (the
+    ``kept:<id>`` hash: task, runs, completed_at; ``read``), standing in for the row."""
+    task: str | None = None
     if not row and not notes:  # the row was deleted on ack; the kept result says it completed
-        row = {"state": "completed"}
+        row = kept_row(kept or {})
+        task = row.pop("task", None)
     found = [*notes]
     try:
         task, args, kwargs = decode(row.get("payload", b""), fmt)
@@ -107,7 +113,7 @@ def info_of(queue: str, job_id: str, row: dict[str, Any], run_at: Any,
         task, args, kwargs = sealed.task, [], {}
         found.append("encrypted: arguments and result (ECHOMQ_KEYS decodes them)")
     except ValueError:
-        task, args, kwargs = None, [], {}
+        args, kwargs = [], {}
     for name in _COUNTS:
         found.append(readings.note_field(name, row.get(name)) or "")
     for name in _TIMES:
@@ -155,6 +161,25 @@ def history(text: str | None) -> list[dict[str, Any]]:
             for e in got if isinstance(e, dict)]
 
 
+def kept_row(kept: dict[str, str]) -> dict[str, str]:
+    """The stand-in row of a job whose row its ack deleted: ``state`` completed, and from
+    the ``kept:<id>`` hash the ack left beside its kept result (``{}`` when none: a result
+    kept before the ack kept them) ``attempts`` (its runs), ``completed_at`` (SERVER ms)
+    and ``task`` (decoded from the payload's spelling, JSON escapes included)."""
+    row = {"state": "completed"}
+    for field_, name in (("runs", "attempts"), ("completed_at", "completed_at")):
+        if kept.get(field_):
+            row[name] = kept[field_]
+    raw = kept.get("task")
+    if raw:
+        try:
+            got = json.loads(f'"{raw}"')
+        except ValueError:
+            got = raw
+        row["task"] = got if isinstance(got, str) else raw
+    return row
+
+
 def _result(result: bytes | None, fmt: Format) -> Any:
     try:
         return results.value_of(result, fmt)
@@ -189,6 +214,10 @@ def read(queues: Sequence[str], job_id: str, fmt: Format = PLAIN) -> Verb[JobInf
             row, notes = {}, (f"the row is a {readings.text_of(kind)}, not a hash "
                               "(written by another client?)",)
         result = yield from jobs.result.steps(queue, job_id)
+        kept = None
+        if not row and not notes and result is not None:  # deleted at the ack: what it kept
+            got = yield Command(("HGETALL", keyspace.queue_key(queue, f"kept:{job_id}")))
+            kept = {readings.text_of(k): readings.text_of(v) for k, v in (got or {}).items()}
         if row or notes or result is not None:
             score = yield Command(("ZSCORE", keyspace.queue_key(queue, "schedule"), job_id))
             waiting_on = None
@@ -206,7 +235,8 @@ def read(queues: Sequence[str], job_id: str, fmt: Format = PLAIN) -> Verb[JobInf
                     row = (yield from jobs.get.steps(queue, job_id)) or row
                 else:
                     waiting_on = hold.words
-            info = info_of(queue, job_id, row or {}, score, result, notes, waiting_on, fmt)
+            info = info_of(queue, job_id, row or {}, score, result, notes, waiting_on, fmt,
+                           kept)
             if row and row.get("steps"):  # a durable job: its journal, in order
                 listed = yield from durable.steps.steps(queue, job_id)
                 info = replace(info, steps=[s.as_dict() for s in listed])

@@ -20,12 +20,14 @@ def test_jobs_lists_a_queue_by_state_with_a_limit_and_json(conn, url, queue):
     done = echomq("jobs", queue, url=url)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:3] == ["id", "state", "runs"]
+    assert lines[0].split()[:4] == ["id", "state", "runs", "task"]
     assert [line.split()[:2] for line in lines[1:]] == (
         [[j, "pending"] for j in waiting] + [[later, "scheduled"]])
+    assert {line.split()[3] for line in lines[1:]} == {"t"}  # the task column (issue 32)
     got = json.loads(echomq("jobs", queue, "--state", "pending", "--limit", "2", "--json",
                             url=url).stdout)
     assert [r["id"] for r in got] == waiting[:2] and {r["state"] for r in got} == {"pending"}
+    assert {r["task"] for r in got} == {"t"}
     empty = echomq("jobs", queue, "--state", "dead", url=url)
     assert empty.returncode == 0 and "no dead jobs" in empty.stdout
 
@@ -59,3 +61,20 @@ def test_job_prints_its_dashboard_page_while_a_dashboard_runs(conn, url, queue, 
         wait_for(lambda: "page " not in echomq("job", jid, url=url).stdout, 10, "no page")
     finally:
         kill_all([proc])
+
+
+def test_job_names_the_task_and_runs_of_a_job_kept_only_for_its_result(conn, url, queue):
+    """Issue 32: its row deleted at the ack, its result kept: ``echomq job`` still says
+    which task ran and how many times (the ack kept them beside the result)."""
+    jid = ids.mint()
+    jobs.enqueue(conn, queue, jid, encode("shop.total", [3]))
+    registry.add(conn, [queue])
+    claim = jobs.claim(conn, queue, 30_000)
+    assert claim is not None
+    jobs.ack(conn, queue, jid, claim.token, False, result="90", keep_result_ms=60_000)
+    done = echomq("job", jid, "--json", url=url)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["state"], got["task"], got["attempts"]) == ("completed", "shop.total", 1)
+    text = echomq("job", jid, url=url).stdout
+    assert "task      shop.total" in text and "runs      1" in text, text

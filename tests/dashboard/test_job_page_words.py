@@ -83,3 +83,17 @@ def test_a_completed_job_kept_only_for_its_result_has_a_page(conn, board, queue)
     assert code == 303 and headers["location"].endswith(f"/q/{queue}/job/{jid}")
     code, page = board.get(f"/q/{queue}/job/{jid}")
     assert code == 200 and "completed" in page and "90" in page and "kept result" in page
+
+
+def test_a_job_kept_only_for_its_result_names_its_task_and_runs(conn, board, queue):
+    """Issue 32: the ack that deleted the row kept the task and runs beside the result, so
+    the page names them instead of a bare "completed"."""
+    jid = ids.mint()
+    jobs.enqueue(conn, queue, jid, encode("shop.total", [3]))
+    registry.add(conn, [queue])
+    claim = jobs.claim(conn, queue, 30_000)
+    assert claim is not None and claim.id == jid
+    jobs.ack(conn, queue, jid, claim.token, False, result="90", keep_result_ms=60_000)
+    code, page = board.get(f"/q/{queue}/job/{jid}")
+    assert code == 200 and "shop.total" in page and "1 run" in page
+    assert "task, and runs remain" not in page and "task and runs remain" in page

@@ -16,6 +16,7 @@ from echomq.core.payload import Format, decode, encode
 from echomq.dashboard.insight.listing import preview
 from echomq.tasks.app import App
 from tests.support.cli import echomq
+from tests.support.polling import wait_for
 from tests.support.workers import serving
 
 NEW, OLD = RawFernet.generate_key(), RawFernet.generate_key()
@@ -138,3 +139,39 @@ def test_a_worker_without_the_key_fails_the_job_naming_the_key(url, queue, monke
         keyless.close()
     assert info is not None and info.state == "dead" and info.task == "secret"
     assert f"no key for fernet:{codecs.key_id(NEW)}" in (info.error or ""), ended.value
+
+
+def test_a_recurrence_template_goes_through_the_codec(url, queue, raw, monkeypatch) -> None:
+    """A registered recurrence's stored arguments are sealed like a job's payload; the
+    occurrences the Pump mints from it decode in the worker; the CLI shows "encrypted"
+    without the keys and decodes with them; a worker restart keeps the stored template
+    (sealed anew each process, compared decoded) instead of rewriting it."""
+    monkeypatch.delenv("ECHOMQ_KEYS", raising=False)
+    app = App(url, codec=[codecs.Zlib(), codecs.Fernet(keys=[NEW])])
+    seen: list[Any] = []
+
+    @app.every(dt.timedelta(milliseconds=200), args=["card-9191"],
+               kwargs={"on": dt.date(2026, 5, 1)})
+    @app.task(queue=queue)
+    def bill(card: str, on: dt.date) -> None:
+        seen.append((card, on))
+
+    record = f"emq:{{{queue}}}:repeat:{bill.name}"
+    try:
+        with serving(app, [queue]):
+            wait_for(lambda: bool(seen), 20, "an occurrence ran")
+        stored = raw.hget(record, "template")
+        assert stored.startswith(codecs.MAGIC) and b"9191" not in stored
+        assert seen and seen[0] == ("card-9191", dt.date(2026, 5, 1))
+        # a second worker start seals the template anew: the stored one is kept
+        with serving(app, [queue]):
+            pass
+        assert raw.hget(record, "template") == stored
+    finally:
+        app.close()
+    listed = echomq("repeat", "list", "--queue", queue, "--json", url=url)
+    assert listed.returncode == 0, listed.stderr
+    assert '"template": "encrypted"' in listed.stdout and "9191" not in listed.stdout
+    keyed = echomq("repeat", "list", "--queue", queue, "--json", url=url,
+                   env={"ECHOMQ_KEYS": NEW.decode()})
+    assert keyed.returncode == 0 and "card-9191" in keyed.stdout, keyed.stderr

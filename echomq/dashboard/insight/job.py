@@ -10,7 +10,7 @@ from echomq.core import errors, keyspace, readings
 from echomq.core import guards as guard
 from echomq.core.steps import Batch, Command, Eval, Verb, single, verb
 from echomq.dashboard.insight.common import STATES, as_fields, score_of, set_key, time_reply_ms
-from echomq.verbs import durable, jobs
+from echomq.verbs import durable, jobs, status
 
 
 @verb
@@ -21,15 +21,17 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
     ``now_ms`` (SERVER), for a durable job ``steps`` (``{"name", "state", "at_ms"}`` in
     order, its ``step:``/``out:`` fields taken off the row), and for a waiting job
     ``waiting_on`` (``jobs.why``'s words);
-    ``None`` when there is neither a row nor a kept result. Two round trips (three for a
+    ``None`` when there is neither a row nor a kept result (a row deleted at the ack stands
+    in as ``status.kept_row``: completed, with its task and runs). Two round trips (three for a
     waiting job)."""
     guard.string("job_id", job_id)
     row_key = keyspace.job_key(queue, job_id)
 
     def calls() -> Verb[dict[str, Any] | None]:
-        row, result, kids, now = yield Batch((
+        row, result, kept, kids, now = yield Batch((
             Command(("HGETALL", row_key)),
             Command(("GET", keyspace.queue_key(queue, f"result:{job_id}"))),
+            Command(("HGETALL", keyspace.queue_key(queue, f"kept:{job_id}"))),
             Command(("EXISTS", keyspace.queue_key(queue, f"kids:{job_id}"))),
             Command(("TIME",)),
         ))
@@ -43,9 +45,12 @@ def job(queue: str, job_id: str) -> Verb[dict[str, Any] | None]:
             if result is None:
                 return None
             # completed, its row deleted at the ack (the default retention) but its return
-            # value kept (keep_result): the job as app.job and `echomq job` report it
-            return {"state": "completed", "note": "its row was deleted when it completed "
-                    "(retention); only its kept result remains", "result": result,
+            # value kept (keep_result), its task and runs beside it: the job as app.job and
+            # `echomq job` report it
+            kept_ = {} if isinstance(kept, Exception) else as_fields(kept)
+            return {**status.kept_row({k: readings.text_of(v) for k, v in kept_.items()}),
+                    "note": "its row was deleted when it completed (retention); its kept "
+                    "result, task and runs remain", "result": result,
                     "has_children": False, "score": None, "now_ms": time_reply_ms(now)}
         out: dict[str, Any] = {k: (v if k == "payload" else readings.text_of(v))
                                for k, v in fields.items()}

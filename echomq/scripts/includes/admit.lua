@@ -21,14 +21,16 @@
 --             caller to flush (one variadic ZADD per set instead of one per job), and no
 --             wake token is left nor counter bumped (the caller does both once); a lane
 --             admission is written (and counted) at once all the same
--- Returns 1 admitted, 0 the id already has a row, or the owner's id when a live job owns
--- the unique key (unique_owner; nothing written either way). A key whose owner is gone or
+-- Returns 1 admitted, 0 the id already has a row (or was deleted at its ack moments
+-- ago: includes/seen.lua; a `fresh` caller checks both), or the owner's id when a live
+-- job owns the unique key (unique_owner; nothing written either way). A key whose owner is gone or
 -- ended and whose unique_for window has passed is stale: it is taken over (healed).
 --@include price
 --@include lead
 --@include ring
 --@include ended
 --@include chunks
+--@include seen
 local function given(v)
   if v == nil or v == '' then return nil end
   return v
@@ -59,7 +61,7 @@ local function take_unique(p, jk, id, key, unique_for, now)
 end
 local function admit(p, id, payload, mode, value, opts)
   local jk = p .. 'job:' .. id
-  if not opts.fresh and redis.call('EXISTS', jk) == 1 then
+  if not opts.fresh and (redis.call('EXISTS', jk) == 1 or seen_recently(p, id)) then
     return 0
   end
   local unique = given(opts.unique)

@@ -48,8 +48,8 @@ def claims_of(reply: Sequence[Any]) -> list[Claim]:
 def claim_step(queue: str, lease_ms: int, count: int, claim_id: str | None = None) -> Eval:
     """The claim script's step. ``claim_id`` (chosen by the caller, fresh per claim and
     sent again on a retry) makes a claim whose reply was lost answer the same jobs again
-    instead of leaving them leased to no one for a lease; such a claim runs the script
-    (``EMQ.CLAIM`` keeps no claim ids)."""
+    instead of leaving them leased to no one for a lease (``EMQ.CLAIM`` records a first
+    use as the script does and hands a replay back to the script)."""
     guard.span("lease_ms", lease_ms, minimum=1)
     guard.positive("count", count)
     args: tuple[str, ...] = (keyspace.base(queue), str(lease_ms), str(count))
@@ -60,7 +60,7 @@ def claim_step(queue: str, lease_ms: int, count: int, claim_id: str | None = Non
         "claim",
         (keyspace.queue_key(queue, "pending"), keyspace.queue_key(queue, "active")),
         args,
-        native=None if claim_id is not None else "EMQ.CLAIM",
+        native="EMQ.CLAIM",
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
 from echomq.core import keyspace, readings, states
+from echomq.core.payload import task_of
 from echomq.core.steps import Batch, Command, Verb, scored, single, text, verb
 from echomq.verbs.jobs.claims import held_keys
 
@@ -159,6 +160,15 @@ def server_now_ms() -> Verb[int]:
     return single(Command(("TIME",)), decode)
 
 
+def _task(data: Any) -> str | None:
+    if data is None:
+        return None
+    try:
+        return task_of(data)
+    except ValueError:  # not a task payload (a Consumer's own bytes)
+        return None
+
+
 @verb
 def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[dict[str, Any]]]:
     """A page of the jobs in ``state`` (one of ``STATE_SETS``) with their set score.
@@ -167,7 +177,8 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
     job parked for ``waiting``, and the SERVER ms
     of completion, death, cancel or expiry for ``completed``/``dead``/``cancelled``/
     ``expired`` (newest first for those four); ``pending``
-    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error"}``. A
+    is in claim order. Each entry: ``{"id", "score", "state", "attempts", "error", "task"}``
+    (the task its payload names, an encrypted one's too; ``None`` for no task payload). A
     score past the instants a ``datetime`` holds (``inf``, ``1e300`` written by another
     client) reads clamped (``core.readings.score_ms``), an attempts that is no number None.
     """
@@ -186,18 +197,20 @@ def page(queue: str, state: str, start: int = 0, count: int = 50) -> Verb[list[d
         if not pairs_:
             return []
         rows = yield Batch(tuple(
-            Command(("HMGET", keyspace.job_key(queue, i), "state", "attempts", "error"))
+            Command(("HMGET", keyspace.job_key(queue, i), "state", "attempts", "error",
+                     "payload"))
             for i, _ in pairs_
         ))
         out = []
         for (job_id, score), row in zip(pairs_, rows, strict=True):
-            st, att, err = row if isinstance(row, list) else (None, None, None)
+            st, att, err, data = row if isinstance(row, list) else (None, None, None, None)
             out.append({
                 "id": job_id,
                 "score": readings.score_ms(score),
                 "state": readings.text_of(st) if st is not None else None,
                 "attempts": readings.whole(att),
                 "error": readings.text_of(err) if err is not None else None,
+                "task": _task(data),
             })
         return out
 

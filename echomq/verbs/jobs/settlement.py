@@ -130,16 +130,19 @@ def ack_many(
 
 @verb
 def ack_and_claim(
-    queue: str, held: Iterable[AckEntry], lease_ms: int, count: int, keep: bool = True
+    queue: str, held: Iterable[AckEntry], lease_ms: int, count: int, keep: bool = True,
+    claim_id: str | None = None,
 ) -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
     """``ack_many`` then ``claim_many`` in one round trip (pipelined, each its own atomic
     transition): a worker settles what finished and takes the next jobs at once.
 
-    ``count`` 0 claims nothing. Returns (the ack refusals in order, the claims).
+    ``count`` 0 claims nothing. ``claim_id``: as ``claim_many``'s (sent again after a lost
+    reply, the claim answers the jobs it leased; the acks answer as second acks would).
+    Returns (the ack refusals in order, the claims).
     """
     acks = _ack_many_steps(queue, held, keep)
     guard.non_negative("count", count)
-    claim = (claim_step(queue, lease_ms, count),) if count else ()
+    claim = (claim_step(queue, lease_ms, count, claim_id),) if count else ()
 
     def calls() -> Verb[tuple[list[errors.ServerError | None], list[Claim]]]:
         if not acks and not claim:

@@ -8,7 +8,7 @@ defaults: presence, task metrics, the Metronome). Prints each drain's CPU time p
 functions by own CPU time, so the difference between the two is the App's share.
 
     .venv/bin/python bench/profile_app.py [--n 20000] [--concurrency 50] [--top 25]
-        [--wire 6|4] [--only app|consumer] [--sort tottime|cumtime]
+        [--wire 6|4] [--only app|consumer] [--sort tottime|cumtime] [--save PATH]
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def main() -> int:
     ap.add_argument("--wire", type=int, choices=(4, 6), default=6 if native.available() else 4)
     ap.add_argument("--only", choices=("app", "consumer"))
     ap.add_argument("--sort", choices=("tottime", "cumtime"), default="tottime")
+    ap.add_argument("--save", help="also write each profile to SAVE.<name>.prof (pstats)")
     args = ap.parse_args()
     for name, drain in (("consumer", drain_consumer), ("app", drain_app)):
         if args.only and name != args.only:
@@ -98,6 +99,8 @@ def main() -> int:
             prof.disable()
         finally:
             srv.stop()
+        if args.save:
+            prof.dump_stats(f"{args.save}.{name}.prof")
         out = io.StringIO()
         stats = pstats.Stats(prof, stream=out)
         stats.sort_stats(args.sort).print_stats(args.top)

@@ -23,8 +23,7 @@ import time
 from typing import Any
 
 import valkey.asyncio as avalkey
-from _common import (CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, TASK, chunks, parse, ready,
-                     report)
+from _common import CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, TASK, chunks, parse, ready, report
 
 from echomq import AsyncConnector, Connector
 from echomq.core import ids, keyspace

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from echomq.core import codecs
-from echomq.core.payload import PLAIN, Format, decode
+from echomq.core.payload import PLAIN, Format, opened
 from echomq.runtime import tracing
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
@@ -102,7 +102,7 @@ def router(tasks: Mapping[str, Handled], fmt: Format = PLAIN) -> Callable[[Job],
         payload = job.payload
         if codecs.sealed(payload):  # opened once: the call, its flow marks, its trace
             payload = codecs.unseal(payload, fmt.codec)
-        name, args, kwargs = decode(payload, fmt)
+        name, args, kwargs = opened(payload, fmt)
         task = tasks.get(name)
         if task is None:
             known = ", ".join(sorted(tasks)) or "none"

@@ -1,7 +1,9 @@
 """The consumer side of the task layer: how a worker runs one job of a task.
 
 ``router(tasks)`` is what a ``Consumer`` calls per claimed job: payload -> task ->
-``Route`` (``echomq.runtime.route``). ``route`` makes a plain job's route (the handler,
+``Route`` (``echomq.runtime.route``). A plain job runs its task's ``shared`` route, made at
+the task's first job, with its decoded arguments left on the job: the per-job cost is one
+parse and a few substring tests. ``route`` makes a job's own route (the handler,
 in a child process for ``isolation="process"``, boxed for ``on_success``, traced when
 OpenTelemetry is installed, with the task's retry policy); ``adapt`` makes a flow node's
 from the ``flow`` marks of its payload (``echomq.tasks.canvas``): a kept result, a node's

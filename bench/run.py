@@ -80,6 +80,11 @@ def all_systems() -> list[System]:
         systems.append(System("echomq-consumer-6", "echomq_sys.py", "consumer-6",
                               native=True, echomq=True,
                               scenarios=("drain", "release", "release-light")))
+    systems.append(System("echomq-app", "echomq_sys.py", "app", echomq=True,
+                          scenarios=("drain", "release", "release-light")))
+    if native.available():
+        systems.append(System("echomq-app-6", "echomq_sys.py", "app-6", native=True,
+                              echomq=True, scenarios=("drain", "release", "release-light")))
     systems += [System(p, f"{p}_sys.py", venv=p) for p in PEERS]
     systems.append(System("raw", "raw_sys.py"))
     return systems
@@ -432,6 +437,28 @@ def cost_table(results: dict[str, Any], systems: list[System], n: int, light: in
     return "\n".join(lines)
 
 
+# the App's worker beside the runtime's Consumer at the same wire (issue 34's targets)
+APP_PAIRS = (("echomq-app", "echomq-consumer"), ("echomq-app-6", "echomq-consumer-6"))
+
+
+def app_table(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
+    """Per run, the App's worker over the Consumer (drain jobs/s, >= 0.9x) and over raw
+    (release T -> last, <= 1.5x): repeats interleave, so run i of each ran side by side."""
+    lines = ["| App's worker | drain / Consumer, per run | release T -> last / raw, per run |",
+             "|---|---|---|"]
+
+    def per_run(a: str, b: str, scenario: str, key: str) -> str:
+        xs, ys = runs.get((a, scenario), []), runs.get((b, scenario), [])
+        got = [x[key] / y[key] for x, y in zip(xs, ys, strict=False) if y.get(key)]
+        return ", ".join(f"{r:.2f}x" for r in got) or "-"
+
+    for app, consumer in APP_PAIRS:
+        if (app, "drain") in runs or (app, "release") in runs:
+            lines.append(f"| {app} | {per_run(app, consumer, 'drain', 'rate')} | "
+                         f"{per_run(app, 'raw', 'release', 't_to_last_ms')} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def machine() -> str:
     cpu = "?"
     with contextlib.suppress(OSError):
@@ -521,6 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(target_table(results, systems))
     print()
+    apps = app_table(runs)
+    if apps:
+        print("The App's worker (run_worker) beside the Consumer and raw:")
+        print()
+        print(apps)
+        print()
     print("Server work per job (INFO commandstats, timed phase): commands, server CPU µs")
     print()
     print(cost_table(results, systems, n, args.light))

@@ -5,7 +5,10 @@ twin); ``sync`` runs the per-job scenarios over the sync ``Connector`` (wire 4);
 ``pipelined`` runs the worker below with each batch's ack and the next claim in one
 round trip (``jobs.ack_and_claim``); ``consumer`` runs the runtime's
 ``echomq.runtime.consumer.Consumer`` as the worker, ``consumer-6`` the same at wire 6 (the native
-``EMQ.PROMOTE`` and the other native twins).
+``EMQ.PROMOTE`` and the other native twins); ``app`` runs what users run, ``run_worker(app,
+[q], concurrency=...)`` of an ``App`` with one async no-op ``@app.task`` (its defaults: presence,
+task metrics, the Metronome) at wire 4, ``app-6`` the same on a server with the EMQ module (the
+App picks wire 6 itself).
 
 The worker below does what the runtime's beat does: recovery leg (reap) -> promote ->
 claim up to the concurrency -> handlers -> one pipelined ack, and when nothing is
@@ -20,7 +23,7 @@ import time
 from typing import Any
 
 import valkey.asyncio as avalkey
-from _common import CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, chunks, parse, ready, report
+from _common import CHUNK, PAYLOAD, RECORD, SCHEDULE_AHEAD_S, TASK, chunks, parse, ready, report
 
 from echomq import AsyncConnector, Connector
 from echomq.core import ids, keyspace
@@ -32,7 +35,7 @@ PROMOTE_BATCH = 1000
 
 
 def _wire(variant: str) -> int:
-    return 6 if variant in ("6", "consumer-6") else 4
+    return 6 if variant in ("6", "consumer-6", "app-6") else 4
 
 
 def produce_sync(args: Any) -> None:
@@ -192,10 +195,29 @@ async def work_consumer(args: Any) -> None:
     await cons.run(asyncio.Event())
 
 
+def work_app(args: Any) -> None:
+    """``run_worker`` of an ``App`` with the no-op task as an ``async def`` (a plain function
+    would run in a thread), every other Worker option at its default; variant ``app`` asks for
+    wire 4, ``app-6`` leaves the choice to the App (6 where the server has the module)."""
+    from echomq import App
+    from echomq.tasks.worker import run_worker
+    RECORD.arm(args.n, args.out)
+    app = App(args.url, wire=4 if args.variant == "app" else None, default_queue=args.queue)
+
+    @app.task(name=TASK)
+    async def noop() -> None:
+        RECORD()
+
+    ready()
+    run_worker(app, [args.queue], concurrency=args.concurrency)
+
+
 def main() -> None:
     args = parse()
     if args.variant == "sync":
         produce_sync(args)
+    elif args.role == "work" and args.variant in ("app", "app-6"):
+        work_app(args)
     else:
         asyncio.run(produce(args) if args.role == "produce" else work(args))
 

@@ -140,9 +140,19 @@ def decode(payload: bytes | str, fmt: Format = PLAIN) -> tuple[str, list[Any], d
     ``codecs.Sealed``, a ``ValueError``, for an envelope this process has no key for)."""
     if codecs.sealed(payload):
         payload = codecs.unseal(payload, fmt.codec)  # type: ignore[arg-type]
+    return opened(payload, fmt)
+
+
+def opened(payload: bytes | str, fmt: Format = PLAIN
+           ) -> tuple[str, list[Any], dict[str, Any]]:
+    """``decode`` of a payload out of its envelope (a worker's router opened it to read
+    its marks): once per job, so a body of the usual types is taken as it is."""
     try:
         body = (fmt.serializer or serial).loads(payload)
-        return str(body["task"]), list(body.get("args", [])), dict(body.get("kwargs", {}))
+        task, args, kwargs = body["task"], body.get("args", []), body.get("kwargs", {})
+        return (task if type(task) is str else str(task),
+                args if type(args) is list else list(args),
+                kwargs if type(kwargs) is dict else dict(kwargs))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         if isinstance(exc, serial.TagError):  # names the tag or class: more use than ours
             raise

@@ -161,6 +161,10 @@ class Job:
     _tally: Tally = field(default=FIRST_RUN, repr=False, compare=False)
     _task: str | None = field(default=None, repr=False, compare=False)
     _max_attempts: int | None = field(default=None, repr=False, compare=False)
+    # the decoded call (args, kwargs) a task's shared route runs with: its router decodes
+    # the payload once per job and leaves the arguments here (``tasks.routing``)
+    _call: tuple[list[Any], dict[str, Any]] | None = field(default=None, repr=False,
+                                                             compare=False)
 
     @property
     def runs(self) -> int:

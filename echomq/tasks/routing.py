@@ -1,7 +1,9 @@
 """The consumer side of the task layer: how a worker runs one job of a task.
 
 ``router(tasks)`` is what a ``Consumer`` calls per claimed job: payload -> task ->
-``Route`` (``echomq.runtime.route``). ``route`` makes a plain job's route (the handler,
+``Route`` (``echomq.runtime.route``). A plain job runs its task's ``shared`` route, made at
+the task's first job, with its decoded arguments left on the job: the per-job cost is one
+parse and a few substring tests. ``route`` makes a job's own route (the handler,
 in a child process for ``isolation="process"``, boxed for ``on_success``, traced when
 OpenTelemetry is installed, with the task's retry policy); ``adapt`` makes a flow node's
 from the ``flow`` marks of its payload (``echomq.tasks.canvas``): a kept result, a node's
@@ -17,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from echomq.core import codecs
-from echomq.core.payload import PLAIN, Format, decode
+from echomq.core.payload import PLAIN, Format, opened
 from echomq.runtime import tracing
 from echomq.runtime.callbacks import After
 from echomq.runtime.handler import Job
@@ -65,26 +67,58 @@ def route(task: Handled, args: list[Any], kwargs: dict[str, Any],
         after = After(task.name, args, kwargs, d.on_success, d.on_failure, d.on_retry)
         if d.on_success is not None:
             handler = boxed(handler, after.box)
-    handler = tracing.traced(handler, task.name, trace)
+    return _route(task, tracing.traced(handler, task.name, trace), after)
+
+
+def _route(task: Handled, handler: Callable[[Job], Any], after: After | None = None) -> Route:
+    """The ``Route`` of ``task``'s declared settings around ``handler``."""
+    d = task.defaults
     return Route(handler, d.max_attempts, d.backoff, d.retry_delay_ms, d.lease_ms,
                  d.timeout_ms, d.keep_result_ms, name=task.name, retry_on=d.retry_on,
                  dont_retry_on=d.dont_retry_on, after=after)
+
+
+def shared(task: Handled, fmt: Format = PLAIN) -> Route | None:
+    """The one ``Route`` every plain job of ``task`` runs with, made once per task: its
+    handler reads the job's decoded arguments (``Job._call``, left there by the router).
+    ``None`` for a task whose jobs each need their own route: a chunk task, one isolated
+    in a child process, one with callbacks (their ``After`` holds the job's arguments)."""
+    d = task.defaults
+    if (getattr(task, "chunker", None) is not None or task.ref is not None
+            or d.on_success is not None or d.on_failure is not None or d.on_retry is not None):
+        return None
+    fn = task.fn
+    handler = _awaiting_call(fn) if inspect.iscoroutinefunction(fn) else _calling_call(fn)
+    return _route(task, handler if fmt is PLAIN else encoded(handler, fmt))
 
 
 def router(tasks: Mapping[str, Handled], fmt: Format = PLAIN) -> Callable[[Job], Route]:
     """The consumer router over ``tasks`` (by name): payload -> task -> ``Route``;
     ``UnknownTask`` for a name none of them has."""
 
+    # each task's shared route (None: its jobs get their own), made at its first job and
+    # remade should the name come to mean another task
+    made: dict[str, tuple[Handled, Route | None]] = {}
+
     def routed(job: Job) -> Route:
         payload = job.payload
         if codecs.sealed(payload):  # opened once: the call, its flow marks, its trace
             payload = codecs.unseal(payload, fmt.codec)
-        name, args, kwargs = decode(payload, fmt)
+        name, args, kwargs = opened(payload, fmt)
         task = tasks.get(name)
         if task is None:
             known = ", ".join(sorted(tasks)) or "none"
             raise UnknownTask(name, f"unknown task {name!r}: this app has no task of "
                                     f"that name (its tasks: {known})")
+        plan = made.get(name)
+        if plan is None or plan[0] is not task:
+            plan = made[name] = (task, shared(task, fmt))
+        # the hot path: a plain job (no trace context, per-call timeout or flow marks, no
+        # span to open) runs its task's shared route with its arguments on the job
+        if (plan[1] is not None and b'"trace"' not in payload and b'"timeout":' not in payload
+                and b'"flow":' not in payload and tracing.quiet()):
+            job._call = (args, kwargs)
+            return plan[1]
         # a flow node keeps its result for its parent; a fed parent gets its children's
         run = route(task, args, kwargs, tracing.carrier_of(payload))
         if b'"timeout":' in payload:  # a per-call timeout (task.options(timeout=))
@@ -120,6 +154,22 @@ def _awaiting(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
 def _calling(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
              ) -> Callable[[Job], Any]:
     def handler(_job: Job) -> Any:
+        return fn(*args, **kwargs)
+
+    return handler
+
+
+def _awaiting_call(fn: Callable[..., Any]) -> Callable[[Job], Any]:
+    async def handler(job: Job) -> Any:
+        args, kwargs = job._call or ([], {})
+        return await fn(*args, **kwargs)
+
+    return handler
+
+
+def _calling_call(fn: Callable[..., Any]) -> Callable[[Job], Any]:
+    def handler(job: Job) -> Any:
+        args, kwargs = job._call or ([], {})
         return fn(*args, **kwargs)
 
     return handler

@@ -43,4 +43,33 @@ EmqStr *num_str(EmqCtx *ctx, long long n);
 int emq_hot_register(EmqCtx *ctx);
 void emq_hot_unload(void);
 
+/* emq_hot.c: what emq_group.c shares with the claim and the acks */
+extern const char CLAIM_LIMIT[], CLAIM_RING[], CLAIM_ROW[], ACK_LANE[];
+typedef struct { /* strings to free at the end of a command */
+    EmqStr **v;
+    size_t n, cap;
+} Bag;
+EmqStr *bag(Bag *b, EmqStr *s);
+void bag_free(EmqCtx *ctx, Bag *b);
+EmqStr *derived(EmqCtx *ctx, Bag *b, EmqStr *basestr, const char *mid, const EmqStr *tail);
+int exists(EmqCtx *ctx, EmqStr *key);
+void call(EmqReply *r);
+typedef struct { /* the jobs a claim leases, in start order, read before any write */
+    EmqStr **ids, **rows, **pays, **dls, *deadlines;
+    long long *tokens;
+    size_t n, ndl;
+} Lease;
+const char *lease_read(EmqCtx *ctx, Bag *b, EmqStr *basestr, Lease *l, long long now);
+void lease_write(EmqCtx *ctx, Bag *b, EmqStr *active, Lease *l, long long until);
+void lease_reply(EmqCtx *ctx, Lease *l, const char *refusal);
+void zset_pop(EmqCtx *ctx, EmqStr *key, EmqStr **ids, size_t n, int emptied);
+
+/* emq_group.c: the ring of ready groups, group limits and rates, the queue's cap */
+long long queue_cap(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, long long now,
+                    long long want);
+void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *active,
+                 long long now, long long lease, long long want);
+const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group);
+void group_left(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group);
+
 #endif

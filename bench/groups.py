@@ -1,0 +1,123 @@
+"""Grouped work against flat work, drained by the runtime's ``Consumer`` at wire 6, in one run.
+
+The same ``--n`` no-op jobs are drained twice per round from a fresh queue on one embedded
+server with the EMQ module loaded: ``flat`` (no group) and ``groups`` (spread round robin
+over ``--groups`` groups, 1,000 by default: every claim walks the ring of ready groups).
+The rows alternate within each round, so load from elsewhere hits both alike; each round
+prints its own ratio, the summary the medians.
+
+Throughput is jobs / (last handler call - first), on the HOST monotonic clock, so the
+enqueue and the consumer's start-up are not counted. "native %" is the share of the
+drain's server calls that were the module's claims and acks (``INFO commandstats``, reset
+before the drain): successful ``emq.claim``/``emq.ack``/``emq.ackmany`` calls over those
+plus every ``EVALSHA`` (a hand-back's script, and the beat's own scripts: reap and the
+metronome, so the share is a lower bound).
+
+    python bench/groups.py [--n 20000] [--groups 1000] [--concurrency 50] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from typing import Any
+
+from echomq import AsyncConnector, Connector
+from echomq.core import ids
+from echomq.embedded.server import EmbeddedServer
+from echomq.runtime.consumer import Consumer
+from echomq.verbs import jobs
+
+NATIVE = ("emq.claim", "emq.ack", "emq.ackmany")
+
+
+def fill(conn: Connector, queue: str, n: int, groups: int) -> None:
+    """``n`` jobs on ``queue``: flat, or round robin over ``groups`` groups."""
+    for lo in range(0, n, 500):
+        part = range(lo, min(n, lo + 500))
+        if groups:
+            jobs.enqueue_many(conn, queue, [(ids.mint(), b"{}", {"group": f"g{i % groups}"})
+                                            for i in part])
+        else:
+            jobs.enqueue_many(conn, queue, [(ids.mint(), b"{}") for _ in part])
+
+
+async def drain(url: str, queue: str, n: int, concurrency: int) -> float:
+    """Seconds from the first handler call to the n-th."""
+    conn = await AsyncConnector.connect(url, wire=6)
+    stop = asyncio.Event()
+    seen: list[float] = []
+
+    async def on_job(job: Any) -> None:
+        seen.append(time.monotonic())
+        if len(seen) >= n:
+            stop.set()
+
+    cons = Consumer(conn, queue, on_job, concurrency=concurrency)
+    await cons.run(stop)
+    await conn.close()
+    return seen[-1] - seen[0]
+
+
+def calls(conn: Connector) -> dict[str, tuple[int, int]]:
+    stats = conn.client.info("commandstats")
+    return {name: (int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)),
+                   int(stats.get(f"cmdstat_{name}", {}).get("failed_calls", 0)))
+            for name in (*NATIVE, "evalsha")}
+
+
+def one(srv: EmbeddedServer, conn: Connector, kind: str, args: argparse.Namespace
+        ) -> tuple[float, float]:
+    """(jobs/s, native %) of one drain."""
+    queue = f"bg{kind}{os.getpid()}{ids.mint()[-6:]}".lower()
+    fill(conn, queue, args.n, args.groups if kind == "groups" else 0)
+    conn.client.config_resetstat()
+    seconds = asyncio.run(drain(srv.url, queue, args.n, args.concurrency))
+    got = calls(conn)
+    native = sum(got[n][0] - got[n][1] for n in NATIVE)
+    scripts = got["evalsha"][0]
+    conn.client.flushall()  # the next drain starts on an empty server
+    return args.n / seconds, 100.0 * native / max(1, native + scripts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=20_000)
+    ap.add_argument("--groups", type=int, default=1_000)
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(f"n={args.n} groups={args.groups} concurrency={args.concurrency} "
+          f"load: {os.getloadavg()[0]:.2f}")
+    srv = EmbeddedServer(ephemeral=True).start()
+    rows: dict[str, list[tuple[float, float]]] = {"flat": [], "groups": []}
+    try:
+        with Connector.connect(srv.url, wire=6) as conn:
+            modules = [m[b"name"] if isinstance(m, dict) else m
+                       for m in conn.client.execute_command("MODULE", "LIST")]
+            if not modules:
+                raise SystemExit("the embedded server has no EMQ module: wire 6 would not run")
+            for r in range(args.repeat):
+                for kind in ("flat", "groups") if r % 2 == 0 else ("groups", "flat"):
+                    rows[kind].append(one(srv, conn, kind, args))
+                (f, fn), (g, gn) = rows["flat"][-1], rows["groups"][-1]
+                print(f"round {r + 1}: flat {f:,.0f} jobs/s ({fn:.1f}% native), "
+                      f"{args.groups} groups {g:,.0f} jobs/s ({gn:.1f}% native): "
+                      f"groups / flat {g / f:.2f}x")
+    finally:
+        srv.stop()
+    f = statistics.median(x for x, _ in rows["flat"])
+    g = statistics.median(x for x, _ in rows["groups"])
+    ratios = [gr[0] / fr[0] for gr, fr in zip(rows["groups"], rows["flat"], strict=True)]
+    print(f"median: flat {f:,.0f} jobs/s, groups {g:,.0f} jobs/s: {g / f:.2f}x "
+          f"(per round {', '.join(f'{x:.2f}' for x in ratios)}); native % of claims+acks "
+          f"calls: flat {statistics.median(n for _, n in rows['flat']):.1f}, "
+          f"groups {statistics.median(n for _, n in rows['groups']):.1f}; "
+          f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -91,6 +91,7 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
             for node in primaries:
                 cl.client(node).config_resetstat()
             cpu0 = {node.port: _cpu(cl, node) for node in primaries}
+            wcpu0 = _proc_cpu(procs)
             secs, micros = conn.call("TIME")
             start = int(secs) * 1000 + int(micros) / 1000  # SERVER ms, as the completions
             for q in names:
@@ -107,6 +108,7 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
             # the server's work per primary, read before the workers' shutdown adds to it
             usec = {node.port: _usec(cl, node) for node in primaries}
             cpu = {node.port: _cpu(cl, node) - cpu0[node.port] for node in primaries}
+            wcpu = _proc_cpu(procs) - wcpu0
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
@@ -124,13 +126,15 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
     total = sum(usec.values())
     held = Counter(owner.values())
     placed = "+".join(str(held.get(node.port, 0)) for node in primaries)
+    used = wcpu + sum(cpu.values())
     print(f"  masters {masters}, {parts} partition(s) on primaries {placed}: "
-          f"{done / span:,.0f} jobs/s", flush=True)
+          f"{done / span:,.0f} jobs/s; {done / max(used, 1e-9):,.0f} jobs per CPU second "
+          f"(workers {wcpu:.1f} s + primaries {sum(cpu.values()):.1f} s)", flush=True)
     return {"done": done, "seconds": span, "rate": done / span, "primaries": len(held),
             "usec_job": total / max(1, done),
             "busiest_share": max(usec.values()) / total if total else 0.0,
             "expected_share": max(held.values()) / parts,
-            "busiest_cpu": max(cpu.values()) / span}
+            "busiest_cpu": max(cpu.values()) / span, "per_cpu_s": done / max(used, 1e-9)}
 
 
 def _ready(conn: Connector, procs: list[subprocess.Popen[bytes]]) -> None:
@@ -149,6 +153,16 @@ def _ready(conn: Connector, procs: list[subprocess.Popen[bytes]]) -> None:
     print(f"  workers registered {', '.join(f'{u:.1f}' for u in up)} s after their start",
           flush=True)
     time.sleep(0.5)
+
+
+def _proc_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
+    """The worker processes' CPU seconds so far (user + sys, /proc/<pid>/stat)."""
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(cl: LocalCluster, node: object) -> float:
@@ -190,13 +204,18 @@ def main() -> None:
     runs: dict[tuple[int, int], list[dict[str, float]]] = {}
     for rnd in range(max(1, args.repeat)):
         for m in sizes:
-            for parts in counts:
+            # the order turns every round, so a burst of load from elsewhere does not
+            # always land on the same row
+            for parts in counts if rnd % 2 == 0 else counts[::-1]:
                 runs.setdefault((m, parts), []).append(
                     run(m, parts, args.n, args.workers, args.concurrency, folder))
             one = runs[(m, counts[0])][-1]["rate"]
-            print(f"round {rnd + 1}, {m} masters: " + ", ".join(
+            eff = runs[(m, counts[0])][-1]["per_cpu_s"]
+            print(f"round {rnd + 1}, {m} masters: jobs/s " + ", ".join(
                 f"{p}: {runs[(m, p)][-1]['rate'] / one:.2f}x" for p in counts)
-                + f" of {counts[0]} (load {os.getloadavg()[0]:.1f})", flush=True)
+                + f" of {counts[0]}; jobs per CPU second " + ", ".join(
+                f"{p}: {runs[(m, p)][-1]['per_cpu_s'] / eff:.2f}x" for p in counts)
+                + f" (load {os.getloadavg()[0]:.1f})", flush=True)
     for m in sizes:
         base = None
         for parts in counts:

@@ -4,6 +4,8 @@
  *   emq.c      the admissions and the schedule: EMQ.ENQUEUE, EMQ.SCHEDULE, EMQ.PROMOTE,
  *              EMQ.DELAY, EMQ.RESCHEDULE; load/unload
  *   emq_hot.c  the worker's hot path: EMQ.CLAIM, EMQ.ACK, EMQ.ACKMANY
+ *   emq_group.c  grouped claims and acks (the ring, weights, group limits and rates) and the
+ *              queue cap, for emq_hot.c's commands
  */
 #ifndef EMQ_H
 #define EMQ_H

@@ -10,23 +10,28 @@
  * The tails, the replies and the refusal texts are the scripts' (claim-2.lua, ack-3.lua,
  * ack_many-2.lua). Each command does what its script does for what a plain queue meets:
  *
- *   claim    no queue rate (<base>rate) nor cap (<base>limit), no group in the ring (<base>ring) nor one whose
- *            rate or limit block is over (<base>gwait due), rows that are hashes in state
- *            pending with a payload, an integer (or no) attempts and no cancel mark; a
- *            deadline (expires) still ahead is dropped as the script's started() drops it
- *            (HDEL expires, ZREM <base>deadlines); a paused or blocked queue gives nothing;
- *   ack      rows without a group, a flow link (group, parent, flow, watched) or a held
- *            recurrence occurrence behind them (follower); a unique key, a debounce key
- *            and a kept result's done token (notify) are released as ended() does.
+ *   claim    no queue rate (<base>rate) nor group whose rate or pause block is over
+ *            (<base>gwait due), rows that are hashes in state pending with a payload, an
+ *            integer (or no) attempts and no cancel mark; a deadline (expires) still
+ *            ahead is dropped as the script's started() drops it (HDEL expires, ZREM
+ *            <base>deadlines); a paused or blocked queue gives nothing; a queue cap
+ *            (<base>limit) bounds the count; groups in the ring (<base>ring) take their
+ *            turns as the script's (emq_group.c: group_claim);
+ *   ack      rows without a flow link (parent, flow, watched) or a held recurrence
+ *            occurrence behind them (follower); a unique key, a debounce key and a kept
+ *            result's done token (notify) are released as ended() does; a grouped job's
+ *            group is left as left_active() leaves it (emq_group.c: group_left).
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
- *   EMQSTATE claim limit not native    a queue cap is set (the script counts live leases)
- *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
+ *   EMQSTATE claim limit not native    the queue cap is not an integer string
+ *   EMQSTATE claim ring not native     a group reopens now (gwait due), or a group's key or
+ *                                      field is not what the scripts write
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
  *                                      claim writes holds another type
- *   EMQSTATE ack lane not native       a grouped job (its group's active count and ring)
+ *   EMQSTATE ack lane not native       a grouped job whose group's keys or fields are not
+ *                                      what the scripts write
  *   EMQSTATE ack flow not native       a flow child, parent or linked owner, or a job a
  *                                      recurrence occurrence waits behind (follower)
  *   EMQSTATE ack row not native        a row or key the ack touches is not what a plain

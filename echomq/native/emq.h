@@ -56,6 +56,7 @@ void bag_free(EmqCtx *ctx, Bag *b);
 EmqStr *derived(EmqCtx *ctx, Bag *b, EmqStr *basestr, const char *mid, const EmqStr *tail);
 int exists(EmqCtx *ctx, EmqStr *key);
 void call(EmqReply *r);
+void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, long long n);
 typedef struct { /* the jobs a claim leases, in start order, read before any write */
     EmqStr **ids, **rows, **pays, **dls, *deadlines;
     long long *tokens;
@@ -71,7 +72,8 @@ long long queue_cap(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, long l
                     long long want);
 void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *active,
                  long long now, long long lease, long long want);
-const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group);
+const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group,
+                        int *queue_done);
 void group_left(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group);
 
 #endif

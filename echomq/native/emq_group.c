@@ -146,6 +146,8 @@ typedef struct {
 typedef struct {
     size_t g;
     EmqStr *id;           /* the job it started, NULL: none */
+    long long active;     /* the group's active count before the start */
+    long long streak;     /* its streak before the turn's HINCRBY */
     int trim;             /* the window drops its old buckets here */
     int wait;             /* the group goes on gwait at wait_at */
     double wait_at;
@@ -284,8 +286,9 @@ static Group *group_at(Plan *pl, EmqStr *name) {
     g->weight = 1;
     if (!as_int(m[0], &g->rmax) || !as_int(m[2], &g->active) || !as_int(m[3], &g->limit) ||
         !as_int(m[4], &g->weight) || !as_int(m[5], &g->streak) ||
-        (g->has_rate && (!m[1] || !as_int(m[1], &g->rms))))
-        return NULL;
+        (g->has_rate && (!m[1] || !as_int(m[1], &g->rms))) || g->active > (1LL << 60) ||
+        g->streak > (1LL << 60))
+        return NULL; /* (counters that HINCRBY could not raise: the script's error) */
     if (!is_type_or_empty(pl->ctx, g->lane, EMQ_KEYTYPE_ZSET)) return NULL;
     g->lane_len = zcard(pl->ctx, g->lane);
     if (g->has_rate) {
@@ -343,7 +346,7 @@ static int from_ring(Plan *pl) {
             t->id = nth(pl->ctx, pl->b, g->lane, g->popped++);
             got = t->id != NULL;
             if (got) {
-                g->active++;
+                t->active = g->active++;
                 if (g->has_rate) {
                     g->used++, g->recorded = 1;
                     open = g->used < g->rmax;
@@ -360,6 +363,7 @@ static int from_ring(Plan *pl) {
             t->wait = 1, t->wait_at = oldest + (double)g->rms;
         }
         if (open && (!g->has_limit || g->active < g->limit) && g->popped < g->lane_len) {
+            t->streak = g->streak;
             if (got && g->weight > 1 && ++g->streak < g->weight) {
                 t->streak_up = 1; /* keeps the head: its score is left as it is */
             } else {
@@ -402,9 +406,16 @@ static void write_turn(Plan *pl, Turn *t) {
         call(Emq_Call(ctx, "HDEL", "!sv", g->logn, g->old, g->nold));
         call(Emq_Call(ctx, "HINCRBY", "!scl", g->logn, "total", -g->gone));
     }
-    if (t->id) {
-        call(Emq_Call(ctx, "ZPOPMIN", "!s", g->lane));
-        call(Emq_Call(ctx, "HINCRBY", "!scl", g->meta, "active", 1LL));
+    if (t->id) { /* the lane's first (ZPOPMIN), the group's active count up (HINCRBY) */
+        EmqKey *k = Emq_OpenKey(ctx, g->lane, EMQ_READ | EMQ_WRITE);
+        int deleted, emptied;
+        Emq_ZsetRem(k, t->id, &deleted);
+        emptied = Emq_KeyType(k) == EMQ_KEYTYPE_EMPTY;
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_ZSET, "zpopmin", g->lane);
+        if (emptied) notify(ctx, EMQ_NOTIFY_GENERIC, "del", g->lane);
+        Emq_Replicate(ctx, "ZREM", "ss", g->lane, t->id);
+        bump(ctx, g->meta, "active", t->active, 1);
         if (g->has_rate) {
             call(Emq_Call(ctx, "ZADD", "!sll", g->log, pl->now, pl->now));
             call(Emq_Call(ctx, "HINCRBY", "!sll", g->logn, pl->now, 1LL));
@@ -415,12 +426,22 @@ static void write_turn(Plan *pl, Turn *t) {
         gwait = derived(ctx, pl->b, pl->basestr, "gwait", NULL);
         call(Emq_Call(ctx, "ZADD", "!sls", gwait, (long long)t->wait_at, g->name));
     }
-    if (t->streak_up) call(Emq_Call(ctx, "HINCRBY", "!scl", g->meta, "streak", 1LL));
+    if (t->streak_up) bump(ctx, g->meta, "streak", t->streak, 1);
     if (t->streak_del) call(Emq_Call(ctx, "HDEL", "!sc", g->meta, "streak"));
     if (t->ring == RING_STAY) return;
     ring = derived(ctx, pl->b, pl->basestr, "ring", NULL);
-    if (t->ring == RING_BACK) call(Emq_Call(ctx, "ZADD", "!sls", ring, t->seq, g->name));
-    else call(Emq_Call(ctx, "ZREM", "!ss", ring, g->name));
+    if (t->ring == RING_BACK) { /* to the back: ZADD ring <seq> <group> */
+        EmqKey *k = Emq_OpenKey(ctx, ring, EMQ_READ | EMQ_WRITE);
+        EmqStr *seq = num_str(ctx, t->seq);
+        int flags = 0;
+        Emq_ZsetAdd(k, (double)t->seq, g->name, &flags);
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_ZSET, "zadd", ring);
+        Emq_Replicate(ctx, "ZADD", "sss", ring, seq, g->name);
+        Emq_FreeString(ctx, seq);
+    } else {
+        call(Emq_Call(ctx, "ZREM", "!ss", ring, g->name));
+    }
 }
 
 static void plan_free(Plan *pl) {
@@ -516,8 +537,9 @@ void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *
 /* -- the ack ------------------------------------------------------------------------------ */
 
 /* A grouped job's ack, checked before any write: NULL when every key left_active reads
- * or writes is what the scripts write (else the script's own error comes from it). */
-const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group) {
+ * or writes is what the scripts write (else the script's own error comes from it). The
+ * queue's keys are checked once per command (*queue_done set then), the group's each time. */
+const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group, int *queue_done) {
     EmqStr *meta = derived(ctx, b, basestr, "g:", group), *v[2] = {0}, *dl = NULL;
     EmqKey *k = Emq_OpenKey(ctx, meta, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY, ok, has;
@@ -527,15 +549,17 @@ const char *group_check(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group) {
     Emq_CloseKey(k);
     bag(b, v[0]), bag(b, v[1]);
     ok = (t == EMQ_KEYTYPE_HASH || t == EMQ_KEYTYPE_EMPTY) && as_int(v[0], &n) &&
-         as_int(v[1], &n);
+         as_int(v[1], &n) &&
+         is_type_or_empty(ctx, suffixed(ctx, b, meta, ":pending"), EMQ_KEYTYPE_ZSET);
+    if (!ok || *queue_done) return ok ? NULL : ACK_LANE;
+    *queue_done = 1;
     k = Emq_OpenKey(ctx, derived(ctx, b, basestr, "gdefaults", NULL), EMQ_READ);
     t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
     if (t == EMQ_KEYTYPE_HASH) Emq_HashGet(k, EMQ_HASH_CFIELDS, "limit", &dl, NULL);
     Emq_CloseKey(k);
     bag(b, dl);
     ok = ok && (t == EMQ_KEYTYPE_HASH || t == EMQ_KEYTYPE_EMPTY) && as_int(dl, &n);
-    ok = ok && is_type_or_empty(ctx, suffixed(ctx, b, meta, ":pending"), EMQ_KEYTYPE_ZSET) &&
-         is_type_or_empty(ctx, derived(ctx, b, basestr, "ring", NULL), EMQ_KEYTYPE_ZSET) &&
+    ok = ok && is_type_or_empty(ctx, derived(ctx, b, basestr, "ring", NULL), EMQ_KEYTYPE_ZSET) &&
          is_type_or_empty(ctx, derived(ctx, b, basestr, "gwait", NULL), EMQ_KEYTYPE_ZSET) &&
          is_type_or_empty(ctx, derived(ctx, b, basestr, "wake", NULL), EMQ_KEYTYPE_LIST) &&
          string_int(ctx, derived(ctx, b, basestr, "ringseq", NULL), &n, &has);
@@ -555,7 +579,7 @@ void group_left(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *group) {
     Emq_CloseKey(k);
     bag(b, v[0]), bag(b, v[1]), bag(b, v[2]);
     as_int(v[0], &active);
-    call(Emq_Call(ctx, "HINCRBY", "!scl", meta, "active", -1LL));
+    bump(ctx, meta, "active", active, -1);
     if (--active < 0) {
         call(Emq_Call(ctx, "HSET", "!scc", meta, "active", "0"));
         active = 0;

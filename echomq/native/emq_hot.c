@@ -136,7 +136,7 @@ static int counter(EmqCtx *ctx, EmqStr *key, const char *field, long long n, lon
 }
 
 /* counter + n through the key API, replicated and notified as HINCRBY. */
-static void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, long long n) {
+void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, long long n) {
     EmqStr *v = num_str(ctx, before + n), *by = num_str(ctx, n);
     EmqKey *k = Emq_OpenKey(ctx, key, EMQ_READ | EMQ_WRITE);
     Emq_HashSet(k, EMQ_HASH_CFIELDS, field, v, NULL);
@@ -472,10 +472,11 @@ static void release(EmqCtx *ctx, Bag *b, EmqStr *basestr, Done *d, long long now
 static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *stats,
                                  EmqStr *completed, Done *ds, size_t n, long long *count) {
     size_t i;
+    int grouped = 0; /* the queue's group keys checked */
     if (!counter(ctx, stats, "completed", (long long)n, count)) return ACK_ROW;
     if (!is_type_or_empty(ctx, completed, EMQ_KEYTYPE_ZSET)) return ACK_ROW;
     for (i = 0; i < n; i++) {
-        if (ds[i].group && group_check(ctx, b, basestr, ds[i].group)) return ACK_LANE;
+        if (ds[i].group && group_check(ctx, b, basestr, ds[i].group, &grouped)) return ACK_LANE;
         if (ds[i].unique &&
             owns_unique(ctx, derived(ctx, b, basestr, "unique:", ds[i].unique), ds[i].id) < 0)
             return ACK_ROW;

@@ -140,7 +140,7 @@ def main() -> None:
         srv.stop()
     for driver in DRIVERS:
         def med(kind: str, field: str, driver: str = driver) -> float:
-            return statistics.median(getattr(d, field) for d in rows[(driver, kind)])
+            return float(statistics.median(getattr(d, field) for d in rows[(driver, kind)]))
 
         ratios = [g.rate / f.rate for g, f in zip(rows[(driver, "groups")],
                                                   rows[(driver, "flat")], strict=True)]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
+from echomq import Connector
 from echomq.embedded.server import EmbeddedServer
 from tests.support.native import fresh_queue, start_server
 
@@ -32,3 +33,13 @@ def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
 @pytest.fixture
 def q() -> str:
     return fresh_queue()
+
+
+@pytest.fixture(scope="module")
+def wires(srv: EmbeddedServer) -> Iterator[tuple[Connector, Connector]]:
+    """A wire-4 (scripts) and a wire-6 (module) connector on the module's server."""
+    c4 = Connector.connect(srv.url, wire=4)
+    c6 = Connector.connect(srv.url, wire=6)
+    yield c4, c6
+    c4.close()
+    c6.close()

@@ -14,7 +14,6 @@ wire-6 side must have been the module throughout: no native call handed back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,15 +63,6 @@ ops = st.lists(
     min_size=6,
     max_size=50,
 )
-
-
-@pytest.fixture(scope="module")
-def wires(srv: EmbeddedServer) -> Iterator[tuple[Connector, Connector]]:
-    c4 = Connector.connect(srv.url, wire=4)
-    c6 = Connector.connect(srv.url, wire=6)
-    yield c4, c6
-    c4.close()
-    c6.close()
 
 
 def step(conn: Connector, q: str, op: tuple, held: dict[str, int], minted: int) -> Any:

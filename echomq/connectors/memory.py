@@ -4,8 +4,8 @@ Two memories, each owned by one connector (two connectors share none of it; a dr
 connector takes its memory with it):
 
 - ``HandBacks``: a queue whose ``EMQ.CLAIM``, ``EMQ.ACK`` or ``EMQ.ACKMANY`` just handed a
-  call back to its script (``EMQSTATE ... not native``: a group reopening now, a queue rate,
-  a flow job's ack) gets that script straight away for the next ``hold_s`` seconds
+  call back to its script (``EMQSTATE ... not native``: a queue rate, an odd row, a flow
+  job's ack) gets that script straight away for the next ``hold_s`` seconds
   instead of paying a refused native call first; then the native command is tried again.
   Only a cost: the script gives the same answer either way. Keyed by command and queue
   (its hash tag). Clock: HOST monotonic, read here.

@@ -15,12 +15,15 @@
  *   ack      a grouped job's group: its active count falls (never below 0), and the
  *            group rejoins the ring at the back when that makes it ready (and wakes).
  *
+ * Groups whose gwait time has come rejoin the ring first, as the script's reopen (a timed
+ * pause that has ended is resumed), even when the claim then takes nothing (a paused
+ * queue, a cap reached).
+ *
  * Hand-backs, as emq_hot.c's: reading everything first, the claim refuses before any
  * write when a row it would start is not a plain pending one (the script cancels, buries
  * or expires it), or a group's key or field is not what the scripts write (the script's
- * own error comes from it); groups whose gwait time has come (the script's reopen, which
- * writes before it claims) are refused in emq_hot.c. Clock: SERVER ms (now, read once by
- * the claim, as the script's TIME).
+ * own error comes from it). Clock: SERVER ms (now, read once by the claim, as the
+ * script's TIME).
  *
  * The claim plans in memory first (which job each turn starts, what it writes), reading
  * keys only, then writes the plan turn by turn with the script's own commands (through
@@ -177,7 +180,18 @@ typedef struct {
     EmqStr *gd[3];        /* <base>gdefaults: rate_max, rate_ms, limit */
     int gd_read;
     const char *refusal;
+    struct Reopen *ro;    /* the groups whose gwait time has come, in its order */
+    size_t nro, rocap;
 } Plan;
+
+/* A group reopened by the claim (the script's reopen, before anything else). */
+typedef struct Reopen {
+    EmqStr *name, *meta;
+    int resume;           /* its timed pause is over: HDEL paused, paused_until */
+    long long rewait;     /* its pause ends later: back on gwait then (0: not) */
+    int ring;             /* RING_BACK: joins the ring at seq; RING_OUT: leaves it */
+    long long seq;
+} Reopen;
 
 static void *grow(void *v, size_t n, size_t *cap, size_t size) {
     void *w;
@@ -243,6 +257,31 @@ static int read_window(Plan *pl, Group *g) {
     return t != -1;
 }
 
+/* <base>gdefaults, read once per claim; 0 when it is no hash. */
+static int read_defaults(Plan *pl) {
+    EmqKey *k;
+    int t, i;
+    if (pl->gd_read) return 1;
+    k = Emq_OpenKey(pl->ctx, derived(pl->ctx, pl->b, pl->basestr, "gdefaults", NULL), EMQ_READ);
+    t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+    if (t == EMQ_KEYTYPE_HASH)
+        Emq_HashGet(k, EMQ_HASH_CFIELDS, "rate_max", &pl->gd[0], "rate_ms", &pl->gd[1], "limit",
+                    &pl->gd[2], NULL);
+    Emq_CloseKey(k);
+    for (i = 0; i < 3; i++) bag(pl->b, pl->gd[i]);
+    pl->gd_read = 1;
+    return t == EMQ_KEYTYPE_HASH || t == EMQ_KEYTYPE_EMPTY;
+}
+
+/* ringseq, read once per claim (into pl->seq); 0 when it is no integer. */
+static int read_seq(Plan *pl) {
+    int has;
+    if (pl->seq_read) return 1;
+    pl->seq_read = 1;
+    return string_int(pl->ctx, derived(pl->ctx, pl->b, pl->basestr, "ringseq", NULL), &pl->seq,
+                      &has);
+}
+
 /* The group named at the ring's head, read once per claim (NULL: refused). */
 static Group *group_at(Plan *pl, EmqStr *name) {
     size_t i;
@@ -267,18 +306,7 @@ static Group *group_at(Plan *pl, EmqStr *name) {
     for (i = 0; i < 6; i++) bag(pl->b, m[i]);
     if (t != EMQ_KEYTYPE_HASH && t != EMQ_KEYTYPE_EMPTY) return NULL;
     if (!(m[0] && m[3])) { /* the queue's defaults stand in (includes/ring.lua) */
-        if (!pl->gd_read) {
-            EmqStr *gk = derived(pl->ctx, pl->b, pl->basestr, "gdefaults", NULL);
-            k = Emq_OpenKey(pl->ctx, gk, EMQ_READ);
-            t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
-            if (t == EMQ_KEYTYPE_HASH)
-                Emq_HashGet(k, EMQ_HASH_CFIELDS, "rate_max", &pl->gd[0], "rate_ms", &pl->gd[1],
-                            "limit", &pl->gd[2], NULL);
-            Emq_CloseKey(k);
-            for (i = 0; i < 3; i++) bag(pl->b, pl->gd[i]);
-            if (t != EMQ_KEYTYPE_HASH && t != EMQ_KEYTYPE_EMPTY) return NULL;
-            pl->gd_read = 1;
-        }
+        if (!read_defaults(pl)) return NULL;
         if (!m[0]) m[0] = pl->gd[0], m[1] = pl->gd[1];
         if (!m[3]) m[3] = pl->gd[2];
     }
@@ -301,7 +329,18 @@ static Group *group_at(Plan *pl, EmqStr *name) {
 
 /* -- the ring's order while the plan is made ---------------------------------------------- */
 
+static void ring_take(Plan *pl);
+
+/* Whether the reopen took name out of the ring. */
+static int reopened_out(Plan *pl, EmqStr *name) {
+    size_t i;
+    for (i = 0; i < pl->nro; i++)
+        if (pl->ro[i].ring == RING_OUT && str_eq(pl->ro[i].name, name)) return 1;
+    return 0;
+}
+
 static EmqStr *ring_head(Plan *pl) {
+    while (pl->front && reopened_out(pl, pl->front)) ring_take(pl);
     if (pl->front) return pl->front;
     return pl->bhead < pl->nback ? pl->back[pl->bhead] : NULL;
 }
@@ -369,14 +408,9 @@ static int from_ring(Plan *pl) {
             } else {
                 if (got && g->weight > 1) t->streak_up = 1;
                 if (g->weight > 1) t->streak_del = 1, g->streak = 0;
-                if (!pl->seq_read) {
-                    int has;
-                    if (!string_int(pl->ctx, derived(pl->ctx, pl->b, pl->basestr, "ringseq", NULL),
-                                    &pl->seq, &has)) {
-                        pl->refusal = CLAIM_RING;
-                        return 0;
-                    }
-                    pl->seq_read = 1;
+                if (!read_seq(pl)) {
+                    pl->refusal = CLAIM_RING;
+                    return 0;
                 }
                 t->ring = RING_BACK, t->seq = ++pl->seq, pl->seq_used = 1;
                 ring_take(pl);
@@ -392,6 +426,92 @@ static int from_ring(Plan *pl) {
         if (got) return 1;
     }
     return 0;
+}
+
+/* -- the groups whose wait is over (the script's reopen) ---------------------------------- */
+
+/* Each group on gwait whose time has come (score <= now, in gwait's order): off gwait, a
+ * timed pause that has ended resumed (one that ends later: back on gwait then), and its
+ * ring place as ring_sync leaves it. Read only; 0 when a key it reads is odd. The ring's
+ * changes are the plan's start: the groups that join go to the back, in order. */
+static int reopen_read(Plan *pl, EmqStr *ringk) {
+    EmqKey *k = Emq_OpenKey(pl->ctx, derived(pl->ctx, pl->b, pl->basestr, "gwait", NULL),
+                            EMQ_READ);
+    EmqStr **due = NULL;
+    size_t ndue = 0, dcap = 0, i;
+    int ok = 1;
+    if (k && Emq_KeyType(k) == EMQ_KEYTYPE_ZSET &&
+        Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, (double)pl->now, 0, 0) == EMQ_OK) {
+        while (!Emq_ZsetRangeEndReached(k)) {
+            due = grow(due, ndue, &dcap, sizeof(EmqStr *));
+            due[ndue++] = bag(pl->b, Emq_ZsetRangeCurrentElement(k, NULL));
+            if (!Emq_ZsetRangeNext(k)) break;
+        }
+        Emq_ZsetRangeStop(k);
+    }
+    Emq_CloseKey(k);
+    for (i = 0; i < ndue && ok; i++) {
+        Reopen *r;
+        EmqStr *m[4] = {0}, *limit;
+        long long pu = 0, active = 0, cap = 0;
+        int t, paused, ready, in_ring;
+        pl->ro = grow(pl->ro, pl->nro, &pl->rocap, sizeof(Reopen));
+        r = &pl->ro[pl->nro++];
+        memset(r, 0, sizeof(*r));
+        r->name = due[i];
+        r->meta = derived(pl->ctx, pl->b, pl->basestr, "g:", due[i]);
+        k = Emq_OpenKey(pl->ctx, r->meta, EMQ_READ);
+        t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
+        if (t == EMQ_KEYTYPE_HASH)
+            Emq_HashGet(k, EMQ_HASH_CFIELDS, "paused_until", &m[0], "paused", &m[1], "active",
+                        &m[2], "limit", &m[3], NULL);
+        Emq_CloseKey(k);
+        bag(pl->b, m[0]), bag(pl->b, m[1]), bag(pl->b, m[2]), bag(pl->b, m[3]);
+        limit = m[3];
+        if (!limit) ok = ok && read_defaults(pl), limit = pl->gd[2];
+        ok = ok && (t == EMQ_KEYTYPE_HASH || t == EMQ_KEYTYPE_EMPTY) && as_int(m[0], &pu) &&
+             as_int(m[2], &active) && as_int(limit, &cap) &&
+             is_type_or_empty(pl->ctx, suffixed(pl->ctx, pl->b, r->meta, ":pending"),
+                              EMQ_KEYTYPE_ZSET);
+        r->resume = m[0] && pu <= pl->now;
+        r->rewait = m[0] && pu > pl->now ? pu : 0;
+        paused = m[1] && !r->resume;
+        in_ring = zset_has(pl->ctx, ringk, r->name);
+        ready = zcard(pl->ctx, suffixed(pl->ctx, pl->b, r->meta, ":pending")) > 0 && !paused &&
+                !(limit && active >= cap) && !r->rewait;
+        if (ready && !in_ring) {
+            ok = ok && read_seq(pl);
+            r->ring = RING_BACK, r->seq = ++pl->seq;
+            pl->back = grow(pl->back, pl->nback, &pl->bcap, sizeof(EmqStr *));
+            pl->back[pl->nback++] = r->name;
+            pl->ring_len++;
+        } else if (!ready && in_ring) {
+            r->ring = RING_OUT;
+            pl->ring_len--;
+        }
+    }
+    if (due) Emq_Free(due);
+    return ok;
+}
+
+/* The reopen's writes, with the script's commands in its order. */
+static void reopen_write(Plan *pl, EmqStr *ringk) {
+    EmqCtx *ctx = pl->ctx;
+    EmqStr *gwait = derived(ctx, pl->b, pl->basestr, "gwait", NULL);
+    size_t i;
+    for (i = 0; i < pl->nro; i++) {
+        Reopen *r = &pl->ro[i];
+        call(Emq_Call(ctx, "ZREM", "!ss", gwait, r->name));
+        if (r->resume) call(Emq_Call(ctx, "HDEL", "!scc", r->meta, "paused", "paused_until"));
+        if (r->rewait) call(Emq_Call(ctx, "ZADD", "!sls", gwait, r->rewait, r->name));
+        if (r->ring == RING_BACK) {
+            call(Emq_Call(ctx, "INCR", "!s", derived(ctx, pl->b, pl->basestr, "ringseq", NULL)));
+            call(Emq_Call(ctx, "ZADD", "!sls", ringk, r->seq, r->name));
+            wake(ctx, derived(ctx, pl->b, pl->basestr, "wake", NULL));
+        } else if (r->ring == RING_OUT) {
+            call(Emq_Call(ctx, "ZREM", "!ss", ringk, r->name));
+        }
+    }
 }
 
 /* -- the claim ------------------------------------------------------------------------------ */
@@ -451,6 +571,7 @@ static void plan_free(Plan *pl) {
     if (pl->gs) Emq_Free(pl->gs);
     if (pl->ts) Emq_Free(pl->ts);
     if (pl->back) Emq_Free(pl->back);
+    if (pl->ro) Emq_Free(pl->ro);
 }
 
 /* The claim with groups in the ring (claim-2.lua's turns): up to want jobs, alternating
@@ -462,16 +583,29 @@ void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *
     Lease l;
     EmqStr *ringk = derived(ctx, b, basestr, "ring", NULL), *turnk, **flat = NULL, *id;
     size_t nflat = 0, pending_len = zcard(ctx, pending), lcap = 0, fcap = 0;
-    int flat_turn = 1, pending_left = 1, ring_left = 1, t;
+    int flat_turn = 1, pending_left = 1, ring_left = 1, ringed, t;
     const char *refusal = NULL;
     EmqReply *r;
 
     memset(&pl, 0, sizeof(pl));
     memset(&l, 0, sizeof(l));
     pl.ctx = ctx, pl.b = b, pl.basestr = basestr, pl.now = now;
+    t = type_of(ctx, ringk);
+    if (t != EMQ_KEYTYPE_ZSET && t != EMQ_KEYTYPE_EMPTY) {
+        lease_reply(ctx, &l, CLAIM_RING);
+        return;
+    }
+    /* the plan: every turn decided on what the keys hold now, nothing written; first the
+     * groups whose wait is over, as the script's reopen (even when nothing is claimed) */
+    pl.ring = Emq_OpenKey(ctx, ringk, EMQ_READ);
+    pl.ring_len = t == EMQ_KEYTYPE_ZSET ? Emq_ValueLength(pl.ring) : 0;
+    if (!reopen_read(&pl, ringk)) refusal = CLAIM_RING;
     turnk = derived(ctx, b, basestr, "turn", NULL);
     t = type_of(ctx, turnk);
-    if (t == EMQ_KEYTYPE_STRING) { /* the ring's turn when the last claim left: 'g' */
+    ringed = pl.ring_len > 0;
+    if (!ringed) { /* no group ready: the script's flat claim, no turn kept */
+        ring_left = 0;
+    } else if (t == EMQ_KEYTYPE_STRING) { /* the ring's turn when the last claim left: 'g' */
         size_t len;
         r = Emq_Call(ctx, "GET", "s", turnk);
         if (r && Emq_CallReplyType(r) == EMQ_REPLY_STRING)
@@ -480,16 +614,15 @@ void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *
     } else if (t != EMQ_KEYTYPE_EMPTY) {
         refusal = CLAIM_RING;
     }
-    if (!refusal && type_of(ctx, ringk) != EMQ_KEYTYPE_ZSET) refusal = CLAIM_RING;
-    if (refusal) {
-        lease_reply(ctx, &l, refusal);
+    if (refusal || want == 0) {
+        if (pl.ring) Emq_CloseKey(pl.ring);
+        if (!refusal) reopen_write(&pl, ringk);
+        if (!refusal) Emq_ReplyWithArray(ctx, 0);
+        else lease_reply(ctx, &l, refusal);
+        plan_free(&pl);
         return;
     }
-
-    /* the plan: every turn decided on what the keys hold now, nothing written */
-    pl.ring = Emq_OpenKey(ctx, ringk, EMQ_READ);
-    pl.ring_len = Emq_ValueLength(pl.ring);
-    if (Emq_ZsetFirstInScoreRange(pl.ring, -HUGE_VAL, HUGE_VAL, 0, 0) == EMQ_OK &&
+    if (pl.ring && Emq_ZsetFirstInScoreRange(pl.ring, -HUGE_VAL, HUGE_VAL, 0, 0) == EMQ_OK &&
         !Emq_ZsetRangeEndReached(pl.ring))
         pl.front = bag(b, Emq_ZsetRangeCurrentElement(pl.ring, NULL));
     while ((long long)l.n < want && (pending_left || ring_left) && !pl.refusal) {
@@ -513,19 +646,22 @@ void group_claim(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *pending, EmqStr *
         }
         flat_turn = !flat_turn;
     }
-    Emq_ZsetRangeStop(pl.ring);
-    Emq_CloseKey(pl.ring);
+    if (pl.ring) {
+        Emq_ZsetRangeStop(pl.ring);
+        Emq_CloseKey(pl.ring);
+    }
     refusal = pl.refusal;
     if (!refusal && l.n) refusal = lease_read(ctx, b, basestr, &l, now);
 
     if (!refusal) { /* the writes, as the script's: pops, turns, rows, the turn kept */
         size_t i;
+        reopen_write(&pl, ringk);
         if (nflat) zset_pop(ctx, pending, flat, nflat, nflat == pending_len);
         for (i = 0; i < pl.nt; i++) write_turn(&pl, &pl.ts[i]);
         if (l.n) lease_write(ctx, b, active, &l, now + lease);
         if (pl.seq_used)
             call(Emq_Call(ctx, "SET", "!sl", derived(ctx, b, basestr, "ringseq", NULL), pl.seq));
-        call(Emq_Call(ctx, "SET", "!sc", turnk, flat_turn ? "f" : "g"));
+        if (ringed) call(Emq_Call(ctx, "SET", "!sc", turnk, flat_turn ? "f" : "g"));
         if ((long long)l.n == want && (pending_len > nflat || pl.ring_len > 0))
             wake(ctx, derived(ctx, b, basestr, "wake", NULL));
     }

@@ -10,13 +10,13 @@
  * The tails, the replies and the refusal texts are the scripts' (claim-2.lua, ack-3.lua,
  * ack_many-2.lua). Each command does what its script does for what a plain queue meets:
  *
- *   claim    no queue rate (<base>rate) nor group whose rate or pause block is over
- *            (<base>gwait due), rows that are hashes in state pending with a payload, an
- *            integer (or no) attempts and no cancel mark; a deadline (expires) still
+ *   claim    no queue rate (<base>rate), rows that are hashes in state pending with a
+ *            payload, an integer (or no) attempts and no cancel mark; a deadline (expires) still
  *            ahead is dropped as the script's started() drops it (HDEL expires, ZREM
  *            <base>deadlines); a paused or blocked queue gives nothing; a queue cap
  *            (<base>limit) bounds the count; groups in the ring (<base>ring) take their
- *            turns as the script's (emq_group.c: group_claim);
+ *            turns, after the groups whose wait on <base>gwait is over rejoined it, as the
+ *            script's (emq_group.c: group_claim);
  *   ack      rows without a flow link (parent, flow, watched) or a held recurrence
  *            occurrence behind them (follower); a unique key, a debounce key and a kept
  *            result's done token (notify) are released as ended() does; a grouped job's
@@ -25,8 +25,7 @@
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
  *   EMQSTATE claim limit not native    the queue cap is not an integer string
- *   EMQSTATE claim ring not native     a group reopens now (gwait due), or a group's key or
- *                                      field is not what the scripts write
+ *   EMQSTATE claim ring not native     a group's key or field is not what the scripts write
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
  *                                      claim writes holds another type
@@ -277,7 +276,7 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     long long lease, want, now;
     size_t cap, left;
     const char *refusal = NULL;
-    int t;
+    int t, due = 0;
 
     if (!check_shape(ctx, argv, argc, 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
                      "ERR EMQ.CLAIM keys must be distinct"))
@@ -294,14 +293,14 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     memset(&l, 0, sizeof(l));
 
     /* the queue's controls, in the script's order: its rate, the groups reopening now,
-     * then a pause or block (nothing claimed, nothing written), then its cap */
+     * then a pause or block (nothing claimed; only a reopen written), then its cap */
     if (exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
-    if (!refusal) {
+    if (!refusal) { /* groups whose wait ends now: group_claim reopens them first */
         k = Emq_OpenKey(ctx, derived(ctx, &b, basestr, "gwait", NULL), EMQ_READ);
         t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
         if (t == EMQ_KEYTYPE_ZSET &&
             Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, (double)now, 0, 0) == EMQ_OK) {
-            if (!Emq_ZsetRangeEndReached(k)) refusal = CLAIM_RING;
+            due = !Emq_ZsetRangeEndReached(k);
             Emq_ZsetRangeStop(k);
         } else if (t != EMQ_KEYTYPE_EMPTY && t != EMQ_KEYTYPE_ZSET) {
             refusal = CLAIM_RING;
@@ -314,13 +313,13 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
     if (!refusal && want) want = queue_cap(ctx, &b, basestr, active, now, want);
     if (!refusal && want < 0) refusal = CLAIM_LIMIT;
     wake_key = derived(ctx, &b, basestr, "wake", NULL);
-    if (!refusal && want && !is_type_or_empty(ctx, wake_key, EMQ_KEYTYPE_LIST))
+    if (!refusal && (want || due) && !is_type_or_empty(ctx, wake_key, EMQ_KEYTYPE_LIST))
         refusal = CLAIM_ROW;
-    if (refusal || want == 0) {
+    if (refusal || (want == 0 && !due)) {
         bag_free(ctx, &b);
         return refusal ? Emq_ReplyWithError(ctx, refusal) : Emq_ReplyWithArray(ctx, 0);
     }
-    if (exists(ctx, derived(ctx, &b, basestr, "ring", NULL))) {
+    if (due || exists(ctx, derived(ctx, &b, basestr, "ring", NULL))) {
         group_claim(ctx, &b, basestr, pending, active, now, lease, want);
         bag_free(ctx, &b);
         return EMQ_OK;

@@ -4,7 +4,8 @@ Two fresh queues on one module-loaded server get the same random grouped workloa
 through a wire-4 connector (the claim, ack and ack_many scripts), the other through wire 6
 (EMQ.CLAIM, EMQ.ACK, EMQ.ACKMANY). The workload mixes flat and grouped jobs, weights,
 group limits (own and the queue's defaults), group rates (windows that fill and send the
-group to gwait), a queue cap and paused groups. Every reply must agree; at the end every
+group to gwait), waits on gwait that end (the claim's reopen), a queue cap and paused
+groups. Every reply must agree; at the end every
 key must: the ring's keys (ring, ringseq, turn, metas, lanes, pending, wake, ...) byte for
 byte (DUMP: a hash's field order included), the rest as the plain differential test
 compares them (a value priced on the server clock within a tolerance; a rate log's buckets
@@ -45,6 +46,7 @@ controls = st.one_of(
               st.sampled_from([None, 2, 5])),
     st.tuples(st.just("cap"), st.sampled_from([None, 2, 4])),
     st.tuples(st.just("pause"), st.sampled_from(GROUPS)),
+    st.tuples(st.just("due"), st.sampled_from(GROUPS)),  # its wait on gwait is over now
     st.tuples(st.just("resume"), st.sampled_from(GROUPS)),
 )
 ops = st.lists(
@@ -102,6 +104,8 @@ def step(conn: Connector, q: str, op: tuple, held: dict[str, int], minted: int) 
             k(q, "limit"), op[1])
     if verb == "pause":
         return groups.pause(conn, q, op[1])
+    if verb == "due":
+        return conn.client.zadd(k(q, "gwait"), {op[1]: 1}, xx=True)
     return groups.resume(conn, q, op[1])
 
 
@@ -212,3 +216,46 @@ def test_a_grouped_ack_hands_back_an_odd_group_and_writes_nothing(r: valkey.Valk
     refused(r, q, ack, "EMQSTATE ack lane not native")
     refused(r, q, ("EMQ.ACKMANY", 2, k(q, "active"), k(q, "completed"), base(q), "1",
                    job_id(0), got[1]), "EMQSTATE ack lane not native")
+
+
+FAR_MS = 40_000_000_000_000
+
+
+def reopening(conn: Connector, q: str) -> None:
+    """Four groups waiting on gwait, every wait over: ga (a rate block), gb (a timed pause
+    that has ended), gc (a pause that ends far ahead: back on gwait), gd (at its limit)."""
+    r = conn.client
+    for n, g in enumerate(["ga", "ga", "gb", "gc", "gd", "gd"]):
+        jobs.enqueue(conn, q, job_id(n), b"r", group=g)
+    jobs.enqueue(conn, q, job_id(9), b"flat")
+    r.hset(k(q, "g:gb"), mapping={"paused": 1, "paused_until": 5})
+    r.hset(k(q, "g:gc"), mapping={"paused": 1, "paused_until": FAR_MS})
+    r.hset(k(q, "g:gd"), mapping={"limit": 1, "active": 1})
+    for g in ("ga", "gb", "gc", "gd"):
+        r.zrem(k(q, "ring"), g)
+        r.zadd(k(q, "gwait"), {g: 7})
+    r.delete(k(q, "wake"))
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_groups_whose_wait_is_over_rejoin_the_ring_natively(
+        wires: tuple[Connector, Connector], paused: bool) -> None:
+    """The script's reopen: the same ring, gwait, metas and claims, and no hand-back (a
+    paused queue claims nothing but reopens all the same)."""
+    c4, c6 = wires
+    q4, q6 = fresh_queue(), fresh_queue()
+    replies = []
+    handed_back = failed_native(c6.client)
+    for conn, q in ((c4, q4), (c6, q6)):
+        reopening(conn, q)
+        if paused:
+            jobs.pause(conn, q)
+        replies.append([c.id for c in jobs.claim_many(conn, q, LEASE, 4)])
+    assert failed_native(c6.client) == handed_back
+    assert replies[0] == replies[1]
+    assert replies[1] == ([] if paused else [job_id(9), job_id(0), job_id(2), job_id(1)])
+    assert dumps(c4.client, q4) == dumps(c6.client, q6)
+    assert_same_state(logs_by_count(snapshot(c4.client, q4)),
+                      logs_by_count(snapshot(c6.client, q6)))
+    gwait = snapshot(c6.client, q6)["gwait"][1]
+    assert gwait == {"gc": float(FAR_MS)}  # the pause that ends later waits for its end

@@ -133,7 +133,7 @@ def test_ackmany_with_results_and_deleted_rows(r: valkey.Valkey) -> None:
     (lambda r, q: (r.zadd(k(q, "ring"), {"g": 1}), r.set(k(q, "g:g"), "x")),
      "EMQSTATE claim ring not native"),
     (lambda r, q: r.set(k(q, "limit"), "x"), "EMQSTATE claim limit not native"),
-    (lambda r, q: r.zadd(k(q, "gwait"), {"g": 1}), "EMQSTATE claim ring not native"),
+    (lambda r, q: r.set(k(q, "gwait"), "x"), "EMQSTATE claim ring not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "cancel", 1), "EMQSTATE claim row not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "expires", 1), "EMQSTATE claim row not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "state", "scheduled"),

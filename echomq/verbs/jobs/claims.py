@@ -70,7 +70,7 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
 
     Increments ``attempts`` and returns it as the token, or ``None`` when pending is empty.
     At wire 6 this sends ``EMQ.CLAIM``, which hands what it leaves to the script (a queue
-    rate, a group reopening now, an unusual row) back, and the script runs then.
+    rate, an unusual row) back, and the script runs then.
     """
     step = claim_step(queue, lease_ms, 1)
 

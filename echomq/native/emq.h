@@ -47,9 +47,17 @@ void emq_hot_unload(void);
 
 /* emq_hot.c: what emq_group.c shares with the claim and the acks */
 extern const char CLAIM_LIMIT[], CLAIM_RING[], CLAIM_ROW[], ACK_LANE[];
-typedef struct { /* strings to free at the end of a command */
-    EmqStr **v;
-    size_t n, cap;
+/* strings to free at the end of a command, in blocks of one small allocation each (a
+ * grouped claim bags hundreds: one array doubled past 1 KiB made the allocator consolidate
+ * its free lists on every command) */
+#define BAG_BLOCK 62
+typedef struct BagBlock {
+    struct BagBlock *next;
+    size_t n;
+    EmqStr *v[BAG_BLOCK];
+} BagBlock;
+typedef struct {
+    BagBlock *head;
 } Bag;
 EmqStr *bag(Bag *b, EmqStr *s);
 void bag_free(EmqCtx *ctx, Bag *b);

@@ -81,22 +81,23 @@ static EmqStr *s_active, *s_completed;
 
 EmqStr *bag(Bag *b, EmqStr *s) {
     if (s == NULL) return NULL;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 32;
-        EmqStr **v = Emq_Alloc(sizeof(EmqStr *) * cap);
-        if (b->n) memcpy(v, b->v, sizeof(EmqStr *) * b->n);
-        if (b->v) Emq_Free(b->v);
-        b->v = v, b->cap = cap;
+    if (b->head == NULL || b->head->n == BAG_BLOCK) {
+        BagBlock *blk = Emq_Alloc(sizeof(BagBlock));
+        blk->next = b->head, blk->n = 0;
+        b->head = blk;
     }
-    b->v[b->n++] = s;
+    b->head->v[b->head->n++] = s;
     return s;
 }
 
 void bag_free(EmqCtx *ctx, Bag *b) {
-    size_t i;
-    for (i = 0; i < b->n; i++) Emq_FreeString(ctx, b->v[i]);
-    if (b->v) Emq_Free(b->v);
-    b->v = NULL, b->n = b->cap = 0;
+    while (b->head) {
+        BagBlock *blk = b->head;
+        size_t i;
+        for (i = 0; i < blk->n; i++) Emq_FreeString(ctx, blk->v[i]);
+        b->head = blk->next;
+        Emq_Free(blk);
+    }
 }
 
 EmqStr *derived(EmqCtx *ctx, Bag *b, EmqStr *basestr, const char *mid, const EmqStr *tail) {

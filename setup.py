@@ -23,8 +23,8 @@ FAILURE_NOTE = "_emq_build_failed.txt"
 
 EMQ = Extension(
     "echomq.native._emq",
-    sources=["echomq/native/emq.c", "echomq/native/emq_hot.c", "echomq/native/emq_api.c",
-             "echomq/native/emq_kept.c"],
+    sources=["echomq/native/emq.c", "echomq/native/emq_hot.c", "echomq/native/emq_group.c",
+             "echomq/native/emq_api.c", "echomq/native/emq_kept.c"],
     depends=["echomq/native/emq_api.h", "echomq/native/emq.h"],
     extra_compile_args=["-std=c99", "-O2", "-Wall", "-fvisibility=hidden"],
 )

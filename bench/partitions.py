@@ -4,11 +4,14 @@ the server's work per job on each primary: the scale-out model.
 One queue lives on one slot, so one primary serves all of it; a partitioned queue
 (``@app.task(queue=..., partitions=N)``) spreads its partitions' tags over the primaries.
 For each cluster size (``--masters``, default 3 and 6) and each N: a fresh loopback cluster
-(no replicas), ``--n`` no-op jobs enqueued round robin over the partitions, then
-``--workers`` ``echomq worker`` processes drain them, each with ``--concurrency`` slots for
-the queue (one pool for all its partitions). Throughput is jobs / (last completion - first
-completion), read from the completed sets' SERVER-clock scores (the app keeps completed
-rows), so process start-up is not counted.
+(no replicas), ``--n`` no-op jobs enqueued round robin over the partitions (paused), then
+``--workers`` ``echomq worker`` processes start, each with ``--concurrency`` slots for the
+queue (one pool for all its partitions); once every one has registered the partitions are
+resumed and the clock starts. Throughput is jobs / (last completion - the resume), on the
+SERVER clock (the completed sets' scores: the app keeps completed rows), so neither process
+start-up nor the workers' stagger in coming up is counted. Each round prints its own
+ratios (3 partitions against 1 in the same round) and where the partitions' slots landed
+("2+1+0": two on one primary, one on another).
 
 The model: per primary, the server time its transitions spent over the drain (``INFO
 commandstats``, reset before it: the scripts' and the module commands' µs, which hold the
@@ -45,7 +48,7 @@ from echomq import Connector
 from echomq.core import ids, keyspace, partitions
 from echomq.core.payload import encode
 from echomq.embedded.cluster import LocalCluster
-from echomq.verbs import jobs
+from echomq.verbs import jobs, workers
 
 APP = textwrap.dedent("""
     import os
@@ -73,10 +76,9 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
             for lo in range(0, share, 1000):
                 jobs.enqueue_many(conn, q, [(ids.mint(), body)
                                             for _ in range(min(1000, share - lo))])
+        for q in names:  # held until every worker is up (see _ready)
+            jobs.pause(conn, q)
         primaries = list(cl.primaries())
-        for node in primaries:
-            cl.client(node).config_resetstat()
-        cpu0 = {node.port: _cpu(cl, node) for node in primaries}
         env = {**os.environ, "ECHOMQ_URL": cl.url, "BENCH_QUEUE": queue,
                "BENCH_PARTITIONS": str(parts),
                "PYTHONPATH": os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))}
@@ -85,6 +87,15 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
              str(concurrency), "--grace", "2"], cwd=folder, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         try:
+            _ready(conn, procs)
+            for node in primaries:
+                cl.client(node).config_resetstat()
+            cpu0 = {node.port: _cpu(cl, node) for node in primaries}
+            wcpu0 = _proc_cpu(procs)
+            secs, micros = conn.call("TIME")
+            start = int(secs) * 1000 + int(micros) / 1000  # SERVER ms, as the completions
+            for q in names:
+                jobs.resume(conn, q)
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 left = sum(jobs.counts(conn, q)["pending"] + jobs.counts(conn, q)["active"]
@@ -97,28 +108,61 @@ def run(masters: int, parts: int, n: int, workers: int, concurrency: int,
             # the server's work per primary, read before the workers' shutdown adds to it
             usec = {node.port: _usec(cl, node) for node in primaries}
             cpu = {node.port: _cpu(cl, node) - cpu0[node.port] for node in primaries}
+            wcpu = _proc_cpu(procs) - wcpu0
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             for p in procs:
                 p.wait(30)
-        first, last, done = float("inf"), 0.0, 0
+        last, done = 0.0, 0
         for q in names:
             key = keyspace.queue_key(q, "completed")
-            lo = conn.call("ZRANGE", key, 0, 0, "WITHSCORES")
             hi = conn.call("ZRANGE", key, -1, -1, "WITHSCORES")
             done += int(conn.call("ZCARD", key))
-            if lo:
-                first, last = min(first, float(lo[1])), max(last, float(hi[1]))
+            if hi:
+                last = max(last, float(hi[1]))
         conn.close()
-    span = max(1.0, last - first) / 1000
+    span = max(1.0, last - start) / 1000
     total = sum(usec.values())
     held = Counter(owner.values())
+    placed = "+".join(str(held.get(node.port, 0)) for node in primaries)
+    used = wcpu + sum(cpu.values())
+    print(f"  masters {masters}, {parts} partition(s) on primaries {placed}: "
+          f"{done / span:,.0f} jobs/s; {done / max(used, 1e-9):,.0f} jobs per CPU second "
+          f"(workers {wcpu:.1f} s + primaries {sum(cpu.values()):.1f} s)", flush=True)
     return {"done": done, "seconds": span, "rate": done / span, "primaries": len(held),
             "usec_job": total / max(1, done),
             "busiest_share": max(usec.values()) / total if total else 0.0,
             "expected_share": max(held.values()) / parts,
-            "busiest_cpu": max(cpu.values()) / span}
+            "busiest_cpu": max(cpu.values()) / span, "per_cpu_s": done / max(used, 1e-9)}
+
+
+def _ready(conn: Connector, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Every worker process registered, then one beat more so each consumer waits on its
+    partitions' wake lists: the drain starts (the partitions resumed) with all of them in
+    place. Started together, the workers come up seconds apart on a loaded 2-core box
+    (interpreter and imports), and a clock started at the first completion measured that
+    stagger, a different one per run, as much as the drain."""
+    t0 = time.monotonic()
+    up: list[float] = []
+    while len(up) < len(procs):
+        if time.monotonic() - t0 > 120 or any(p.poll() is not None for p in procs):
+            raise SystemExit("the worker processes did not all register within 120 s")
+        up += [time.monotonic() - t0] * (len(workers.live(conn)) - len(up))
+        time.sleep(0.05)
+    print(f"  workers registered {', '.join(f'{u:.1f}' for u in up)} s after their start",
+          flush=True)
+    time.sleep(0.5)
+
+
+def _proc_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
+    """The worker processes' CPU seconds so far (user + sys, /proc/<pid>/stat)."""
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(cl: LocalCluster, node: object) -> float:
@@ -158,11 +202,20 @@ def main() -> None:
     sizes = [int(m) for m in args.masters.split(",")]
     counts = [int(p) for p in args.partitions.split(",")]
     runs: dict[tuple[int, int], list[dict[str, float]]] = {}
-    for _ in range(max(1, args.repeat)):
+    for rnd in range(max(1, args.repeat)):
         for m in sizes:
-            for parts in counts:
+            # the order turns every round, so a burst of load from elsewhere does not
+            # always land on the same row
+            for parts in counts if rnd % 2 == 0 else counts[::-1]:
                 runs.setdefault((m, parts), []).append(
                     run(m, parts, args.n, args.workers, args.concurrency, folder))
+            one = runs[(m, counts[0])][-1]["rate"]
+            eff = runs[(m, counts[0])][-1]["per_cpu_s"]
+            print(f"round {rnd + 1}, {m} masters: jobs/s " + ", ".join(
+                f"{p}: {runs[(m, p)][-1]['rate'] / one:.2f}x" for p in counts)
+                + f" of {counts[0]}; jobs per CPU second " + ", ".join(
+                f"{p}: {runs[(m, p)][-1]['per_cpu_s'] / eff:.2f}x" for p in counts)
+                + f" (load {os.getloadavg()[0]:.1f})", flush=True)
     for m in sizes:
         base = None
         for parts in counts:

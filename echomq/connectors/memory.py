@@ -4,11 +4,11 @@ Two memories, each owned by one connector (two connectors share none of it; a dr
 connector takes its memory with it):
 
 - ``HandBacks``: a queue whose ``EMQ.CLAIM``, ``EMQ.ACK`` or ``EMQ.ACKMANY`` just handed a
-  call back to its script (``EMQSTATE ... not native``: groups in the ring, a queue rate, a
-  grouped or flow job's ack) gets that script straight away for the next ``hold_s`` seconds
-  instead of paying a refused native call first; then the native command is tried again
-  (the groups may be gone by then). Only a cost: the script gives the same answer either
-  way. Keyed by command and queue (its hash tag). Clock: HOST monotonic, read here.
+  call back to its script (``EMQSTATE ... not native``: a queue rate, an odd row, a flow
+  job's ack) gets that script straight away for the next ``hold_s`` seconds
+  instead of paying a refused native call first; then the native command is tried again.
+  Only a cost: the script gives the same answer either way. Keyed by command and queue
+  (its hash tag). Clock: HOST monotonic, read here.
 - ``registered``: the queue names already added to the queue registry through this
   connector (``verbs.registry.note``), so the hot path sends that ``SADD`` once. No clock.
 """

@@ -10,27 +10,31 @@
  * The tails, the replies and the refusal texts are the scripts' (claim-2.lua, ack-3.lua,
  * ack_many-2.lua). Each command does what its script does for what a plain queue meets:
  *
- *   claim    no queue rate (<base>rate) nor cap (<base>limit), no group in the ring (<base>ring) nor one whose
- *            rate or limit block is over (<base>gwait due), rows that are hashes in state
- *            pending with a payload, an integer (or no) attempts and no cancel mark; a
- *            deadline (expires) still ahead is dropped as the script's started() drops it
- *            (HDEL expires, ZREM <base>deadlines); a paused or blocked queue gives nothing;
- *   ack      rows without a group, a flow link (group, parent, flow, watched) or a held
- *            recurrence occurrence behind them (follower); a unique key, a debounce key
- *            and a kept result's done token (notify) are released as ended() does; a
+ *   claim    no queue rate (<base>rate), rows that are hashes in state pending with a
+ *            payload, an integer (or no) attempts and no cancel mark; a deadline (expires) still
+ *            ahead is dropped as the script's started() drops it (HDEL expires, ZREM
+ *            <base>deadlines); a paused or blocked queue gives nothing; a queue cap
+ *            (<base>limit) bounds the count; groups in the ring (<base>ring) take their
+ *            turns, after the groups whose wait on <base>gwait is over rejoined it, as the
+ *            script's (emq_group.c: group_claim);
+ *   ack      rows without a flow link (parent, flow, watched) or a held recurrence
+ *            occurrence behind them (follower); a unique key, a debounce key and a kept
+ *            result's done token (notify) are released as ended() does; a grouped job's
+ *            group is left as left_active() leaves it (emq_group.c: group_left); a
  *            deleted row leaves its task and runs beside a kept result and its id on
  *            <base>seen (emq_kept.c, as includes/kept.lua and seen.lua).
  *
  * Anything else is refused, before any write, with a text that ends in "not native":
  *   EMQSTATE claim rate not native     a queue rate is set
- *   EMQSTATE claim limit not native    a queue cap is set (the script counts live leases)
- *   EMQSTATE claim ring not native     groups take turns with pending, or one reopens now
+ *   EMQSTATE claim limit not native    the queue cap is not an integer string
+ *   EMQSTATE claim ring not native     a group's key or field is not what the scripts write
  *   EMQSTATE claim id not native       the claim id has leased before (<base>claim:<id>
  *                                      exists): the script answers those jobs again
  *   EMQSTATE claim row not native      a candidate row is not plain (see above), its deadline
  *                                      has passed (the script ends it expired), or a key the
  *                                      claim writes holds another type
- *   EMQSTATE ack lane not native       a grouped job (its group's active count and ring)
+ *   EMQSTATE ack lane not native       a grouped job whose group's keys or fields are not
+ *                                      what the scripts write
  *   EMQSTATE ack flow not native       a flow child, parent or linked owner, or a job a
  *                                      recurrence occurrence waits behind (follower)
  *   EMQSTATE ack row not native        a row or key the ack touches is not what a plain
@@ -55,11 +59,11 @@
 #define EMQ_HASH_DELETE ((EmqStr *)(long)1)
 
 static const char CLAIM_RATE[] = "EMQSTATE claim rate not native";
-static const char CLAIM_LIMIT[] = "EMQSTATE claim limit not native";
-static const char CLAIM_RING[] = "EMQSTATE claim ring not native";
+const char CLAIM_LIMIT[] = "EMQSTATE claim limit not native";
+const char CLAIM_RING[] = "EMQSTATE claim ring not native";
+const char CLAIM_ROW[] = "EMQSTATE claim row not native";
 static const char CLAIM_ID[] = "EMQSTATE claim id not native";
-static const char CLAIM_ROW[] = "EMQSTATE claim row not native";
-static const char ACK_LANE[] = "EMQSTATE ack lane not native";
+const char ACK_LANE[] = "EMQSTATE ack lane not native";
 static const char ACK_FLOW[] = "EMQSTATE ack flow not native";
 static const char ACK_ROW[] = "EMQSTATE ack row not native";
 static const char GONE[] = "EMQSTALE job gone";
@@ -80,32 +84,28 @@ static EmqStr *s_active, *s_completed;
 
 /* -- strings to free at the end of a command ------------------------------------------- */
 
-typedef struct {
-    EmqStr **v;
-    size_t n, cap;
-} Bag;
-
-static EmqStr *bag(Bag *b, EmqStr *s) {
+EmqStr *bag(Bag *b, EmqStr *s) {
     if (s == NULL) return NULL;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 32;
-        EmqStr **v = Emq_Alloc(sizeof(EmqStr *) * cap);
-        if (b->n) memcpy(v, b->v, sizeof(EmqStr *) * b->n);
-        if (b->v) Emq_Free(b->v);
-        b->v = v, b->cap = cap;
+    if (b->head == NULL || b->head->n == BAG_BLOCK) {
+        BagBlock *blk = Emq_Alloc(sizeof(BagBlock));
+        blk->next = b->head, blk->n = 0;
+        b->head = blk;
     }
-    b->v[b->n++] = s;
+    b->head->v[b->head->n++] = s;
     return s;
 }
 
-static void bag_free(EmqCtx *ctx, Bag *b) {
-    size_t i;
-    for (i = 0; i < b->n; i++) Emq_FreeString(ctx, b->v[i]);
-    if (b->v) Emq_Free(b->v);
-    b->v = NULL, b->n = b->cap = 0;
+void bag_free(EmqCtx *ctx, Bag *b) {
+    while (b->head) {
+        BagBlock *blk = b->head;
+        size_t i;
+        for (i = 0; i < blk->n; i++) Emq_FreeString(ctx, blk->v[i]);
+        b->head = blk->next;
+        Emq_Free(blk);
+    }
 }
 
-static EmqStr *derived(EmqCtx *ctx, Bag *b, EmqStr *basestr, const char *mid, const EmqStr *tail) {
+EmqStr *derived(EmqCtx *ctx, Bag *b, EmqStr *basestr, const char *mid, const EmqStr *tail) {
     size_t blen, tlen = 0;
     const char *base = Emq_StringPtrLen(basestr, &blen), *t = "";
     if (tail) t = Emq_StringPtrLen(tail, &tlen);
@@ -122,7 +122,7 @@ static int is_empty_str(const EmqStr *s) {
     return n == 0;
 }
 
-static int exists(EmqCtx *ctx, EmqStr *key) { return type_of(ctx, key) != EMQ_KEYTYPE_EMPTY; }
+int exists(EmqCtx *ctx, EmqStr *key) { return type_of(ctx, key) != EMQ_KEYTYPE_EMPTY; }
 
 /* A hash counter's value (0 when absent) if it can take +n; else 0 returned. */
 static int counter(EmqCtx *ctx, EmqStr *key, const char *field, long long n, long long *out) {
@@ -141,7 +141,7 @@ static int counter(EmqCtx *ctx, EmqStr *key, const char *field, long long n, lon
 }
 
 /* counter + n through the key API, replicated and notified as HINCRBY. */
-static void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, long long n) {
+void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, long long n) {
     EmqStr *v = num_str(ctx, before + n), *by = num_str(ctx, n);
     EmqKey *k = Emq_OpenKey(ctx, key, EMQ_READ | EMQ_WRITE);
     Emq_HashSet(k, EMQ_HASH_CFIELDS, field, v, NULL);
@@ -152,22 +152,159 @@ static void bump(EmqCtx *ctx, EmqStr *key, const char *field, long long before, 
     Emq_FreeString(ctx, by);
 }
 
-static void call(EmqReply *r) {
+void call(EmqReply *r) {
     if (r) Emq_FreeCallReply(r);
 }
 
 /* -- EMQ.CLAIM 2 <pending> <active> <queue base> <lease ms> <count> ------------------- */
 
+/* Every candidate row read, before any write: NULL when each is a plain pending row (its
+ * payload, token and any deadline still ahead kept on l), else the refusal. */
+const char *lease_read(EmqCtx *ctx, Bag *b, EmqStr *basestr, Lease *l, long long now) {
+    size_t i, n = l->n;
+    const char *refusal = NULL;
+    EmqKey *k;
+    l->rows = Emq_Alloc(sizeof(EmqStr *) * n);
+    l->pays = Emq_Alloc(sizeof(EmqStr *) * n);
+    l->tokens = Emq_Alloc(sizeof(long long) * n);
+    l->dls = Emq_Alloc(sizeof(EmqStr *) * n);
+    for (i = 0; i < n && !refusal; i++) {
+        EmqStr *att = NULL, *state = NULL, *cancel = NULL, *expires = NULL;
+        l->pays[i] = NULL;
+        l->rows[i] = derived(ctx, b, basestr, "job:", l->ids[i]);
+        k = Emq_OpenKey(ctx, l->rows[i], EMQ_READ);
+        if (k == NULL || Emq_KeyType(k) != EMQ_KEYTYPE_HASH) {
+            refusal = CLAIM_ROW;
+        } else {
+            Emq_HashGet(k, EMQ_HASH_CFIELDS, "payload", &l->pays[i], "attempts", &att, "state",
+                        &state, "cancel", &cancel, "expires", &expires, NULL);
+            bag(b, l->pays[i]), bag(b, att), bag(b, state), bag(b, cancel), bag(b, expires);
+            l->tokens[i] = 0;
+            if (!l->pays[i] || cancel || !state || !str_is(state, "pending") ||
+                (att && Emq_StringToLongLong(att, &l->tokens[i]) != EMQ_OK) ||
+                l->tokens[i] == 0x7fffffffffffffffLL)
+                refusal = CLAIM_ROW;
+            if (expires && !refusal) {
+                /* a deadline still ahead is dropped by the claim; one at or past now is
+                 * the script's to end (expired) */
+                long long at;
+                if (Emq_StringToLongLong(expires, &at) != EMQ_OK || at <= now) refusal = CLAIM_ROW;
+                else l->dls[l->ndl++] = l->ids[i];
+            }
+            l->tokens[i]++;
+        }
+        Emq_CloseKey(k);
+    }
+    if (!refusal && l->ndl) {
+        l->deadlines = derived(ctx, b, basestr, "deadlines", NULL);
+        if (!is_type_or_empty(ctx, l->deadlines, EMQ_KEYTYPE_ZSET)) refusal = CLAIM_ROW;
+    }
+    return refusal;
+}
+
+/* The rows read by lease_read written: each active at its next attempt (its deadline
+ * dropped), and on active until now + lease. */
+void lease_write(EmqCtx *ctx, Bag *b, EmqStr *active, Lease *l, long long until) {
+    size_t i, n = l->n;
+    EmqStr **atts = Emq_Alloc(sizeof(EmqStr *) * n), **pairs, *score;
+    EmqKey *k;
+    for (i = 0; i < n; i++) {
+        atts[i] = bag(b, num_str(ctx, l->tokens[i]));
+        k = Emq_OpenKey(ctx, l->rows[i], EMQ_READ | EMQ_WRITE);
+        Emq_HashSet(k, EMQ_HASH_CFIELDS, "attempts", atts[i], "state", s_active, NULL);
+        Emq_CloseKey(k);
+        notify(ctx, EMQ_NOTIFY_HASH, "hset", l->rows[i]);
+    }
+    Emq_Replicate(ctx, "EVAL", "clvv", SET_ACTIVE_LUA, (long long)n, l->rows, n, atts, n);
+    Emq_Free(atts);
+    if (l->ndl) { /* the claimed jobs met their deadlines: they keep none from now on */
+        size_t j;
+        for (i = 0, j = 0; i < n && j < l->ndl; i++) {
+            if (l->ids[i] != l->dls[j]) continue;
+            j++;
+            k = Emq_OpenKey(ctx, l->rows[i], EMQ_READ | EMQ_WRITE);
+            Emq_HashSet(k, EMQ_HASH_CFIELDS, "expires", EMQ_HASH_DELETE, NULL);
+            Emq_CloseKey(k);
+            notify(ctx, EMQ_NOTIFY_HASH, "hdel", l->rows[i]);
+            Emq_Replicate(ctx, "HDEL", "sc", l->rows[i], "expires");
+        }
+        k = Emq_OpenKey(ctx, l->deadlines, EMQ_READ | EMQ_WRITE);
+        if (Emq_KeyType(k) == EMQ_KEYTYPE_ZSET)
+            for (i = 0; i < l->ndl; i++) {
+                int deleted;
+                Emq_ZsetRem(k, l->dls[i], &deleted);
+            }
+        Emq_CloseKey(k);
+        notify_zrem(ctx, l->deadlines);
+        Emq_Replicate(ctx, "ZREM", "sv", l->deadlines, l->dls, l->ndl);
+    }
+
+    score = bag(b, num_str(ctx, until));
+    pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * n);
+    k = Emq_OpenKey(ctx, active, EMQ_READ | EMQ_WRITE);
+    for (i = 0; i < n; i++) {
+        int flags = 0;
+        Emq_ZsetAdd(k, (double)until, l->ids[i], &flags);
+        pairs[2 * i] = score, pairs[2 * i + 1] = l->ids[i];
+    }
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", active);
+    Emq_Replicate(ctx, "ZADD", "sv", active, pairs, 2 * n);
+    Emq_Free(pairs);
+}
+
+/* The claim's reply: id, token, payload per job; or the refusal. Frees l's arrays. */
+void lease_reply(EmqCtx *ctx, Lease *l, const char *refusal) {
+    size_t i;
+    if (refusal) {
+        Emq_ReplyWithError(ctx, refusal);
+    } else {
+        Emq_ReplyWithArray(ctx, (long)(3 * l->n));
+        for (i = 0; i < l->n; i++) {
+            Emq_ReplyWithString(ctx, l->ids[i]);
+            Emq_ReplyWithLongLong(ctx, l->tokens[i]);
+            Emq_ReplyWithString(ctx, l->pays[i]);
+        }
+    }
+    if (l->ids) Emq_Free(l->ids);
+    if (l->rows) Emq_Free(l->rows);
+    if (l->pays) Emq_Free(l->pays);
+    if (l->tokens) Emq_Free(l->tokens);
+    if (l->dls) Emq_Free(l->dls);
+    memset(l, 0, sizeof(*l));
+}
+
+/* A first use of a claim id: what it leased, as the script's HSET <claim key> id token ...,
+ * PEXPIRE lease, so a retried claim answers the same jobs. */
+void claim_record(EmqCtx *ctx, Bag *b, EmqStr *claim_key, Lease *l, long long lease) {
+    size_t i, n = l->n;
+    EmqStr **pairs;
+    EmqKey *k;
+    if (n == 0) return;
+    pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * n);
+    k = Emq_OpenKey(ctx, claim_key, EMQ_READ | EMQ_WRITE);
+    for (i = 0; i < n; i++) {
+        pairs[2 * i] = l->ids[i], pairs[2 * i + 1] = bag(b, num_str(ctx, l->tokens[i]));
+        Emq_HashSet(k, EMQ_HASH_NONE, pairs[2 * i], pairs[2 * i + 1], NULL);
+    }
+    Emq_SetExpire(k, lease);
+    Emq_CloseKey(k);
+    notify(ctx, EMQ_NOTIFY_HASH, "hset", claim_key);
+    notify(ctx, EMQ_NOTIFY_GENERIC, "expire", claim_key);
+    Emq_Replicate(ctx, "HSET", "sv", claim_key, pairs, 2 * n);
+    Emq_Replicate(ctx, "PEXPIRE", "sl", claim_key, lease);
+    Emq_Free(pairs);
+}
+
 static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
-    EmqStr *pending, *active, *basestr, **ids = NULL, **rows = NULL, **atts = NULL, **pays = NULL,
-                                         **pairs = NULL, **dls = NULL, *wake_key, *score = NULL,
-                                         *deadlines = NULL, *claim_key = NULL;
+    EmqStr *pending, *active, *basestr, *wake_key, *claim_key = NULL;
     EmqKey *k;
     Bag b = {0};
-    long long lease, want, now, *tokens = NULL;
-    size_t n = 0, cap, i, left, ndl = 0;
+    Lease l;
+    long long lease, want, now;
+    size_t cap, left;
     const char *refusal = NULL;
-    int t;
+    int t, due = 0;
 
     if (!check_shape(ctx, argv, argc, argc == 8 ? 8 : 7, 2, "ERR EMQ.CLAIM numkeys must be 2",
                      "ERR EMQ.CLAIM keys must be distinct"))
@@ -181,23 +318,24 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         !is_type_or_empty(ctx, active, EMQ_KEYTYPE_ZSET))
         return Emq_ReplyWithError(ctx, WRONGTYPE_ERROR);
     now = Emq_Milliseconds();
+    memset(&l, 0, sizeof(l));
 
     /* the queue's controls, in the script's order: a claim id used before, its rate, the
-     * groups reopening now, then a pause or block (nothing claimed, nothing written) */
-    /* a claim id (the script's ARGV[4]): a first use claims here and records what it
-     * leased on <base>claim:<id>; one used before is the script's replay */
+     * groups reopening now, then a pause or block (nothing claimed; only a reopen
+     * written), then its cap. A claim id (the script's ARGV[4]): a first use claims here
+     * and records what it leased on <base>claim:<id>; one used before is the script's
+     * replay */
     if (argc == 8 && !is_empty_str(argv[7])) {
         claim_key = derived(ctx, &b, basestr, "claim:", argv[7]);
         if (exists(ctx, claim_key)) refusal = CLAIM_ID;
     }
     if (!refusal && exists(ctx, derived(ctx, &b, basestr, "rate", NULL))) refusal = CLAIM_RATE;
-    if (!refusal && exists(ctx, derived(ctx, &b, basestr, "limit", NULL))) refusal = CLAIM_LIMIT;
-    if (!refusal) {
+    if (!refusal) { /* groups whose wait ends now: group_claim reopens them first */
         k = Emq_OpenKey(ctx, derived(ctx, &b, basestr, "gwait", NULL), EMQ_READ);
         t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
         if (t == EMQ_KEYTYPE_ZSET &&
             Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, (double)now, 0, 0) == EMQ_OK) {
-            if (!Emq_ZsetRangeEndReached(k)) refusal = CLAIM_RING;
+            due = !Emq_ZsetRangeEndReached(k);
             Emq_ZsetRangeStop(k);
         } else if (t != EMQ_KEYTYPE_EMPTY && t != EMQ_KEYTYPE_ZSET) {
             refusal = CLAIM_RING;
@@ -205,16 +343,21 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         Emq_CloseKey(k);
     }
     if (!refusal && (exists(ctx, derived(ctx, &b, basestr, "paused", NULL)) ||
-                     exists(ctx, derived(ctx, &b, basestr, "blocked_until", NULL)))) {
-        bag_free(ctx, &b);
-        return Emq_ReplyWithArray(ctx, 0);
-    }
-    if (!refusal && exists(ctx, derived(ctx, &b, basestr, "ring", NULL))) refusal = CLAIM_RING;
+                     exists(ctx, derived(ctx, &b, basestr, "blocked_until", NULL))))
+        want = 0;
+    if (!refusal && want) want = queue_cap(ctx, &b, basestr, active, now, want);
+    if (!refusal && want < 0) refusal = CLAIM_LIMIT;
     wake_key = derived(ctx, &b, basestr, "wake", NULL);
-    if (!refusal && !is_type_or_empty(ctx, wake_key, EMQ_KEYTYPE_LIST)) refusal = CLAIM_ROW;
-    if (refusal) {
+    if (!refusal && (want || due) && !is_type_or_empty(ctx, wake_key, EMQ_KEYTYPE_LIST))
+        refusal = CLAIM_ROW;
+    if (refusal || (want == 0 && !due)) {
         bag_free(ctx, &b);
-        return Emq_ReplyWithError(ctx, refusal);
+        return refusal ? Emq_ReplyWithError(ctx, refusal) : Emq_ReplyWithArray(ctx, 0);
+    }
+    if (due || exists(ctx, derived(ctx, &b, basestr, "ring", NULL))) {
+        group_claim(ctx, &b, basestr, pending, active, now, lease, want, claim_key);
+        bag_free(ctx, &b);
+        return EMQ_OK;
     }
 
     /* the candidates: pending's first <count> (ZPOPMIN's order), every row read */
@@ -226,140 +369,42 @@ static int cmd_claim(EmqCtx *ctx, EmqStr **argv, int argc) {
         bag_free(ctx, &b);
         return Emq_ReplyWithArray(ctx, 0);
     }
-    ids = Emq_Alloc(sizeof(EmqStr *) * cap);
+    l.ids = Emq_Alloc(sizeof(EmqStr *) * cap);
     if (Emq_ZsetFirstInScoreRange(k, -HUGE_VAL, HUGE_VAL, 0, 0) == EMQ_OK) {
-        while (n < cap && !Emq_ZsetRangeEndReached(k)) {
-            ids[n++] = bag(&b, Emq_ZsetRangeCurrentElement(k, NULL));
+        while (l.n < cap && !Emq_ZsetRangeEndReached(k)) {
+            l.ids[l.n++] = bag(&b, Emq_ZsetRangeCurrentElement(k, NULL));
             if (!Emq_ZsetRangeNext(k)) break;
         }
         Emq_ZsetRangeStop(k);
     }
-    left = Emq_ValueLength(k) - n;
+    left = Emq_ValueLength(k) - l.n;
     Emq_CloseKey(k);
-    rows = Emq_Alloc(sizeof(EmqStr *) * n);
-    atts = Emq_Alloc(sizeof(EmqStr *) * n);
-    pays = Emq_Alloc(sizeof(EmqStr *) * n);
-    tokens = Emq_Alloc(sizeof(long long) * n);
-    dls = Emq_Alloc(sizeof(EmqStr *) * n);
-    for (i = 0; i < n && !refusal; i++) {
-        EmqStr *att = NULL, *state = NULL, *cancel = NULL, *expires = NULL;
-        pays[i] = NULL;
-        rows[i] = derived(ctx, &b, basestr, "job:", ids[i]);
-        k = Emq_OpenKey(ctx, rows[i], EMQ_READ);
-        if (k == NULL || Emq_KeyType(k) != EMQ_KEYTYPE_HASH) {
-            refusal = CLAIM_ROW;
-        } else {
-            Emq_HashGet(k, EMQ_HASH_CFIELDS, "payload", &pays[i], "attempts", &att, "state",
-                        &state, "cancel", &cancel, "expires", &expires, NULL);
-            bag(&b, pays[i]), bag(&b, att), bag(&b, state), bag(&b, cancel), bag(&b, expires);
-            tokens[i] = 0;
-            if (!pays[i] || cancel || !state || !str_is(state, "pending") ||
-                (att && Emq_StringToLongLong(att, &tokens[i]) != EMQ_OK) ||
-                tokens[i] == 0x7fffffffffffffffLL)
-                refusal = CLAIM_ROW;
-            if (expires && !refusal) {
-                /* a deadline still ahead is dropped by the claim; one at or past now is
-                 * the script's to end (expired) */
-                long long at;
-                if (Emq_StringToLongLong(expires, &at) != EMQ_OK || at <= now) refusal = CLAIM_ROW;
-                else dls[ndl++] = ids[i];
-            }
-            tokens[i]++;
-        }
-        Emq_CloseKey(k);
+    refusal = lease_read(ctx, &b, basestr, &l, now);
+    if (!refusal) {
+        /* the writes: off pending (as ZPOPMIN), the rows leased, and a wake token when
+         * work is left behind */
+        zset_pop(ctx, pending, l.ids, l.n, left == 0);
+        lease_write(ctx, &b, active, &l, now + lease);
+        if (claim_key) claim_record(ctx, &b, claim_key, &l, lease);
+        if ((long long)l.n == want && left > 0) wake(ctx, wake_key);
     }
-    if (!refusal && ndl) {
-        deadlines = derived(ctx, &b, basestr, "deadlines", NULL);
-        if (!is_type_or_empty(ctx, deadlines, EMQ_KEYTYPE_ZSET)) refusal = CLAIM_ROW;
-    }
-    if (refusal) goto done;
+    lease_reply(ctx, &l, refusal);
+    bag_free(ctx, &b);
+    return EMQ_OK;
+}
 
-    /* the writes: off pending (as ZPOPMIN), each row active at its next attempt, on active
-     * until now + lease, and a wake token when work is left behind */
-    k = Emq_OpenKey(ctx, pending, EMQ_READ | EMQ_WRITE);
+/* ids off a sorted set, replicated and notified as the script's ZPOPMIN (emptied: del). */
+void zset_pop(EmqCtx *ctx, EmqStr *key, EmqStr **ids, size_t n, int emptied) {
+    EmqKey *k = Emq_OpenKey(ctx, key, EMQ_READ | EMQ_WRITE);
+    size_t i;
     for (i = 0; i < n; i++) {
         int deleted;
         Emq_ZsetRem(k, ids[i], &deleted);
     }
     Emq_CloseKey(k);
-    notify(ctx, EMQ_NOTIFY_ZSET, "zpopmin", pending);
-    if (!left) notify(ctx, EMQ_NOTIFY_GENERIC, "del", pending);
-    Emq_Replicate(ctx, "ZREM", "sv", pending, ids, n);
-
-    for (i = 0; i < n; i++) {
-        atts[i] = bag(&b, num_str(ctx, tokens[i]));
-        k = Emq_OpenKey(ctx, rows[i], EMQ_READ | EMQ_WRITE);
-        Emq_HashSet(k, EMQ_HASH_CFIELDS, "attempts", atts[i], "state", s_active, NULL);
-        Emq_CloseKey(k);
-        notify(ctx, EMQ_NOTIFY_HASH, "hset", rows[i]);
-    }
-    Emq_Replicate(ctx, "EVAL", "clvv", SET_ACTIVE_LUA, (long long)n, rows, n, atts, n);
-    if (ndl) { /* the claimed jobs met their deadlines: they keep none from now on */
-        size_t j;
-        for (i = 0, j = 0; i < n && j < ndl; i++) {
-            if (ids[i] != dls[j]) continue;
-            j++;
-            k = Emq_OpenKey(ctx, rows[i], EMQ_READ | EMQ_WRITE);
-            Emq_HashSet(k, EMQ_HASH_CFIELDS, "expires", EMQ_HASH_DELETE, NULL);
-            Emq_CloseKey(k);
-            notify(ctx, EMQ_NOTIFY_HASH, "hdel", rows[i]);
-            Emq_Replicate(ctx, "HDEL", "sc", rows[i], "expires");
-        }
-        k = Emq_OpenKey(ctx, deadlines, EMQ_READ | EMQ_WRITE);
-        if (Emq_KeyType(k) == EMQ_KEYTYPE_ZSET)
-            for (i = 0; i < ndl; i++) {
-                int deleted;
-                Emq_ZsetRem(k, dls[i], &deleted);
-            }
-        Emq_CloseKey(k);
-        notify_zrem(ctx, deadlines);
-        Emq_Replicate(ctx, "ZREM", "sv", deadlines, dls, ndl);
-    }
-
-    score = bag(&b, num_str(ctx, now + lease));
-    pairs = Emq_Alloc(sizeof(EmqStr *) * 2 * n);
-    k = Emq_OpenKey(ctx, active, EMQ_READ | EMQ_WRITE);
-    for (i = 0; i < n; i++) {
-        int flags = 0;
-        Emq_ZsetAdd(k, (double)(now + lease), ids[i], &flags);
-        pairs[2 * i] = score, pairs[2 * i + 1] = ids[i];
-    }
-    Emq_CloseKey(k);
-    notify(ctx, EMQ_NOTIFY_ZSET, "zadd", active);
-    Emq_Replicate(ctx, "ZADD", "sv", active, pairs, 2 * n);
-    if (claim_key) { /* the script's: HSET <claim key> id token ..., PEXPIRE lease */
-        k = Emq_OpenKey(ctx, claim_key, EMQ_READ | EMQ_WRITE);
-        for (i = 0; i < n; i++) {
-            Emq_HashSet(k, EMQ_HASH_NONE, ids[i], atts[i], NULL);
-            pairs[2 * i] = ids[i], pairs[2 * i + 1] = atts[i];
-        }
-        Emq_SetExpire(k, lease);
-        Emq_CloseKey(k);
-        notify(ctx, EMQ_NOTIFY_HASH, "hset", claim_key);
-        notify(ctx, EMQ_NOTIFY_GENERIC, "expire", claim_key);
-        Emq_Replicate(ctx, "HSET", "sv", claim_key, pairs, 2 * n);
-        Emq_Replicate(ctx, "PEXPIRE", "sl", claim_key, lease);
-    }
-    if ((long long)n == want && left > 0) wake(ctx, wake_key);
-
-    Emq_ReplyWithArray(ctx, (long)(3 * n));
-    for (i = 0; i < n; i++) {
-        Emq_ReplyWithString(ctx, ids[i]);
-        Emq_ReplyWithLongLong(ctx, tokens[i]);
-        Emq_ReplyWithString(ctx, pays[i]);
-    }
-
-done:
-    if (refusal) Emq_ReplyWithError(ctx, refusal);
-    Emq_Free(ids);
-    if (rows) Emq_Free(rows);
-    if (atts) Emq_Free(atts);
-    if (pays) Emq_Free(pays);
-    if (tokens) Emq_Free(tokens);
-    if (dls) Emq_Free(dls);
-    if (pairs) Emq_Free(pairs);
-    bag_free(ctx, &b);
-    return EMQ_OK;
+    notify(ctx, EMQ_NOTIFY_ZSET, "zpopmin", key);
+    if (emptied) notify(ctx, EMQ_NOTIFY_GENERIC, "del", key);
+    Emq_Replicate(ctx, "ZREM", "sv", key, ids, n);
 }
 
 /* -- acks: what one job's completion reads and writes -------------------------------- */
@@ -368,6 +413,7 @@ done:
 typedef struct {
     EmqStr *id, *row, *token; /* the token: the runs a deleted row leaves (emq_kept.c) */
     EmqStr *unique, *until, *notify, *cancel, *debounce;
+    EmqStr *group;      /* its group, whose active count and ring place follow */
     EmqStr *result;     /* a result to keep, NULL for none */
     long long keep_ms;  /* its PX */
     long long notify_ms;
@@ -377,7 +423,7 @@ typedef struct {
  * the script gives (GONE, MISMATCH), or a not-native text. `active` NULL: no active check
  * here (ACKMANY checks the members together, as the script's ZMSCORE). */
 static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
-    EmqStr *att = NULL, *group = NULL, *parent = NULL, *flow = NULL, *watched = NULL,
+    EmqStr *att = NULL, *parent = NULL, *flow = NULL, *watched = NULL,
            *follower = NULL;
     EmqKey *k = Emq_OpenKey(ctx, d->row, EMQ_READ);
     int t = k ? Emq_KeyType(k) : EMQ_KEYTYPE_EMPTY;
@@ -387,18 +433,17 @@ static const char *read_done(EmqCtx *ctx, Bag *b, Done *d, EmqStr *token) {
         Emq_CloseKey(k);
         return t == EMQ_KEYTYPE_EMPTY ? GONE : ACK_ROW;
     }
-    Emq_HashGet(k, EMQ_HASH_CFIELDS, "attempts", &att, "group", &group, "unique", &d->unique,
+    Emq_HashGet(k, EMQ_HASH_CFIELDS, "attempts", &att, "group", &d->group, "unique", &d->unique,
                 "unique_until", &d->until, "notify", &d->notify, "parent", &parent, NULL);
     Emq_HashGet(k, EMQ_HASH_CFIELDS, "flow", &flow, "watched", &watched, "cancel", &d->cancel,
                 "debounce", &d->debounce, "follower", &follower, NULL);
     Emq_CloseKey(k);
-    bag(b, att), bag(b, group), bag(b, d->unique), bag(b, d->until), bag(b, d->notify);
+    bag(b, att), bag(b, d->group), bag(b, d->unique), bag(b, d->until), bag(b, d->notify);
     bag(b, parent), bag(b, flow), bag(b, watched), bag(b, d->cancel), bag(b, d->debounce);
     bag(b, follower);
     if (!att) return GONE;
     if (!str_eq(att, token)) return MISMATCH;
-    if (group) why = ACK_LANE;
-    else if (parent || flow || watched || follower) why = ACK_FLOW;
+    if (parent || flow || watched || follower) why = ACK_FLOW;
     else if (d->notify && (Emq_StringToLongLong(d->notify, &d->notify_ms) != EMQ_OK))
         why = ACK_ROW;
     return why;
@@ -465,6 +510,7 @@ static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *s
                                  EmqStr *completed, Done *ds, size_t n, long long *count,
                                  int keep) {
     size_t i;
+    int grouped = 0; /* the queue's group keys checked */
     if (!counter(ctx, stats, "completed", (long long)n, count)) return ACK_ROW;
     if (!is_type_or_empty(ctx, completed, EMQ_KEYTYPE_ZSET)) return ACK_ROW;
     if (!keep && !is_type_or_empty(ctx, derived(ctx, b, basestr, "seen", NULL), EMQ_KEYTYPE_ZSET))
@@ -473,6 +519,7 @@ static const char *check_targets(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *s
         if (!keep && ds[i].result &&
             !is_type_or_empty(ctx, derived(ctx, b, basestr, "kept:", ds[i].id), EMQ_KEYTYPE_HASH))
             return ACK_ROW;
+        if (ds[i].group && group_check(ctx, b, basestr, ds[i].group, &grouped)) return ACK_LANE;
         if (ds[i].unique &&
             owns_unique(ctx, derived(ctx, b, basestr, "unique:", ds[i].unique), ds[i].id) < 0)
             return ACK_ROW;
@@ -513,6 +560,8 @@ static void complete(EmqCtx *ctx, Bag *b, EmqStr *basestr, EmqStr *active, EmqSt
         if (ds[i].result)
             call(Emq_Call(ctx, "SET", "!sscl", derived(ctx, b, basestr, "result:", ds[i].id),
                           ds[i].result, "PX", ds[i].keep_ms));
+    for (i = 0; i < n; i++)
+        if (ds[i].group) group_left(ctx, b, basestr, ds[i].group);
     bump(ctx, stats, "completed", count, (long long)n);
     for (i = 0; i < n; i++) release(ctx, b, basestr, &ds[i], now);
 

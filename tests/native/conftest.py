@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import valkey
 
+from echomq import Connector, scripts
 from echomq.embedded.server import EmbeddedServer
 from tests.support.native import fresh_queue, start_server
 
@@ -32,3 +33,18 @@ def r(srv: EmbeddedServer) -> Iterator[valkey.Valkey]:
 @pytest.fixture
 def q() -> str:
     return fresh_queue()
+
+
+@pytest.fixture(scope="module")
+def wires(srv: EmbeddedServer) -> Iterator[tuple[Connector, Connector]]:
+    """A wire-4 (scripts) and a wire-6 (module) connector on the module's server, every
+    script loaded first: a step that meets NOSCRIPT is sent again after the rest of its
+    pipeline, so the first ``ack_and_claim`` on a fresh server would run its claim before
+    its acks at wire 4 (and answer what the module, acking first, does not)."""
+    c4 = Connector.connect(srv.url, wire=4)
+    c6 = Connector.connect(srv.url, wire=6)
+    for name in scripts.names():
+        c4.client.script_load(scripts.source(name))
+    yield c4, c6
+    c4.close()
+    c6.close()

@@ -14,15 +14,13 @@ purpose (ghosts, grouped rows, native-only refusals) is test_native_divergence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from echomq import Connector
-from echomq.embedded.server import EmbeddedServer
 from echomq.verbs import jobs
 from tests.support.native import base, fresh_queue, snapshot
 
@@ -71,15 +69,6 @@ ops = st.lists(
     min_size=4,
     max_size=40,
 )
-
-
-@pytest.fixture(scope="module")
-def wires(srv: EmbeddedServer) -> Iterator[tuple[Connector, Connector]]:
-    c4 = Connector.connect(srv.url, wire=4)
-    c6 = Connector.connect(srv.url, wire=6)
-    yield c4, c6
-    c4.close()
-    c6.close()
 
 
 def clocked(x: Any) -> float | None:

@@ -130,8 +130,10 @@ def test_ackmany_with_results_and_deleted_rows(r: valkey.Valkey) -> None:
 @pytest.mark.parametrize("setup, text", [
     (lambda r, q: r.hset(k(q, "rate"), mapping={"max": 5, "ms": 1000}),
      "EMQSTATE claim rate not native"),
-    (lambda r, q: r.zadd(k(q, "ring"), {"g": 1}), "EMQSTATE claim ring not native"),
-    (lambda r, q: r.zadd(k(q, "gwait"), {"g": 1}), "EMQSTATE claim ring not native"),
+    (lambda r, q: (r.zadd(k(q, "ring"), {"g": 1}), r.set(k(q, "g:g"), "x")),
+     "EMQSTATE claim ring not native"),
+    (lambda r, q: r.set(k(q, "limit"), "x"), "EMQSTATE claim limit not native"),
+    (lambda r, q: r.set(k(q, "gwait"), "x"), "EMQSTATE claim ring not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "cancel", 1), "EMQSTATE claim row not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "expires", 1), "EMQSTATE claim row not native"),
     (lambda r, q: r.hset(k(q, "job:" + J1), "state", "scheduled"),
@@ -192,13 +194,12 @@ def held(r: valkey.Valkey, q: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("fields, text", [
-    ({"group": "g"}, "EMQSTATE ack lane not native"),
     ({"parent": "emq:{p}:job:JOB01X"}, "EMQSTATE ack flow not native"),
     ({"flow": "1"}, "EMQSTATE ack flow not native"),
     ({"watched": "1"}, "EMQSTATE ack flow not native"),
     ({"notify": "soon"}, "EMQSTATE ack row not native"),
 ])
-def test_acks_hand_back_groups_flows_and_odd_rows(r: valkey.Valkey, q: str, fields: dict,
+def test_acks_hand_back_flows_and_odd_rows(r: valkey.Valkey, q: str, fields: dict,
                                                  text: str) -> None:
     job, token = held(r, q)
     r.hset(k(q, "job:" + job), mapping=fields)
@@ -232,8 +233,9 @@ def test_the_verbs_send_the_script_for_a_hand_back(srv: EmbeddedServer) -> None:
         flat, lane = ids.mint(), ids.mint()
         jobs.enqueue(c6, q, flat, b"f")
         jobs.enqueue(c6, q, lane, b"g", group="tenant")
+        c6.client.hset(k(q, "rate"), mapping={"max": 100, "ms": 1000})
         before = counts()
-        got = jobs.claim_many(c6, q, LEASE, 5)  # the ring: handed back, the script claims
+        got = jobs.claim_many(c6, q, LEASE, 5)  # a queue rate: handed back, the script claims
         assert sorted(c.id for c in got) == sorted([flat, lane])
         after = counts()
         assert after["emq.claim"][1] == before["emq.claim"][1] + 1
@@ -242,7 +244,7 @@ def test_the_verbs_send_the_script_for_a_hand_back(srv: EmbeddedServer) -> None:
         refusals, more = jobs.ack_and_claim(c6, q, [(i, c.token) for i, c in by_id.items()],
                                             LEASE, 1)
         assert refusals == [None, None] and more == []
-        assert groups.stats(c6, q)["tenant"].active == 0  # the script lowered it
+        assert groups.stats(c6, q)["tenant"].active == 0  # EMQ.ACKMANY lowered it
         assert jobs.counts(c6, q)["active"] == 0
         with pytest.raises(errors.StateError, match=r"^EMQSTATE ack not active$"):
             jobs.ack(c6, q, flat, by_id[flat].token)  # kept completed: a second ack
@@ -273,6 +275,7 @@ def test_a_queue_that_handed_back_sends_the_script_for_a_while(srv: EmbeddedServ
 
         for i in range(6):
             jobs.enqueue(c6, q, ids.mint(), b"g", group=f"g{i % 2}")
+        c6.client.hset(k(q, "rate"), mapping={"max": 100, "ms": 1000})  # the script's
         calls0, failed0 = failed()
         assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # handed back, then the script
         assert len(jobs.claim_many(c6, q, LEASE, 1)) == 1  # the script straight away
@@ -291,21 +294,23 @@ def test_an_async_connector_remembers_its_own_hand_backs(srv: EmbeddedServer) ->
     from echomq import AsyncConnector
 
     q = fresh_queue()
+    r = valkey.Valkey.from_url(srv.url)
 
     async def main() -> tuple[int, int]:
         conn = await AsyncConnector.connect(srv.url, wire=6)
         try:
             for i in range(4):
                 await jobs.enqueue(conn, q, ids.mint(), b"g", group=f"g{i % 2}")
+            r.hset(k(q, "rate"), mapping={"max": 100, "ms": 1000})  # the script's
             got = await jobs.claim_many(conn, q, LEASE, 1)  # handed back, then the script
             got += await jobs.claim_many(conn, q, LEASE, 1)  # the script straight away
+            for c in got:  # a recurrence occurrence behind each: the script's to release
+                r.hset(k(q, "job:" + c.id), "follower", "JOB01" + "Z" * 24)
             acks = await jobs.ack_many(conn, q, [(c.id, c.token) for c in got])  # a batch
             assert acks == [None, None] and len(got) == 2
             return len(conn.memory.handbacks.until), len(got)
         finally:
             await conn.close()
-
-    r = valkey.Valkey.from_url(srv.url)
 
     def failed(n: str) -> int:
         return int(r.info("commandstats").get(f"cmdstat_emq.{n}", {}).get("failed_calls", 0))
@@ -314,7 +319,7 @@ def test_an_async_connector_remembers_its_own_hand_backs(srv: EmbeddedServer) ->
     remembered, _ = asyncio.run(main())
     r.close()
     assert failed("claim") == claims0 + 1  # one refused native claim, not two
-    assert failed("ackmany") == acks0 + 1  # a grouped job's ack hands back once too
+    assert failed("ackmany") == acks0 + 1  # a follower's ack hands back once too
     assert remembered == 2  # EMQ.CLAIM and EMQ.ACKMANY on this queue
 
 

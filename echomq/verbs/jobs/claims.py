@@ -69,8 +69,8 @@ def claim(queue: str, lease_ms: int) -> Verb[Claim | None]:
     """Lease the next pending job (mint order) until SERVER now + ``lease_ms``.
 
     Increments ``attempts`` and returns it as the token, or ``None`` when pending is empty.
-    At wire 6 this sends ``EMQ.CLAIM``, which hands what it leaves to the script (groups,
-    rates, an unusual row) back, and the script runs then.
+    At wire 6 this sends ``EMQ.CLAIM``, which hands what it leaves to the script (a queue
+    rate, an unusual row) back, and the script runs then.
     """
     step = claim_step(queue, lease_ms, 1)
 

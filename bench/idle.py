@@ -97,10 +97,8 @@ class Spawned:
 
     def wait_ready(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
-        for _ in self.procs:
-            if not self._seen.acquire(timeout=max(0.0, end - time.monotonic())):
-                return False
-        return True
+        return all(self._seen.acquire(timeout=max(0.0, end - time.monotonic()))
+                   for _ in self.procs)
 
     def cpu(self) -> float:
         return sum(cpu_s(p.pid) for p in self.procs)

@@ -94,5 +94,4 @@ def _failures(got: Any, ids: set[str]) -> dict[str, BaseException]:
 
 def widest(app: Any, queue: str) -> int:
     """The largest ``chunk`` of the tasks of ``app`` (an ``App``) on ``queue`` (0: none)."""
-    return max((t.defaults.chunk or 0 for t in app.tasks.values() if queue in t.queues),
-               default=0)
+    return max((t.defaults.chunk or 0 for t in app.registry.on(queue)), default=0)

@@ -60,6 +60,7 @@ class Registry:
         self.default_queue = default_queue
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
+        self._on: dict[str, list[Task[Any, Any]]] | None = None  # ``on``'s index
 
     # -- declaring -----------------------------------------------------------------------
 
@@ -97,6 +98,7 @@ class Registry:
             del self.tasks[inner.name]
             self._moved(inner, t)
         self.tasks[name] = t
+        self._on = None
         return t
 
     def recur(self, spec: Definition, name: str | None, args: Iterable[Any],
@@ -176,10 +178,22 @@ class Registry:
                 seen.update(parts)
         return out
 
+    def on(self, queue: str) -> list[Task[Any, Any]]:
+        """The tasks that run on ``queue`` (a partition counts as its task's queue), from
+        an index built once per set of declarations: a worker on 1,000 queues asks for each
+        of them, and a scan per queue would cost queues x tasks."""
+        if self._on is None:  # dropped by each declaration
+            index: dict[str, list[Task[Any, Any]]] = {}
+            for t in self.tasks.values():
+                for q in t.queues:
+                    index.setdefault(q, []).append(t)
+            self._on = index
+        return self._on.get(queue, [])
+
     def lease_for(self, queue: str) -> int:
         """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
         task is reaped on time if its worker dies before the first checkpoint."""
-        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
+        leases = [t.lease_ms for t in self.on(queue)]
         return min(leases) if leases else DEFAULT_LEASE_MS
 
 

@@ -304,10 +304,8 @@ class Worker:
 
     async def _declare(self, conn: AsyncConnector) -> None:
         """Record the app's task declarations on each served queue (``emq:{q}:tasks``)."""
-        for q in self.queues:
-            declared = catalog.declared_on(self.app, q)
-            if declared:
-                await declarations.declare(conn, q, declared)
+        declared = {q: catalog.declared_on(self.app, q) for q in self.queues}
+        await declarations.declare_many(conn, {q: d for q, d in declared.items() if d})
 
     def _running_jobs(self) -> list[Any]:
         return [h for c in self.consumers for h in c.held.values()]
@@ -390,8 +388,8 @@ class Worker:
 async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
     """One line per queue that has groups: how many, and what waits and runs in them (read
     once at start: a queue with thousands of groups makes this a real read)."""
-    for q in queues:
-        stats = await groups.stats(conn, q)
+    for q, n in (await groups.seen(conn, queues)).items():
+        stats = await groups.stats(conn, q) if n else None
         if stats:
             log.info("queue %s: %d groups, %d jobs waiting in their lanes, %d active, "
                      "%d paused groups", q, len(stats),

@@ -240,8 +240,8 @@ class ClaimLoop:
         instant, or a beat while gathered numbers wait for their flush. No call."""
         ctx, wake, waker = self.ctx, self.ctx.wake, self.waker
         assert waker is not None and ctx.stop is not None
-        for q in ctx.queues:
-            waker.want(q)
+        if not all(waker.watches(q) for q in ctx.queues):  # back from full: until the
+            return await self._idle(wake.idle_for(beat_s))  # next wait takes it in
         news = any(m.durations or m.beat_s is not None for m in ctx.meters.values()) or any(
             t.pending for t in ctx.tallies.values())
         timeout = wake.idle_for(beat_s if news else REST_S)

@@ -17,12 +17,13 @@ list, so a token is never missed between two waits; and its cost is per call (on
 per wakeup, its keys registered once), not per queue per beat.
 
 A consumer that is full (no free slot) leaves the wait's keys: a token that still comes
-for it is put back for another worker's consumer of that queue and the wait re-issued
-without it. One that has a slot again and is not in the wait under way re-issues it
-(``want``). A token popped by a wait that was cancelled meanwhile is lost; the Metronome's
-survey kicks a queue with ready jobs within a second all the same. On a cluster, whose
-queues live on several slots, a blocking call cannot span them: there each consumer keeps
-its own wait (``runtime.claimloop``).
+for it is put back for another worker's consumer of that queue, and the next wait is sent
+without it. One that has a slot again while the wait under way does not watch it blocks on
+its own lists (``want`` says so) until the next wait, sent at the next token or within a
+second (``BLOCK_S``), takes it in. A wait under way is never cancelled to change its keys:
+a ``BLPOP`` cancelled after the server popped a token would lose that token. On a cluster,
+whose queues live on several slots, a blocking call cannot span them: there each consumer
+keeps its own wait (``runtime.claimloop``).
 
 Clocks: nothing here is timed but the degraded curve, on the HOST monotonic clock.
 """
@@ -42,8 +43,9 @@ from echomq.runtime.metronome import Metronome
 
 log = logging.getLogger("echomq.waker")
 
-#: how long one wait blocks when nothing ends it (s; cut to the socket's room)
-BLOCK_S = 30.0
+#: how long one wait blocks when nothing ends it (s): a consumer back from full joins the
+#: next one, so this bounds its own waits; one call a second is all an idle worker sends
+BLOCK_S = 1.0
 
 
 @verb
@@ -79,8 +81,6 @@ class Waker:
         self._queues: dict[str, str] = {}  # wake or due key -> its queue
         self._dues: list[str] = []
         self._watching: frozenset[str] = frozenset()  # the wake keys of the wait under way
-        self._reissue = asyncio.Event()
-        self._asked: set[str] = set()  # queues that asked while not watched
         self.calls = 0  # the waits sent (a test counts them)
 
     def join(self, queue: str, kick: Callable[[str], None], full: Callable[[], bool]) -> None:
@@ -91,14 +91,11 @@ class Waker:
         self._queues[wake] = self._queues[due] = queue
         self._dues.append(due)
 
-    def want(self, queue: str) -> None:
-        """``queue``'s consumer is idle with a free slot. When the wait under way does not
-        watch its wake list, the wait is re-issued with it, and the consumer kicked then:
-        a token that came meanwhile was not popped, but it claims once more anyway."""
-        key = keyspace.queue_key(queue, "wake")
-        if key not in self._watching and key in self._kicks:
-            self._asked.add(key)
-            self._reissue.set()
+    def watches(self, queue: str) -> bool:
+        """Whether the wait under way watches ``queue``'s wake list (its consumer, idle
+        with a free slot, rests on its kick; otherwise it blocks on its own lists until
+        the next wait)."""
+        return keyspace.queue_key(queue, "wake") in self._watching
 
     async def run(self, stop: asyncio.Event) -> None:
         """Wait, kick, wait again, until ``stop``. A failed wait sleeps on the degraded
@@ -107,10 +104,6 @@ class Waker:
         while not stop.is_set():
             wakes = tuple(k for k, full in self._full.items() if not full())
             self._watching = frozenset(wakes)
-            self._reissue.clear()
-            asked, self._asked = self._asked, set()
-            for key in asked:  # claim once more: the new wait watches them from here
-                self._kicks[key](self._queues[key])
             try:
                 got = await self._wait(stop, (*wakes, *self._dues))
             except (errors.WireError, errors.CommandError) as exc:
@@ -125,17 +118,15 @@ class Waker:
         self._watching = frozenset()
 
     async def _wait(self, stop: asyncio.Event, keys: tuple[str, ...]) -> str | None:
-        """One ``BLPOP``, ended early by ``stop`` or a re-issue (the call is cancelled)."""
+        """One ``BLPOP``, ended early by ``stop`` only (then cancelled)."""
         self.calls += 1
         secs = self.conn.block_for(BLOCK_S)
         pop = asyncio.ensure_future(wait_tokens(self.conn, keys, secs))
         ended = asyncio.ensure_future(stop.wait())
-        again = asyncio.ensure_future(self._reissue.wait())
         try:
-            await asyncio.wait({pop, ended, again}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({pop, ended}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             ended.cancel()
-            again.cancel()
             if not pop.done():
                 pop.cancel()
                 with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):

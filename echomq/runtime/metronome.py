@@ -234,6 +234,12 @@ class Metronome:
             self.stats.promoted += counts.promoted
             if q in self.held:  # a chased queue is let go: its holder plans the rest
                 self._note(q, counts.next_due_ms)
+            elif self.watch is not None and counts.next_due_ms is not None:
+                # surveying, a queue quiet at the last survey may have no holder yet: this
+                # one follows its next instant (a wait's deadline after a run-at) until a
+                # tick beats it
+                self._chase.add(q)
+                self._note(q, counts.next_due_ms)
             if self.on_due is not None:
                 if not counts.promoted:
                     # the instant was no run-at (a pause's end, a group reopening): no

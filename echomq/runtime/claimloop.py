@@ -7,6 +7,10 @@ enqueued job starts within a round trip. A full consumer waits for a slot instea
 same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
 the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.
 
+A worker's pooled consumers on a single server wait under its one ``BLPOP`` instead
+(``runtime.waker``): an idle loop rests on its kick, which the waker gives when its queue's
+token comes, and makes no call of its own (``_rest``).
+
 A partitioned queue's consumer has one claim loop for all its partitions (``queues``):
 the partitions that have work take turns (``runtime.spread``), each claim asking the one
 whose turn it is for every free slot, and an idle loop blocks on every partition's wake and

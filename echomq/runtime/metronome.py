@@ -23,6 +23,10 @@ pops and hands over (``lead(queue)``, the worker wires it): the Metronome re-rea
 queue's head and re-plans its wake, and promotes the queue then even where another process
 holds its lease (that holder never heard of the token; a redundant promote is harmless).
 
+A worker's Metronome surveys (``survey=True``, ``runtime.survey``): once a second one
+script call says which of its queues have something leased, due, to carry or to trim, and
+only those are held and beaten; an idle queue costs a share of that one call.
+
 Clocks: the beat is paced on the HOST monotonic clock; the lease, reap and promote read the
 SERVER clock.
 """

@@ -31,14 +31,13 @@ Clocks: nothing here is timed but the degraded curve, on the HOST monotonic cloc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from echomq.core import errors, keyspace
 from echomq.core.steps import Command, Verb, single, verb
-from echomq.runtime.beat import degraded_ms, sleep_unless
+from echomq.runtime.beat import degraded_ms, sleep_unless, unless_stopped
 from echomq.runtime.metronome import Metronome
 
 log = logging.getLogger("echomq.waker")
@@ -121,20 +120,7 @@ class Waker:
         """One ``BLPOP``, ended early by ``stop`` only (then cancelled)."""
         self.calls += 1
         secs = self.conn.block_for(BLOCK_S)
-        pop = asyncio.ensure_future(wait_tokens(self.conn, keys, secs))
-        ended = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({pop, ended}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            ended.cancel()
-            if not pop.done():
-                pop.cancel()
-                with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
-                    await pop
-        if pop.cancelled():
-            return None
-        got: str | None = pop.result()
-        return got
+        return await unless_stopped(stop, wait_tokens(self.conn, keys, secs))
 
     async def _token(self, key: str) -> None:
         """A token came from ``key``: kick its consumer (or put it back when that one is

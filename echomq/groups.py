@@ -15,6 +15,7 @@ from echomq.verbs.groups import (
     defaults,
     pause,
     resume,
+    seen,
     set_defaults,
     set_limit,
     set_rate,
@@ -24,5 +25,5 @@ from echomq.verbs.groups import (
 
 __all__ = [
     "GroupDefaults", "GroupStats", "check_group_name", "clear_rate", "defaults", "pause", "resume",
-    "set_defaults", "set_limit", "set_rate", "set_weight", "stats",
+    "seen", "set_defaults", "set_limit", "set_rate", "set_weight", "stats",
 ]

@@ -26,8 +26,9 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from echomq.core import backoff, errors, words
 from echomq.core.steps import Verb, verb
@@ -51,6 +52,7 @@ CARRY_LEASE_MS = 3 * DEFAULT_BEAT_MS
 CARRY_PASSES = 20
 
 log = logging.getLogger("echomq.beat")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,22 @@ def degraded_ms(beat_ms: int, streak: int) -> int:
     exponential curve over the beat, capped at ``DEGRADED_CEILING_MS``."""
     return backoff.delay_ms(("exponential", beat_ms, max(DEGRADED_CEILING_MS, beat_ms)),
                             streak)
+
+
+async def unless_stopped(stop: asyncio.Event, call: Awaitable[T]) -> T | None:
+    """``call``'s result, or None when ``stop`` is set first (``call`` is then cancelled,
+    and a wire error it ends with meanwhile is dropped: the loop is stopping)."""
+    pop = asyncio.ensure_future(call)
+    ended = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({pop, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        if not pop.done():
+            pop.cancel()
+            with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
+                await pop
+    return None if pop.cancelled() else pop.result()
 
 
 async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -7,6 +7,10 @@ enqueued job starts within a round trip. A full consumer waits for a slot instea
 same ``BLPOP`` watches the due list (``emq:{q}:due``): its token says a run-at now leads
 the schedule, and goes to the beat's legs (or, pooled, ``on_lead``) to re-plan their wake.
 
+A worker's pooled consumers on a single server wait under its one ``BLPOP`` instead
+(``runtime.waker``): an idle loop rests on its kick, which the waker gives when its queue's
+token comes, and makes no call of its own (``_rest``).
+
 A partitioned queue's consumer has one claim loop for all its partitions (``queues``):
 the partitions that have work take turns (``runtime.spread``), each claim asking the one
 whose turn it is for every free slot, and an idle loop blocks on every partition's wake and
@@ -35,7 +39,12 @@ from echomq.core import errors, keyspace
 from echomq.runtime.beat import degraded_ms
 from echomq.runtime.context import Context
 from echomq.runtime.events import emit
+from echomq.runtime.waker import Waker
 from echomq.verbs import jobs
+
+#: how long (s) a consumer under the worker's one wait rests with nothing noted: its kick
+#: (a token, a due instant, the survey) ends the rest; this is only the backstop
+REST_S = 30.0
 
 
 class ClaimLoop:
@@ -54,6 +63,10 @@ class ClaimLoop:
         self._degrading: asyncio.Event | None = None
         #: the id of a claim sent and not answered (``jobs.claim_step``), kept for its retry
         self.claim_id: str | None = None
+        #: pooled: told the queue of each claim that got jobs (the Metronome's ``touch``)
+        self.on_claimed: Callable[[str], None] | None = None
+        #: a pooled worker's one wait (``runtime.waker``); None: this loop blocks itself
+        self.waker: Waker | None = None
         # wake and due list -> the queue they belong to
         self._wakes = {keyspace.queue_key(q, "wake"): q for q in ctx.queues}
         self._dues = {keyspace.queue_key(q, "due"): q for q in ctx.queues}
@@ -90,6 +103,7 @@ class ClaimLoop:
                 # a due token says a run-at leads the schedule, not that a job is ready:
                 # no claim for it, straight back to the wait
                 if free > 0 and not led:
+                    ctx.wake.kick.clear()  # a kick from here on claims again
                     got = await self.claim(free)
                     self.healthy()
                 led = False
@@ -98,7 +112,8 @@ class ClaimLoop:
                 elif got < free and (spread.single or not spread.any_ready()):
                     # nothing left anywhere (a partition that gave its whole share may
                     # have more: the loop claims again at once)
-                    led = await self._idle(ctx.wake.idle_for(beat_s))
+                    led = (await self._idle(ctx.wake.idle_for(beat_s))
+                           if self.waker is None else await self._rest(beat_s))
             except (errors.WireError, errors.CommandError) as exc:
                 # CommandError too: a server that is loading, read-only after a failover or
                 # out of memory answers with an error reply, and that is weather as well
@@ -134,6 +149,8 @@ class ClaimLoop:
             if claims:
                 ctx.start(claims, q)
                 total += len(claims)
+                if self.on_claimed is not None:
+                    self.on_claimed(q)
         return total
 
     async def degraded(self, exc: Exception) -> None:
@@ -220,6 +237,36 @@ class ClaimLoop:
             elif self.on_lead is not None:
                 self.on_lead(self._dues[key])
         return led
+
+    async def _rest(self, beat_s: float) -> bool:
+        """Idle under the worker's one wait (``waker``): until a kick (its token came, a
+        noted due instant is now, the survey saw ready jobs), or the next noted due
+        instant, or a beat while gathered numbers wait for their flush. No call."""
+        ctx, wake, waker = self.ctx, self.ctx.wake, self.waker
+        assert waker is not None and ctx.stop is not None
+        if not all(waker.watches(q) for q in ctx.queues):  # back from full: until the
+            return await self._idle(wake.idle_for(beat_s))  # next wait takes it in
+        news = any(m.durations or m.beat_s is not None for m in ctx.meters.values()) or any(
+            t.pending for t in ctx.tallies.values())
+        timeout = wake.idle_for(beat_s if news else REST_S)
+        if wake.kick.is_set():
+            return False
+        wake.idle_until = asyncio.get_running_loop().time() + timeout
+        stopper = asyncio.ensure_future(ctx.stop.wait())
+        kicked = asyncio.ensure_future(wake.kick.wait())
+        try:
+            await asyncio.wait({stopper, kicked}, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.idle_until = None
+            stopper.cancel()
+            kicked.cancel()
+        return False
+
+    def kick(self, queue: str) -> None:
+        """The worker's wait popped ``queue``'s wake token: it has work, claim now."""
+        self.ctx.spread.wake(queue)
+        self.ctx.wake.kick.set()
 
     async def _sleep(self, seconds: float) -> None:
         assert self.ctx.stop is not None

@@ -76,6 +76,7 @@ from echomq.runtime.settling import Settler
 from echomq.runtime.slots import Slots
 from echomq.runtime.stats import ConsumerStats
 from echomq.runtime.taskstats import TaskTally
+from echomq.runtime.waker import Waker
 from echomq.runtime.weather import Weather
 from echomq.verbs import jobs
 from echomq.verbs.retention import Retention
@@ -234,6 +235,15 @@ class Consumer:
     @on_lead.setter
     def on_lead(self, lead: Callable[[str], None] | None) -> None:
         self.claims.on_lead = lead
+
+    def wait_with(self, waker: Waker) -> None:
+        """Pooled: idle under the worker's one wait (``runtime.waker``) instead of a
+        ``BLPOP`` of this consumer's own each beat; its due tokens go to the waker's
+        ``on_lead``."""
+        slots = self.ctx.slots
+        for q in self.queues:
+            waker.join(q, self.claims.kick, lambda: slots.free() <= 0)
+        self.claims.waker = waker
 
     def note_due(self, ms: int | None, *, kick: bool = False) -> None:
         """Something becomes claimable by time alone ``ms`` from now (SERVER clock): an

@@ -171,8 +171,10 @@ class Context:
             slots.freed()
 
     def busy(self) -> bool:
-        """Whether the consumer runs or holds jobs (its lease checkpoints go on)."""
-        return self.running or bool(self.slots.inflight)
+        """Whether the consumer holds jobs: its lease checkpoints go on while it does, and
+        stop when it is idle (a claim starts them again), so an idle queue costs no
+        wakeups a beat."""
+        return bool(self.slots.inflight)
 
     def claiming(self) -> bool:
         """Whether an ack flush may claim: the consumer runs, is not stopping and holds

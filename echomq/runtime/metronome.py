@@ -23,6 +23,10 @@ pops and hands over (``lead(queue)``, the worker wires it): the Metronome re-rea
 queue's head and re-plans its wake, and promotes the queue then even where another process
 holds its lease (that holder never heard of the token; a redundant promote is harmless).
 
+A worker's Metronome surveys (``survey=True``, ``runtime.survey``): once a second one
+script call says which of its queues have something leased, due, to carry or to trim, and
+only those are held and beaten; an idle queue costs a share of that one call.
+
 Clocks: the beat is paced on the HOST monotonic clock; the lease, reap and promote read the
 SERVER clock.
 """
@@ -50,8 +54,9 @@ from echomq.runtime.beat import (
     wake_delay,
 )
 from echomq.runtime.meter import Meter
+from echomq.runtime.survey import Watch, survey
 from echomq.runtime.weather import Weather
-from echomq.verbs import jobs
+from echomq.verbs import jobs, retention
 
 log = logging.getLogger("echomq.metronome")
 
@@ -103,6 +108,7 @@ class Metronome:
         on_pass: Callable[[str, LegCounts], None] | None = None,
         on_due: Callable[[str, int | None], None] | None = None,
         weather: Weather | None = None,
+        survey: bool = False,
     ) -> None:
         for q in queues:
             keyspace.validate_queue(q)
@@ -131,6 +137,9 @@ class Metronome:
         self._woken = asyncio.Event()
         #: per degraded queue: its streak of failed beats and when (loop clock) to try again
         self._degraded: dict[str, tuple[int, float]] = {}
+        #: ``survey=True``: beat only the queues a survey finds not quiet (``runtime.survey``)
+        self.watch = Watch(self.beat_ms / 1000) if survey else None
+        self._surveys = 0
 
     def _note(self, queue: str, ms: int | None) -> None:
         if ms is None:
@@ -150,6 +159,13 @@ class Metronome:
         if queue in self.queues:
             self._led.add(queue)
             self._woken.set()
+
+    def touch(self, queue: str) -> None:
+        """A consumer of this process claimed from ``queue`` (``survey=True``): beat it
+        until a survey finds it quiet, so its leases, flow completions and retries are
+        watched from the first claim on."""
+        if self.watch is not None and queue in self.stats.passes:
+            self.watch.busy.add(queue)
 
     async def _replan(self) -> None:
         """Re-read the head of every led queue (SERVER clock); a queue this Metronome does
@@ -222,6 +238,12 @@ class Metronome:
             self.stats.promoted += counts.promoted
             if q in self.held:  # a chased queue is let go: its holder plans the rest
                 self._note(q, counts.next_due_ms)
+            elif self.watch is not None and counts.next_due_ms is not None:
+                # surveying, a queue quiet at the last survey may have no holder yet: this
+                # one follows its next instant (a wait's deadline after a run-at) until a
+                # tick beats it
+                self._chase.add(q)
+                self._note(q, counts.next_due_ms)
             if self.on_due is not None:
                 if not counts.promoted:
                     # the instant was no run-at (a pause's end, a group reopening): no
@@ -236,7 +258,10 @@ class Metronome:
         # a queue chased for a lead keeps its instant: its holder elsewhere never heard of it
         self._due = {q: at for q, at in self._due.items() if q in self._chase}
         fresh = len(self._taken)
-        for q in self.queues:
+        queues = self.queues
+        if self.watch is not None:
+            queues = await self._watched()
+        for q in queues:
             if self._resting(q):
                 continue
             try:
@@ -248,6 +273,34 @@ class Metronome:
                 self._recovered(q)
         if len(self._taken) > fresh:
             self._say_taken()
+
+    async def _watched(self) -> list[str]:
+        """The queues to beat now (``survey=True``): a survey once a second (one call, or
+        one per queue on a cluster), then those it found busy or due within a beat. A
+        queue that left them is no longer held here (its lease lapses in two beats);
+        ready ones kick the idle consumers (``on_due(q, 0)``); kept terminal rows are
+        trimmed every ``trim_every`` surveys."""
+        watch = self.watch
+        assert watch is not None
+        if watch.due():
+            self._surveys += 1
+            trim = (self._surveys - 1) % max(1, self.legs.trim_every) == 0
+            if self.conn.cluster:
+                parts = await asyncio.gather(*(survey(self.conn, [q], watch.horizon_ms, trim)
+                                               for q in self.queues))
+                found = [s for part in parts for s in part]
+            else:
+                found = await survey(self.conn, self.queues, watch.horizon_ms, trim)
+            watch.found(found)
+            if self.on_due is not None:
+                for q in watch.ready:
+                    self.on_due(q, 0)
+            for q in watch.trim - watch.busy:
+                self.stats.trimmed += await retention.apply(
+                    self.conn, q, self.legs_for.get(q, self.legs).retention)
+        queues = watch.beating()
+        self.held &= watch.busy
+        return queues
 
     def _say_taken(self) -> None:
         """One line for the queues whose lease this metronome took for the first time

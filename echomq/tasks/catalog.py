@@ -64,7 +64,7 @@ def _failure_options(task: Task[Any, Any]) -> dict[str, Any]:
 
 def declared_on(app: App, queue: str) -> dict[str, dict[str, Any]]:
     """``options`` of every task of ``app`` on ``queue``, by name."""
-    return {t.name: options(app, t) for t in app.tasks.values() if queue in t.queues}
+    return {t.name: options(app, t) for t in app.registry.on(queue)}
 
 
 def app_name(app: App) -> str:

@@ -113,19 +113,18 @@ def widest(app: Any, queue: str) -> int:
     """The slots a worker gives ``queue`` for its chunk tasks (0: none): two of the largest
     ``chunk`` of the tasks of ``app`` (an ``App``) there, so one chunk fills while the one
     before it runs."""
-    return 2 * max((t.defaults.chunk or 0 for t in app.tasks.values() if queue in t.queues),
-                   default=0)
+    return 2 * max((t.defaults.chunk or 0 for t in app.registry.on(queue)), default=0)
 
 
 def handlers(app: Any, queue: str) -> dict[str, Chunker]:
     """The chunk tasks of ``app`` on ``queue`` a consumer runs on its chunk path (by name):
     those without what a per-job run gives (callbacks, a process of their own, a timeout)."""
     out: dict[str, Chunker] = {}
-    for name, task in app.tasks.items():
+    for task in app.registry.on(queue):
         d = task.defaults
-        if (task.chunker is None or queue not in task.queues or task.ref is not None
+        if (task.chunker is None or task.ref is not None
                 or d.timeout_ms is not None or d.on_success is not None
                 or d.on_failure is not None or d.on_retry is not None):
             continue
-        out[name] = task.chunker
+        out[task.name] = task.chunker
     return out

@@ -76,19 +76,23 @@ class Registry:
         self.default_queue = default_queue
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.recurrences: list[Recurrence] = []
+        self._on: dict[str, list[Task[Any, Any]]] | None = None  # ``on``'s index
+        #: the tasks by their (logical) queue: ``check`` reads one queue's, not all
+        self._named: dict[str, list[Task[Any, Any]]] = {}
 
     # -- declaring -----------------------------------------------------------------------
 
     def check(self, d: TaskDefaults) -> None:
         """Refuse what contradicts a task already declared on the same queue: another
         partition count, or another rate (a queue has one)."""
-        for other in self.tasks.values():
-            if other.queue == d.queue and other.partitions != d.partitions:
+        mine = self._named.get(d.queue, [])
+        for other in mine:
+            if other.partitions != d.partitions:
                 raise ValueError(f"queue {d.queue!r} has {other.partitions} partition(s) "
                                  f"(task {other.name}); every task on it must say the same")
         if d.rate is not None:
-            for other in self.tasks.values():
-                if other.queue == d.queue and other.rate not in (None, d.rate):
+            for other in mine:
+                if other.rate not in (None, d.rate):
                     raise ValueError(
                         f"queue {d.queue!r} already has rate {rates.show(other.rate)} (task "
                         f"{other.name}); a queue has one rate: declare the same on every "
@@ -111,9 +115,22 @@ class Registry:
             # @app.task above @app.every/@app.cron: the recurrence below registered the
             # function with the defaults; it moves to this task's queue and name
             del self.tasks[inner.name]
+            self._unindex(inner)
             self._moved(inner, t)
+        if name in self.tasks:
+            self._unindex(self.tasks[name])
         self.tasks[name] = t
+        self._named.setdefault(t.queue, []).append(t)
+        if self._on is not None:
+            for q in t.queues:
+                self._on.setdefault(q, []).append(t)
         return t
+
+    def _unindex(self, t: Task[Any, Any]) -> None:
+        named = self._named.get(t.queue, [])
+        if t in named:
+            named.remove(t)
+        self._on = None  # rebuilt at the next ``on``
 
     def recur(self, spec: Definition, name: str | None, args: Iterable[Any],
               kwargs: dict[str, Any] | None) -> Callable[[Any], Task[Any, Any]]:
@@ -194,10 +211,22 @@ class Registry:
                 seen.update(parts)
         return out
 
+    def on(self, queue: str) -> list[Task[Any, Any]]:
+        """The tasks that run on ``queue`` (a partition counts as its task's queue), from
+        an index built once per set of declarations: a worker on 1,000 queues asks for each
+        of them, and a scan per queue would cost queues x tasks."""
+        if self._on is None:  # built at the first ask, dropped when a task leaves
+            index: dict[str, list[Task[Any, Any]]] = {}
+            for t in self.tasks.values():
+                for q in t.queues:
+                    index.setdefault(q, []).append(t)
+            self._on = index
+        return self._on.get(queue, [])
+
     def lease_for(self, queue: str) -> int:
         """The claim lease for ``queue``: the shortest task lease on it, so a short-lease
         task is reaped on time if its worker dies before the first checkpoint."""
-        leases = [t.lease_ms for t in self.tasks.values() if queue in t.queues]
+        leases = [t.lease_ms for t in self.on(queue)]
         return min(leases) if leases else DEFAULT_LEASE_MS
 
 

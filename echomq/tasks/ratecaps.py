@@ -17,6 +17,7 @@ with ``echomq rate QUEUE MAX/DURATION`` (an operator's setting, ``jobs.set_rate`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ def declared(app: App, queue: str) -> tuple[tuple[int, int] | None, str | None] 
     """``(rate, task name)`` the app declares for ``queue`` (a partition counts as its
     queue); ``(None, None)`` when its tasks there declare none; ``None`` when no task of
     the app lives on ``queue`` (the worker leaves its rate alone)."""
-    mine = [t for t in app.tasks.values() if queue in t.queues]
+    mine = app.registry.on(queue)
     if not mine:
         return None
     for t in mine:
@@ -45,11 +46,14 @@ def declared(app: App, queue: str) -> tuple[tuple[int, int] | None, str | None] 
 
 async def apply(conn: Any, app: App, queues: Sequence[str]) -> None:
     """Apply the declared rate of each of ``queues`` (see the module doc), logging what
-    changed and what an operator's setting kept."""
-    for q in queues:
-        found = declared(app, q)
-        if found is None:
-            continue
+    changed and what an operator's setting kept: the queues at once, so their calls share
+    round trips."""
+    await asyncio.gather(*(_apply(conn, app, q) for q in queues))
+
+
+async def _apply(conn: Any, app: App, q: str) -> None:
+    found = declared(app, q)
+    if found is not None:
         rate, task = found
         outcome, in_force = await jobs.declare_rate(conn, q, rate)
         shown = rates.show(_pair(in_force)) if in_force else "none"

@@ -12,6 +12,7 @@ queue_limit=)``), applied on the server when a worker starts, next to the declar
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,18 +29,22 @@ log = logging.getLogger("echomq.worker")
 def declared(app: App, queue: str) -> list[Tenants] | None:
     """The tenant controls of the app's tasks on ``queue`` (a partition counts as its
     queue); ``None`` when no task of the app lives there (the worker leaves it alone)."""
-    mine = [t for t in app.tasks.values() if queue in t.queues]
+    mine = app.registry.on(queue)
     if not mine:
         return None
     return [t.defaults.tenants for t in mine if t.defaults.tenants is not None]
 
 
 async def apply(conn: Any, app: App, queues: Sequence[str]) -> None:
-    """Apply each queue's declared group defaults and cap (see the module doc)."""
-    for q in queues:
-        found = declared(app, q)
-        if found is None:
-            continue
+    """Apply each queue's declared group defaults and cap (see the module doc): the
+    queues at once, so their calls share round trips (a worker on 1,000 queues starts in
+    a few, not 1,000)."""
+    await asyncio.gather(*(_apply(conn, app, q) for q in queues))
+
+
+async def _apply(conn: Any, app: App, q: str) -> None:
+    found = declared(app, q)
+    if found is not None:
         limit = next((t.group_limit for t in found if t.group_limit is not None), None)
         rate = next((t.group_rate for t in found if t.group_rate is not None), None)
         if limit is not None or rate is not None:

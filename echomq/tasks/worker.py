@@ -50,6 +50,7 @@ from echomq.runtime.events import Event
 from echomq.runtime.handler import Job
 from echomq.runtime.metronome import Metronome
 from echomq.runtime.presence import Presence
+from echomq.runtime.waker import pool
 from echomq.runtime.weather import Weather
 from echomq.tasks import catalog, chunks, lifecycle, ratecaps, tenants
 from echomq.tasks.joblog import JobLog
@@ -206,15 +207,14 @@ class Worker:
                 helpers.append(asyncio.ensure_future(self.presence.run(background)))
             if self.use_metronome:
                 by_queue = {q: c for c in self.consumers for q in c.queues}
-                # the due instants the metronome reads (run-ats, group and queue reopens)
-                # wake this process's idle consumers then, not at their next beat
                 self.metronome = Metronome(
                     conn, self.queues, beat_ms=self.beat_ms,
                     legs=Legs(retention=retention, carry_lease_ms=3 * self.beat_ms),
                     on_due=lambda q, ms: by_queue[q].note_due(ms) if q in by_queue else None,
-                    weather=self.weather)
-                for c in self.consumers:  # a due token they pop re-plans the metronome
-                    c.on_lead = self.metronome.lead
+                    weather=self.weather, survey=True)
+                waker = pool(conn, self.consumers, self.metronome, self.beat_ms)
+                if waker is not None:  # one wait for every idle consumer (runtime.waker)
+                    helpers.append(asyncio.ensure_future(waker.run(claims_end)))
                 helpers.append(asyncio.ensure_future(self.metronome.run(background)))
             recurrences = [r for r in self.app.recurrences if r.queue in self.queues]
             if recurrences and self.use_pump:
@@ -304,10 +304,8 @@ class Worker:
 
     async def _declare(self, conn: AsyncConnector) -> None:
         """Record the app's task declarations on each served queue (``emq:{q}:tasks``)."""
-        for q in self.queues:
-            declared = catalog.declared_on(self.app, q)
-            if declared:
-                await declarations.declare(conn, q, declared)
+        declared = {q: catalog.declared_on(self.app, q) for q in self.queues}
+        await declarations.declare_many(conn, {q: d for q, d in declared.items() if d})
 
     def _running_jobs(self) -> list[Any]:
         return [h for c in self.consumers for h in c.held.values()]
@@ -390,8 +388,8 @@ class Worker:
 async def log_groups(conn: AsyncConnector, queues: Sequence[str]) -> None:
     """One line per queue that has groups: how many, and what waits and runs in them (read
     once at start: a queue with thousands of groups makes this a real read)."""
-    for q in queues:
-        stats = await groups.stats(conn, q)
+    for q, n in (await groups.seen(conn, queues)).items():
+        stats = await groups.stats(conn, q) if n else None
         if stats:
             log.info("queue %s: %d groups, %d jobs waiting in their lanes, %d active, "
                      "%d paused groups", q, len(stats),

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from echomq.core import keyspace
-from echomq.core.steps import Command, Verb, single, text, verb
+from echomq.core.steps import Batch, Command, Verb, single, text, verb
 
 
 def key(queue: str) -> str:
@@ -27,6 +27,23 @@ def key(queue: str) -> str:
 def declare(queue: str, tasks: Mapping[str, Mapping[str, Any]]) -> Verb[int]:
     """Record ``tasks`` (name -> options, JSON-able) as declared on ``queue``, replacing
     earlier declarations of the same names; how many names were new."""
+    return single(_hset(queue, tasks), int)
+
+
+@verb
+def declare_many(by_queue: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Verb[int]:
+    """``declare`` for several queues in one pipelined round trip (a worker's start, on
+    however many queues); how many names were new in all."""
+    if not by_queue:
+        return 0
+    replies = yield Batch(tuple(_hset(q, tasks) for q, tasks in by_queue.items()))
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return sum(int(r) for r in replies)
+
+
+def _hset(queue: str, tasks: Mapping[str, Mapping[str, Any]]) -> Command:
     if not tasks:
         raise ValueError("declare needs at least one task")
     flat: list[str] = []
@@ -34,7 +51,7 @@ def declare(queue: str, tasks: Mapping[str, Mapping[str, Any]]) -> Verb[int]:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a task name must be a non-empty str, not {name!r}")
         flat += [name, json.dumps(dict(options), sort_keys=True, default=str)]
-    return single(Command(("HSET", key(queue), *flat)), int)
+    return Command(("HSET", key(queue), *flat))
 
 
 @verb

@@ -19,6 +19,7 @@ consumers wake then instead of polling.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from echomq.core import guards as guard
@@ -146,6 +147,19 @@ def defaults(queue: str) -> Verb[GroupDefaults]:
 
 def _int(value: Any) -> int | None:
     return readings.whole(value)  # a field another client garbled reads as unset
+
+
+@verb
+def seen(queues: Sequence[str]) -> Verb[dict[str, int]]:
+    """How many groups each of ``queues`` has seen (``stats`` names them), in one
+    pipelined round trip: which queues a worker starting on many has groups to tell of."""
+    names = list(queues)
+    if not names:
+        return {}
+    replies = yield Batch(tuple(Command(("SCARD", keyspace.queue_key(q, "groups")))
+                                for q in names))
+    return {q: int(n) for q, n in zip(names, replies, strict=True)
+            if not isinstance(n, Exception)}
 
 
 @verb

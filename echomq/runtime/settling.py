@@ -163,19 +163,19 @@ class Settler:
             asked = sum(split.values())
             slots.reserved += asked
             self._acking = batch
+            if asked and self.claim_id is None:
+                self.claim_id = secrets.token_hex(8)
             try:
                 if spread.single:
                     q = spread.queues[0]
-                    if asked and self.claim_id is None:
-                        self.claim_id = secrets.token_hex(8)
                     replies, got = await jobs.ack_and_claim(
                         ctx.conn, q, [a.item() for a in batch], ctx.lease_ms, asked,
                         keep=keep, claim_id=self.claim_id if asked else None)
-                    if asked:
-                        self.claim_id = None
                     claimed = {q: got} if asked else {}
                 else:
                     replies, claimed = await self._across(batch, split, keep)
+                if asked:
+                    self.claim_id = None
             except Exception as exc:
                 for ack in batch:
                     self._acked(ack, exc, failed=True)
@@ -199,7 +199,8 @@ class Settler:
         for ack in batch:
             by_queue.setdefault(ack.job.queue, []).append(ack.item())
         refusals, claimed = await jobs.ack_and_claim_queues(
-            self.ctx.conn, by_queue, split, self.ctx.lease_ms, keep)
+            self.ctx.conn, by_queue, split, self.ctx.lease_ms, keep,
+            self.claim_id if any(split.values()) else None)
         taken = {q: iter(r) for q, r in refusals.items()}
         return [next(taken[ack.job.queue]) for ack in batch], claimed
 

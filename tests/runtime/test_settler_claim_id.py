@@ -45,6 +45,29 @@ def test_an_ack_and_claim_sent_again_with_its_id_answers_the_same_jobs(
         assert jobs.counts(direct, queue)["active"] == 0
 
 
+
+@pytest.mark.parametrize("wire", [4, 6], ids=["scripts", "native"])
+def test_a_partitioned_ack_and_claim_sent_again_with_its_id_answers_the_same_jobs(
+        proxy: FaultProxy, server: Any, queue: str, wire: int) -> None:
+    """The partitions' ack+claim (one round trip over several queues) carries one claim
+    id for every queue's claim: a lost reply's jobs come back on each queue."""
+    qs = [f"{queue}-a", f"{queue}-b"]
+    sent = {q: [ids.mint() for _ in range(4)] for q in qs}
+    with Connector.connect(server.url) as direct, \
+            Connector.connect(proxy.url("socket_timeout=0.3"), wire=wire) as worker:
+        for q in qs:
+            for jid in sent[q]:
+                jobs.enqueue(direct, q, jid, b"{}")
+        jobs.ack_and_claim_queues(worker, {}, {q: 1 for q in qs}, 30_000, False, "p-0")
+        proxy.drop_replies()
+        with pytest.raises(errors.WireError):  # applied, its reply lost
+            jobs.ack_and_claim_queues(worker, {}, {q: 2 for q in qs}, 30_000, False, "p-1")
+        proxy.heal()
+        _, again = jobs.ack_and_claim_queues(worker, {}, {q: 2 for q in qs}, 30_000, False,
+                                             "p-1")
+        assert {q: [c.id for c in again[q]] for q in qs} == {q: sent[q][1:3] for q in qs}
+        assert all(jobs.counts(direct, q)["active"] == 3 for q in qs)  # nothing stranded
+
 def test_a_consumer_whose_ack_and_claim_reply_is_lost_runs_its_jobs_at_once(
         proxy: FaultProxy, server: Any, queue: str) -> None:
     """Replies dropped for 1 s from inside a handler (its ack+claim is what goes out next);

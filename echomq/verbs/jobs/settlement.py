@@ -159,12 +159,14 @@ def ack_and_claim(
 @verb
 def ack_and_claim_queues(
     acks: Mapping[str, Iterable[AckEntry]], counts: Mapping[str, int], lease_ms: int,
-    keep: bool = True,
+    keep: bool = True, claim_id: str | None = None,
 ) -> Verb[tuple[dict[str, list[errors.ServerError | None]], dict[str, list[Claim]]]]:
     """``ack_and_claim`` over several queues (a partitioned queue's partitions) in one round
     trip: each queue's ``ack_many`` for its entries in ``acks``, then ``claim_many`` of
     ``counts[queue]`` jobs for each queue with a positive count, all pipelined (each its
     own atomic transition, on its own slot; on a cluster each goes to its queue's primary).
+    ``claim_id``: as ``ack_and_claim``'s, one id for every queue's claim (each records it
+    under its own queue).
 
     Returns (the ack refusals in order, per queue in ``acks``; the claims, per queue in
     ``counts``). A refused claim raises, as ``ack_and_claim``'s does.
@@ -174,7 +176,7 @@ def ack_and_claim_queues(
     claim_steps: list[tuple[str, Eval]] = []
     for q, n in counts.items():
         if guard.non_negative("count", n):
-            claim_steps.append((q, claim_step(q, lease_ms, n)))
+            claim_steps.append((q, claim_step(q, lease_ms, n, claim_id)))
 
     def calls() -> Verb[tuple[dict[str, list[errors.ServerError | None]],
                               dict[str, list[Claim]]]]:

@@ -299,6 +299,10 @@ class Metronome:
                 self.stats.trimmed += await retention.apply(
                     self.conn, q, self.legs_for.get(q, self.legs).retention)
         queues = watch.beating()
+        for q in self.held - watch.busy:  # gone quiet: its last beat time is told now
+            meter = self.meters.get(q)
+            if meter is not None and meter.beat_s is not None:
+                meter.flush_soon(self.conn, q, 0)
         self.held &= watch.busy
         return queues
 
@@ -329,7 +333,9 @@ class Metronome:
         began = time.monotonic()
         counts = await run_legs(self.conn, q, self.legs_for.get(q, self.legs),
                                 self.stats.beats)
-        meter = self.meters.setdefault(q, Meter())
+        # a queue's first beat is told at once (a queue beaten only now and then would
+        # otherwise never reach a second between beats)
+        meter = self.meters.setdefault(q, Meter(last_flush=0.0))
         meter.beat_s = time.monotonic() - began
         if meter.due():  # the beat time, folded into the server's metrics once a second
             meter.flush_soon(self.conn, q, 0)

@@ -590,8 +590,13 @@ def test_a_worker_pool_reports_handler_and_beat_times(url, queue):
         time.sleep(0.002)
         return n
 
-    for i in range(4):
+    import datetime as dt
+
+    for i in range(3):
         work.enqueue(i)
+    # a run-at to promote: the Metronome beats a queue with something due (an idle one
+    # it leaves alone), so this one gets beats to time
+    work.enqueue_in(dt.timedelta(milliseconds=500), 3)
 
     async def main() -> None:
         stop = asyncio.Event()

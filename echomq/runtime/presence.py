@@ -25,14 +25,13 @@ last heartbeat measured (SERVER now minus the HOST clock at the reply's midpoint
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from echomq.core import errors
-from echomq.runtime.beat import degraded_ms
+from echomq.runtime.beat import degraded_ms, unless_stopped
 from echomq.runtime.leases import Held
 from echomq.runtime.weather import Weather
 from echomq.verbs import workers
@@ -155,20 +154,9 @@ class Presence:
         wait_s = self.conn.block_for(min(CONTROL_WAIT_S, self.heartbeat_ms / 1000))
         streak = 0
         while not stop.is_set():
-            pop = asyncio.ensure_future(workers.next_request(self.conn, self.id, wait_s))
-            stopper = asyncio.ensure_future(stop.wait())
-            try:
-                await asyncio.wait({pop, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopper.cancel()
-                if not pop.done():
-                    pop.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, errors.EchoMQError):
-                        await pop
-            if pop.cancelled():
-                return
-            try:
-                action = pop.result()
+            try:  # None: no request within the wait, or the stop came first
+                action = await unless_stopped(
+                    stop, workers.next_request(self.conn, self.id, wait_s))
             except WEATHER as exc:
                 streak += 1
                 await self._outage("worker control", exc, streak, stop)
